@@ -1,0 +1,240 @@
+"""Command line: `gpu-incident [TARGET ...]` and its subcommands (DESIGN.md CLI contract).
+
+Bad usage exits 2 with one line on stderr and no traceback. Textual is only
+imported when the console itself starts, after TEXTUAL_* variables are set.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+
+SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench")
+SEVERITY_WORDS = ("info", "low", "high", "critical")
+
+
+class UsageError(Exception):
+    """Bad usage: one line, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {text!r}")
+    return int(text)
+
+
+def _add_ssh_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("SSH (apply to every SSH target)")
+    g.add_argument("--nodes-file", metavar="FILE", help="targets, one per line, # comments")
+    g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
+    g.add_argument("-i", dest="identity", metavar="IDENTITY", action="append", default=[],
+                   help="private key file (repeatable)")
+    g.add_argument("--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
+    g.add_argument("--accept-new-host-keys", action="store_true",
+                   help="record keys of hosts not yet known (never changed keys)")
+    g.add_argument("--device-glob", default="/dev/nvidia*", metavar="GLOB",
+                   help="device files whose holders are GPU holders (default /dev/nvidia*)")
+    g.add_argument("--probe-timeout", type=_positive, default=10.0, metavar="S",
+                   help="deadline of one poll of a node (default 10 s)")
+
+
+def build_console_parser() -> Parser:
+    p = Parser(prog="gpu-incident", description="Console for GPU nodes that will not give their memory back.",
+               epilog="subcommands: " + ", ".join(SUBCOMMANDS) + " (gpu-incident SUBCOMMAND --help)")
+    p.add_argument("targets", nargs="*", metavar="TARGET",
+                   help="local (default), demo, demo:SCENARIO, [user@]host[:port], hostlist gpu[01-16]")
+    p.add_argument("--interval", type=_positive, default=1.0, metavar="S", help="poll interval (1.0)")
+    p.add_argument("--read-only", action="store_true", help="refuse every destructive action")
+    p.add_argument("--dry-run", action="store_true", help="record commands without running them")
+    p.add_argument("--theme", default=None, metavar="NAME")
+    p.add_argument("--incident-dir", metavar="DIR")
+    p.add_argument("--incident", metavar="ID", help="continue an existing incident")
+    p.add_argument("--config", metavar="FILE", help="TOML config (key bindings, defaults)")
+    p.add_argument("--debug-log", metavar="FILE", help="record polls, commands and timings")
+    p.add_argument("--version", action="version", version=f"gpu-incident {__version__}")
+    _add_ssh_options(p)
+    return p
+
+
+def build_sub_parser(name: str) -> Parser:
+    p = Parser(prog=f"gpu-incident {name}")
+    p.add_argument("--debug-log", metavar="FILE")
+    if name == "snapshot":
+        p.add_argument("targets", nargs="*", metavar="TARGET")
+        p.add_argument("--json", action="store_true", help="JSON document on stdout (the contract)")
+        p.add_argument("--fail-on", choices=SEVERITY_WORDS, metavar="SEVERITY",
+                       help="exit 1 when a finding reaches SEVERITY (info, low, high, critical)")
+        _add_ssh_options(p)
+    elif name == "simulate":
+        p.add_argument("--scenario", default="seed")
+        p.add_argument("--nodes", type=int, default=1)
+        p.add_argument("--port", type=_port, default=None)
+        p.add_argument("--state-dir", metavar="DIR", default=None)
+    elif name == "timeline":
+        p.add_argument("verb", choices=("list", "show", "export"))
+        p.add_argument("ref", nargs="?", metavar="FILE|ID")
+        p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+        p.add_argument("-o", dest="output", metavar="FILE")
+        p.add_argument("--incident-dir", metavar="DIR")
+    elif name in ("replay", "follow"):
+        p.add_argument("file", metavar="FILE")
+        p.add_argument("--theme", default=None)
+    elif name == "bench":
+        p.add_argument("--quick", action="store_true")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--nodes", type=int, default=None)
+        p.add_argument("--target", metavar="DEST")
+    return p
+
+
+def setup_debug_log(path: str | None) -> None:
+    if not path:
+        return
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("gpu_incident")
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    root.debug("gpu-incident %s started: %s", __version__, " ".join(sys.argv))
+
+
+def make_sources(args: argparse.Namespace, default_target: str = "local"):
+    """Targets from the command line -> Source objects (ValueError on a bad target)."""
+    from .targets import SshOptions, expand_targets, make_source
+    targets = expand_targets(args.targets or ([] if args.nodes_file else [default_target]), args.nodes_file)
+    if not targets:
+        raise ValueError("no targets (the nodes file is empty)")
+    ssh = SshOptions(known_hosts=args.known_hosts, identity=tuple(args.identity),
+                     ssh_config=args.ssh_config, accept_new_host_keys=args.accept_new_host_keys)
+    return [make_source(t, ssh=ssh, device_glob=args.device_glob, probe_timeout=args.probe_timeout)
+            for t in targets]
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    if not args.json:
+        raise UsageError("snapshot needs --json (the human view is the console)")
+    from .diagnose import fails
+    from .engine import snapshot_all
+    from .jsonout import snapshot_document
+    sources = make_sources(args)
+    taken = time.time()
+    snaps = asyncio.run(snapshot_all(sources))
+    json.dump(snapshot_document(snaps, taken), sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    if args.fail_on:
+        findings = [f for s in snaps for f in s.findings]
+        if fails(findings, args.fail_on):
+            return 1
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from . import export, timeline
+    directory = Path(args.incident_dir) if args.incident_dir else None
+    if args.verb == "list":
+        rows = timeline.list_incidents(directory)
+        if not rows:
+            print(f"no incidents in {directory or timeline.default_incident_dir()}")
+        for ident, _path, count, first in rows:
+            print(f"{ident}  {count:4d} entries  started {first or '?'}")
+        return 0
+    if not args.ref:
+        raise UsageError(f"timeline {args.verb} needs FILE or ID")
+    try:
+        path = timeline.resolve(args.ref, directory)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    entries, warnings = timeline.load(path)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if args.verb == "show" and args.format == "markdown":
+        text = export.as_text(entries)
+    elif args.format == "json":
+        text = "\n".join(json.dumps(d, ensure_ascii=False) for d in timeline.iter_json(entries)) + "\n"
+    else:
+        text = export.as_markdown(entries, incident_id=path.name.removesuffix(timeline.SUFFIX))
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .sim.server import run_simulate
+    return run_simulate(args)
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    if args.read_only and args.dry_run:
+        pass  # read-only wins; dry-run is moot
+    sources = make_sources(args)
+    from . import timeline
+    tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
+    os.environ.setdefault("TEXTUAL_FPS", "30")
+    from .ui.app import IncidentApp  # Textual only from here on
+    app = IncidentApp(sources, timeline=tl, interval=args.interval, read_only=args.read_only,
+                      dry_run=args.dry_run, theme_name=args.theme)
+    try:
+        app.run()
+    finally:
+        tl.close()
+    if app.return_code:
+        return app.return_code
+    print(f"incident timeline: {tl.path}", file=sys.stderr)
+    return 0
+
+
+def _not_yet(name: str):
+    def run(args: argparse.Namespace) -> int:
+        print(f"gpu-incident {name}: not available in this version yet", file=sys.stderr)
+        return 2
+    return run
+
+
+COMMANDS = {"snapshot": cmd_snapshot, "timeline": cmd_timeline, "simulate": cmd_simulate,
+            "replay": _not_yet("replay"), "follow": _not_yet("follow"), "bench": _not_yet("bench")}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            args = build_sub_parser(argv[0]).parse_args(argv[1:])
+            setup_debug_log(args.debug_log)
+            return COMMANDS[argv[0]](args)
+        args = build_console_parser().parse_args(argv)
+        setup_debug_log(args.debug_log)
+        return cmd_console(args)
+    except UsageError as exc:
+        print(f"gpu-incident: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        print(f"gpu-incident: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,123 @@
+"""Polling engine: one monitor per node, each on its own rhythm. Free of Textual.
+
+A monitor polls its source, runs diagnosis against the node's recent history
+and hands the diagnosed snapshot to a callback. A slow or dead node only
+delays itself: every poll is bounded, and nodes never wait for each other.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import time
+from typing import Awaitable, Callable, Sequence
+
+from .model import ActionRecord, NodeSnapshot
+from .sources.base import Source
+
+log = logging.getLogger("gpu_incident.engine")
+HISTORY = 300   # snapshots kept per node (5 min at 1 s)
+POLL_SLACK_S = 5.0   # on top of the source's own deadline, for connects
+
+
+def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
+              actions: Sequence[ActionRecord] = ()) -> NodeSnapshot:
+    """The snapshot with its findings filled in (diagnosis never takes a node down)."""
+    from .diagnose import diagnose
+    try:
+        findings = diagnose(snap, history, actions)
+    except Exception as exc:  # noqa: BLE001
+        log.exception("diagnosis failed on %s", snap.name)
+        return dataclasses.replace(snap, warnings=snap.warnings + (f"diagnosis failed: {exc!r}",))
+    return dataclasses.replace(snap, findings=tuple(findings))
+
+
+async def bounded_poll(source: Source, deadline: float) -> NodeSnapshot:
+    """source.poll() with an outer deadline: a source that overruns becomes a timed-out node."""
+    started = time.monotonic()
+    try:
+        snap = await asyncio.wait_for(source.poll(), deadline)
+    except asyncio.TimeoutError:
+        snap = NodeSnapshot(name=source.name, taken_at=time.time(),
+                            error=f"probe timed out after {deadline:.0f} s")
+    except Exception as exc:  # noqa: BLE001 - a source bug must not take the console down
+        log.exception("poll failed on %s", source.name)
+        snap = NodeSnapshot(name=source.name, taken_at=time.time(),
+                            error=f"poll failed: {type(exc).__name__}: {exc}")
+    log.debug("poll %s took %.1f ms error=%s", source.name, (time.monotonic() - started) * 1000,
+              snap.error)
+    return snap
+
+
+class NodeMonitor:
+    def __init__(self, source: Source, *, interval: float = 1.0,
+                 on_update: Callable[[NodeSnapshot], Awaitable[None] | None] | None = None) -> None:
+        self.source = source
+        self.interval = interval
+        self.on_update = on_update
+        self.history: collections.deque[NodeSnapshot] = collections.deque(maxlen=HISTORY)
+        self.actions: list[ActionRecord] = []
+        self.latest: NodeSnapshot | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def deadline(self) -> float:
+        return getattr(self.source, "probe_timeout", 10.0) + POLL_SLACK_S
+
+    async def poll_once(self) -> NodeSnapshot:
+        snap = await bounded_poll(self.source, self.deadline)
+        snap = diagnosed(snap, tuple(self.history), tuple(self.actions))
+        self.history.append(snap)
+        self.latest = snap
+        if self.on_update is not None:
+            result = self.on_update(snap)
+            if asyncio.iscoroutine(result):
+                await result
+        return snap
+
+    def poll_soon(self) -> None:
+        """Cut the current wait short (after an action, to show its effect at once)."""
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            started = time.monotonic()
+            await self.poll_once()
+            self._wake.clear()
+            delay = max(0.0, self.interval - (time.monotonic() - started))
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"poll {self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+            self._task = None
+        try:
+            await asyncio.wait_for(self.source.close(), 5)
+        except Exception:  # noqa: BLE001
+            log.exception("closing %s", self.name)
+
+
+async def snapshot_all(sources: Sequence[Source]) -> list[NodeSnapshot]:
+    """One diagnosed poll of every source, concurrently, in the order given."""
+    monitors = [NodeMonitor(s) for s in sources]
+    try:
+        return list(await asyncio.gather(*(m.poll_once() for m in monitors)))
+    finally:
+        await asyncio.gather(*(m.stop() for m in monitors), return_exceptions=True)

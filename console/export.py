@@ -1,0 +1,68 @@
+"""Timeline exports: Markdown postmortem and a plain-text listing."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .model import TimelineEntry
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _memory(m) -> str:
+    if not m:
+        return ""
+    return ", ".join(f"GPU{k} {v if v is not None else '?'} MiB" for k, v in m.items())
+
+
+def as_text(entries: Sequence[TimelineEntry]) -> str:
+    lines = []
+    for e in entries:
+        head = f"#{e.seq:<4} {e.ts}  {e.kind:<11} {e.node or '-':<12} {e.by}"
+        lines.append(head)
+        if e.text:
+            lines.append(f"      {_one_line(e.text)}")
+        if e.command:
+            lines.append(f"      $ {e.command}" + (f"   (rc {e.rc})" if e.rc is not None else ""))
+        if e.freed_mib is not None:
+            lines.append(f"      freed {e.freed_mib} MiB" +
+                         (f" in {e.seconds_to_free:.1f} s" if e.seconds_to_free is not None else ""))
+        if e.verdict:
+            lines.append(f"      verdict: {e.verdict}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "") -> str:
+    out = [f"# Incident {incident_id}".rstrip(), ""]
+    if entries:
+        people = sorted({e.by for e in entries})
+        nodes = sorted({e.node for e in entries if e.node})
+        out += [f"- Started: {entries[0].ts}", f"- Last entry: {entries[-1].ts}",
+                f"- Nodes: {', '.join(nodes) or '-'}", f"- By: {', '.join(people)}", ""]
+    hyps = [e for e in entries if e.kind == "hypothesis"]
+    if hyps:
+        out += ["## Hypotheses", ""]
+        for h in hyps:
+            verdicts = [e for e in entries if e.kind == "verdict" and e.hypothesis == h.seq]
+            v = verdicts[-1].verdict if verdicts else "open"
+            out.append(f"- #{h.seq} {_one_line(h.text)} — **{v}**")
+        out.append("")
+    out += ["## Timeline", ""]
+    for e in entries:
+        out.append(f"### #{e.seq} {e.kind} — {e.ts} — {e.node or ''} ({e.by})".replace(" —  (", " — ("))
+        if e.text:
+            out += ["", _one_line(e.text)]
+        if e.command:
+            out += ["", "```", f"$ {e.command}", *((e.output or "").splitlines()[:40]), "```"]
+            if e.rc is not None:
+                out.append(f"exit status {e.rc}")
+        if e.gpu_memory_before or e.gpu_memory_after:
+            out += ["", f"- before: {_memory(e.gpu_memory_before)}", f"- after: {_memory(e.gpu_memory_after)}"]
+        if e.freed_mib is not None:
+            out.append(f"- freed: {e.freed_mib} MiB" +
+                       (f" in {e.seconds_to_free:.1f} s" if e.seconds_to_free is not None else ""))
+        if e.verdict:
+            out.append(f"- verdict: {e.verdict}" + (f" on #{e.hypothesis}" if e.hypothesis else ""))
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,72 @@
+"""The `snapshot --json` document (DESIGN.md contract: fields may be added, never renamed)."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Sequence
+
+from .model import Finding, Gpu, NodeSnapshot, Proc
+
+
+def iso_utc(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def gpu_json(g: Gpu) -> dict[str, Any]:
+    return {
+        "index": g.index, "uuid": g.uuid, "name": g.name, "bus_id": g.bus_id,
+        "memory_used_mib": g.memory_used_mib, "memory_total_mib": g.memory_total_mib,
+        "utilization_pct": g.utilization_pct, "memory_reserved_mib": g.memory_reserved_mib,
+        "persistence_mode": g.persistence_mode, "mig_mode": g.mig_mode,
+        "mig_instances": [{"profile": m.profile, "uuid": m.uuid, "device_index": m.device_index}
+                          for m in g.mig_instances],
+    }
+
+
+def proc_json(p: Proc) -> dict[str, Any]:
+    return {
+        "pid": p.pid, "ppid": p.ppid, "state": p.state, "user": p.user, "name": p.name,
+        "cmdline": p.cmdline, "gpu_memory_mib": dict(p.gpu_memory_mib),
+        "holds_devices": p.holds_devices, "threads_in_d": p.threads_in_d,
+        "device_files": list(p.device_files), "create_time": p.create_time,
+        "start_ticks": p.start_ticks, "num_threads": p.num_threads, "pid_ns": p.pid_ns,
+        "d_threads": [{"tid": t.tid, "wchan": t.wchan} for t in p.d_threads],
+    }
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "kind": f.kind, "severity": f.severity, "pids": list(f.pids), "gpus": list(f.gpus),
+        "summary": f.summary, "next_step": f.next_step, "reason": f.reason, "rung": f.rung,
+        "evidence": _plain(f.evidence), "since": iso_utc(f.since) if f.since else None,
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Evidence as JSON-safe data (tuples -> lists, keys -> str)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def node_json(s: NodeSnapshot) -> dict[str, Any]:
+    return {
+        "name": s.name, "error": s.error, "warnings": list(s.warnings), "probe_ms": s.probe_ms,
+        "hostname": s.hostname, "driver_version": s.driver_version,
+        "taken_at": iso_utc(s.taken_at),
+        "gpus": [gpu_json(g) for g in s.gpus],
+        "lost_gpus": list(s.lost_gpus),
+        "processes": [proc_json(p) for p in s.processes],
+        "driver_processes": [{"pid": d.pid, "gpu_index": d.gpu_index, "gpu_uuid": d.gpu_uuid,
+                              "used_memory_mib": d.used_memory_mib, "name": d.name}
+                             for d in s.driver_processes],
+        "kernel_log": list(s.kernel_log),
+        "findings": [finding_json(f) for f in s.findings],
+    }
+
+
+def snapshot_document(snaps: Sequence[NodeSnapshot], taken_at: float) -> dict[str, Any]:
+    return {"taken_at": iso_utc(taken_at), "nodes": [node_json(s) for s in snaps]}

@@ -1,0 +1,410 @@
+"""Pure parsers for the node probe (see probe.py for the layout).
+
+Every function here takes text and returns values; none raises on any input.
+Garbage becomes a warning line, a value the driver cannot report becomes None.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+
+from ..model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, ThreadInfo
+from .probe import split_sections
+
+NA_VALUES = {"[n/a]", "n/a", "[not supported]", "[insufficient permissions]", "[unknown error]",
+             "[gpu is lost]", "[requested functionality has been deprecated]", ""}
+_UNIT_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:mib|%|w|mhz|c)?\s*$", re.IGNORECASE)
+_LOST_RE = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\S*: GPU is lost")
+_LIST_GPU_RE = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
+_LIST_MIG_RE = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
+_DRIVER_RE = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+(?:\.\d+)+)")
+_MAX_LINE = 160
+
+
+def clip(text: str, limit: int = _MAX_LINE) -> str:
+    """One printable line, at most ``limit`` characters (for warnings and errors)."""
+    line = " ".join(str(text).split())
+    line = "".join(ch if ch.isprintable() else "?" for ch in line)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def na_or_int(value: str | None) -> int | None:
+    """`76109`, `76109 MiB`, `12 %` -> int; `[N/A]` and friends (or garbage) -> None."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.lower() in NA_VALUES:
+        return None
+    m = _UNIT_RE.match(text)
+    if not m:
+        return None
+    try:
+        return int(float(m.group(1)))
+    except (ValueError, OverflowError):
+        return None
+
+
+def na_or_text(value: str | None) -> str | None:
+    if value is None:
+        return None
+    text = value.strip()
+    return None if text.lower() in NA_VALUES else text
+
+
+def on_off(value: str | None) -> bool | None:
+    text = (na_or_text(value) or "").lower()
+    if text in ("enabled", "on", "1", "yes"):
+        return True
+    if text in ("disabled", "off", "0", "no"):
+        return False
+    return None
+
+
+def csv_rows(text: str) -> list[list[str]]:
+    """Rows of nvidia-smi CSV, fields stripped; NUL bytes and bad quoting tolerated."""
+    lines = [ln.replace("\0", "") for ln in text.splitlines() if ln.strip()]
+    try:
+        return [[f.strip() for f in row] for row in csv.reader(lines, skipinitialspace=True)]
+    except csv.Error:
+        return [[f.strip() for f in ln.split(",")] for ln in lines]
+
+
+# ---------------------------------------------------------------- nvidia-smi
+
+def nvsmi_failure(text: str, rc: int | None) -> str | None:
+    """The node-level error an nvidia-smi run shows, in the DESIGN.md words, or None."""
+    low = text.lower()
+    if "couldn't communicate with the nvidia driver" in low or "driver not loaded" in low:
+        return "NVIDIA driver not loaded: nvidia-smi couldn't communicate with the NVIDIA driver"
+    if "version mismatch" in low:
+        return "driver/library version mismatch: " + clip(_first_line_with(text, "mismatch"))
+    if "no devices were found" in low:
+        return "no devices: nvidia-smi found no GPU"
+    if rc == 127 or "nvidia-smi: not found" in low or "failed to run command" in low \
+            or "nvidia-smi: command not found" in low:
+        return "nvidia-smi not found on the node's PATH"
+    if rc == 124:
+        return "nvidia-smi timed out (the driver may be hung)"
+    if "failed to initialize nvml" in low:
+        return "driver error: " + clip(_first_line_with(text, "nvml"))
+    return None
+
+
+def _first_line_with(text: str, word: str) -> str:
+    for line in text.splitlines():
+        if word.lower() in line.lower():
+            return line.strip()
+    return text.strip()
+
+
+def lost_gpu_bus_ids(text: str) -> list[str]:
+    """Bus ids of GPUs nvidia-smi called lost ("Unable to determine the device handle …")."""
+    return sorted({m.group(1) for m in _LOST_RE.finditer(text)})
+
+
+@dataclass
+class GpuParse:
+    gpus: list[Gpu] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
+    """`--query-gpu=GPU_FIELDS --format=csv,noheader,nounits` (see probe.GPU_FIELDS)."""
+    out = GpuParse()
+    out.lost = lost_gpu_bus_ids(text)
+    for bus in out.lost:
+        out.warnings.append(f"GPU {bus} is lost (nvidia-smi cannot reach it)")
+    for row in csv_rows(text):
+        if len(row) < 6 or not row[0].isdigit():
+            if "GPU is lost" in ",".join(row):
+                continue
+            if nvsmi_failure(",".join(row), None) is None:
+                out.warnings.append("unparsed nvidia-smi line: " + clip(",".join(row)))
+            continue
+        row = row + [""] * (9 - len(row))
+        try:
+            index = int(row[0])
+        except ValueError:  # pragma: no cover - isdigit() guards it
+            continue
+        mig = on_off(row[8])
+        out.gpus.append(Gpu(
+            index=index, uuid=row[1], name=row[2], bus_id=row[3],
+            memory_used_mib=na_or_int(row[4]), memory_total_mib=na_or_int(row[5]),
+            utilization_pct=na_or_int(row[6]), persistence_mode=on_off(row[7]),
+            mig_mode=mig))
+    if not out.gpus:
+        out.error = nvsmi_failure(text, rc) or (
+            None if rc == 0 and not text.strip() else
+            f"nvidia-smi failed (exit {rc}): " + clip(text.strip().splitlines()[0] if text.strip() else "no output"))
+        if rc == 0 and not text.strip():
+            out.error = "no devices: nvidia-smi listed no GPU"
+    return out
+
+
+def parse_compute_apps(text: str, uuid_to_index: dict[str, int]) -> tuple[list[DriverProc], list[str]]:
+    """`--query-compute-apps=pid,gpu_uuid,used_memory,process_name`; empty output is valid."""
+    procs: list[DriverProc] = []
+    warnings: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or "no running processes found" in line.lower():
+            continue
+        parts = line.split(",", 3)
+        pid_text = parts[0].strip()
+        if len(parts) < 3 or not pid_text.isdigit():
+            if nvsmi_failure(line, None) is None and "GPU is lost" not in line:
+                warnings.append("unparsed compute-apps line: " + clip(line))
+            continue
+        uuid = parts[1].strip()
+        name = parts[3].strip() if len(parts) > 3 else ""
+        procs.append(DriverProc(pid=int(pid_text), gpu_index=uuid_to_index.get(uuid), gpu_uuid=uuid,
+                                used_memory_mib=na_or_int(parts[2]), name=name))
+    return procs, warnings
+
+
+def parse_gpu_list(text: str) -> dict[int, tuple[MigInstance, ...]]:
+    """`nvidia-smi -L`: MIG devices listed under each GPU index."""
+    out: dict[int, list[MigInstance]] = {}
+    current: int | None = None
+    for line in text.splitlines():
+        m = _LIST_GPU_RE.match(line)
+        if m:
+            current = int(m.group(1))
+            out.setdefault(current, [])
+            continue
+        m = _LIST_MIG_RE.match(line)
+        if m and current is not None:
+            out[current].append(MigInstance(gpu_index=current, profile=m.group(1),
+                                            uuid=m.group(3), device_index=int(m.group(2))))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+# ---------------------------------------------------------------- /proc and ps
+
+@dataclass(frozen=True)
+class StatLine:
+    pid: int
+    comm: str
+    state: str
+    ppid: int
+    num_threads: int | None
+    start_ticks: int | None
+
+
+def parse_stat_line(line: str) -> StatLine | None:
+    """One /proc/PID/stat line; comm may hold spaces and parentheses (split at the last ')')."""
+    open_at = line.find(" (")
+    close_at = line.rfind(")")
+    if open_at <= 0 or close_at < open_at:
+        return None
+    pid_text = line[:open_at].strip()
+    if not pid_text.isdigit():
+        return None
+    fields = line[close_at + 1:].split()
+    if len(fields) < 2 or not fields[1].lstrip("-").isdigit():
+        return None
+
+    def num(i: int) -> int | None:
+        return int(fields[i]) if len(fields) > i and fields[i].lstrip("-").isdigit() else None
+
+    return StatLine(pid=int(pid_text), comm=line[open_at + 2:close_at], state=fields[0][:1],
+                    ppid=int(fields[1]), num_threads=num(17), start_ticks=num(19))
+
+
+def parse_stat(text: str) -> dict[int, StatLine]:
+    out: dict[int, StatLine] = {}
+    for line in text.splitlines():
+        st = parse_stat_line(line)
+        if st is not None:
+            out[st.pid] = st
+    return out
+
+
+def parse_ps(text: str) -> dict[int, tuple[str, str]]:
+    """`ps -eo pid=,user:32=,args=` -> {pid: (user, args)}."""
+    out: dict[int, tuple[str, str]] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].isdigit():
+            continue
+        out[int(parts[0])] = (parts[1], parts[2].rstrip() if len(parts) > 2 else "")
+    return out
+
+
+def parse_dstate(text: str) -> dict[int, list[ThreadInfo]]:
+    """Lines "/proc/PID/task/TID WCHAN STATLINE" -> {pid: [threads in D]}."""
+    out: dict[int, list[ThreadInfo]] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) < 3:
+            continue
+        path = parts[0].split("/")
+        if len(path) != 5 or path[1] != "proc" or path[3] != "task":
+            continue
+        if not (path[2].isdigit() and path[4].isdigit()):
+            continue
+        st = parse_stat_line(parts[2])
+        if st is None or st.state != "D":
+            continue
+        wchan = None if parts[1] in ("-", "0") else parts[1]
+        out.setdefault(int(path[2]), []).append(
+            ThreadInfo(tid=int(path[4]), state="D", wchan=wchan, name=st.comm))
+    return out
+
+
+def parse_fds(text: str) -> dict[int, tuple[str, ...]]:
+    """Lines "/proc/PID/fd /dev/nvidia0" -> {pid: device files held}."""
+    out: dict[int, set[str]] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) != 2:
+            continue
+        path = parts[0].split("/")
+        if len(path) != 4 or path[1] != "proc" or not path[2].isdigit() or path[3] != "fd":
+            continue
+        out.setdefault(int(path[2]), set()).add(parts[1].strip())
+    return {pid: tuple(sorted(files)) for pid, files in out.items()}
+
+
+def parse_pidns(text: str) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            out[int(parts[0])] = parts[1]
+    return out
+
+
+@dataclass(frozen=True)
+class Meta:
+    now: float | None = None
+    clk_tck: int = 100
+    btime: int | None = None
+    hostname: str | None = None
+    uid: int | None = None
+    pid_ns: str | None = None
+    shell_pid: int | None = None
+
+
+def parse_meta(text: str) -> Meta:
+    lines = [ln.strip() for ln in text.splitlines()]
+    lines += [""] * (7 - len(lines))
+
+    def to_int(s: str) -> int | None:
+        return int(s) if s.isdigit() else None
+
+    try:
+        now: float | None = float(lines[0])
+    except ValueError:
+        now = None
+    bt = lines[2].split()
+    return Meta(now=now, clk_tck=to_int(lines[1]) or 100,
+                btime=to_int(bt[1]) if len(bt) == 2 and bt[0] == "btime" else None,
+                hostname=lines[3] or None, uid=to_int(lines[4]), pid_ns=lines[5] or None,
+                shell_pid=to_int(lines[6]))
+
+
+def parse_xid(text: str) -> tuple[list[str], list[str]]:
+    """dmesg output -> (NVRM Xid lines, warnings)."""
+    lines, warnings = [], []
+    for line in text.splitlines():
+        if "NVRM: Xid" in line:
+            lines.append(line.rstrip())
+        elif line.startswith("dmesg:"):
+            low = line.lower()
+            if "not permitted" in low or "permission" in low:
+                warnings.append("dmesg not permitted: Xid lines unavailable")
+            else:
+                warnings.append("dmesg: " + clip(line[6:]))
+    return lines, sorted(set(warnings))
+
+
+def parse_driver_version(text: str) -> str | None:
+    m = _DRIVER_RE.search(text)
+    return m.group(1) if m else None
+
+
+# ---------------------------------------------------------------- the whole probe
+
+def parse_probe(name: str, text: str, mark: str, *, taken_at: float,
+                probe_ms: float | None = None) -> NodeSnapshot:
+    """Probe output -> NodeSnapshot. Never raises."""
+    try:
+        return _parse_probe(name, text, mark, taken_at, probe_ms)
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not take the node down
+        return NodeSnapshot(name=name, taken_at=taken_at, probe_ms=probe_ms,
+                            error=f"could not parse the node's probe output: {clip(repr(exc))}")
+
+
+def _parse_probe(name: str, text: str, mark: str, taken_at: float,
+                 probe_ms: float | None) -> NodeSnapshot:
+    sec = split_sections(text, mark)
+    warnings: list[str] = []
+    for wanted in ("meta", "gpu", "apps", "stat", "ps"):
+        if wanted not in sec:
+            warnings.append(f"probe section '{wanted}' missing")
+        elif sec[wanted][0] is None:
+            warnings.append(f"probe section '{wanted}' cut short")
+
+    def body(key: str) -> tuple[int | None, str]:
+        return sec.get(key, (None, ""))
+
+    meta = parse_meta(body("meta")[1])
+    gpu_rc, gpu_text = body("gpu")
+    gp = parse_gpu_query(gpu_text, gpu_rc) if "gpu" in sec else GpuParse(error=None)
+    warnings += gp.warnings
+    error = gp.error
+    mig = parse_gpu_list(body("list")[1])
+    gpus = []
+    for g in gp.gpus:
+        inst = mig.get(g.index, ())
+        if inst or g.mig_mode:
+            g = Gpu(**{**g.__dict__, "mig_instances": inst, "mig_mode": True if inst else g.mig_mode})
+        gpus.append(g)
+    uuid_to_index = {g.uuid: g.index for g in gpus}
+    driver_procs: list[DriverProc] = []
+    if error is None:
+        driver_procs, w = parse_compute_apps(body("apps")[1], uuid_to_index)
+        warnings += w
+
+    stats = parse_stat(body("stat")[1])
+    ps = parse_ps(body("ps")[1])
+    dthreads = parse_dstate(body("dstate")[1])
+    fds = parse_fds(body("fds")[1])
+    pidns = parse_pidns(body("pidns")[1])
+    xid_lines, w = parse_xid(body("xid")[1])
+    warnings += w
+
+    gpu_mem: dict[int, dict[str, int | None]] = {}
+    for dp in driver_procs:
+        key = str(dp.gpu_index) if dp.gpu_index is not None else dp.gpu_uuid
+        per = gpu_mem.setdefault(dp.pid, {})
+        if dp.used_memory_mib is None:
+            per.setdefault(key, None)
+        else:
+            per[key] = (per.get(key) or 0) + dp.used_memory_mib
+
+    pids = sorted(set(stats) | set(ps))
+    procs = []
+    for pid in pids:
+        st = stats.get(pid)
+        user, args = ps.get(pid, (None, ""))
+        create_time = None
+        if st is not None and st.start_ticks is not None and meta.btime is not None:
+            create_time = round(meta.btime + st.start_ticks / meta.clk_tck, 2)
+        procs.append(Proc(
+            pid=pid, ppid=st.ppid if st else 0, state=st.state if st else "?", user=user,
+            name=st.comm if st else (args.split()[0] if args.split() else "?"), cmdline=args,
+            create_time=create_time, start_ticks=st.start_ticks if st else None,
+            gpu_memory_mib=gpu_mem.get(pid, {}), device_files=fds.get(pid, ()),
+            d_threads=tuple(dthreads.get(pid, ())), num_threads=st.num_threads if st else None,
+            pid_ns=pidns.get(pid)))
+    own = (meta.shell_pid,) if meta.shell_pid else ()
+    return NodeSnapshot(
+        name=name, taken_at=taken_at, error=error, warnings=tuple(dict.fromkeys(warnings)),
+        probe_ms=probe_ms, gpus=tuple(gpus), processes=tuple(procs),
+        driver_processes=tuple(driver_procs), lost_gpus=tuple(gp.lost), kernel_log=tuple(xid_lines),
+        hostname=meta.hostname, own_pids=own,
+        driver_version=parse_driver_version(body("driver")[1]))

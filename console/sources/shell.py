@@ -1,0 +1,43 @@
+"""A node reached through a POSIX shell: the SSH source and the simulator share this.
+
+``poll`` sends the whole probe (probe.py) in one round trip and parses it with
+the pure parsers in parse.py; ``run`` sends one command line. Subclasses only
+provide the transport, ``_exec``.
+"""
+from __future__ import annotations
+
+import abc
+import time
+
+from ..model import CommandResult, NodeSnapshot
+from . import probe
+from .base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S, Source
+
+
+class ShellSource(Source):
+    def __init__(self, name: str, *, device_glob: str = probe.DEFAULT_DEVICE_GLOB,
+                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> None:
+        super().__init__(name)
+        self.device_glob = device_glob
+        self.probe_timeout = probe_timeout
+
+    @abc.abstractmethod
+    async def _exec(self, script: str, timeout: float) -> CommandResult:
+        """Run shell text on the node; never raises. On failure ``error`` holds one
+        human line using the DESIGN.md words (unreachable, refused, authentication,
+        host key, timed out)."""
+
+    async def poll(self) -> NodeSnapshot:
+        from .parse import parse_probe
+        mark = probe.new_mark()
+        started = time.monotonic()
+        result = await self._exec(probe.build_script(mark, self.device_glob), self.probe_timeout)
+        probe_ms = round((time.monotonic() - started) * 1000, 1)
+        if result.error is not None:
+            return NodeSnapshot(name=self.name, taken_at=time.time(), error=result.error,
+                                probe_ms=probe_ms)
+        snap = parse_probe(self.name, result.stdout, mark, taken_at=time.time(), probe_ms=probe_ms)
+        return snap
+
+    async def run(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
+        return await self._exec(command, timeout)

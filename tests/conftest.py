@@ -1,0 +1,29 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture
+def incident_dir(tmp_path: Path) -> Path:
+    return tmp_path / "incidents"
+
+
+@pytest.fixture(autouse=True)
+def _no_user_state(tmp_path_factory, monkeypatch):
+    """Never write into the real user's state dir from a test."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    yield
+
+
+def gpu_incident_cmd() -> list[str]:
+    exe = ROOT / ".venv" / "bin" / "gpu-incident"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "console"]
+
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")

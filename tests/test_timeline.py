@@ -1,0 +1,84 @@
+import json
+import os
+import stat
+
+import pytest
+
+from console import timeline
+
+
+def test_entries_are_on_disk_with_private_modes(incident_dir):
+    tl = timeline.open_incident(incident_dir, by="alice@bastion")
+    e1 = tl.append("hypothesis", "memory needs more time to be released", node="demo")
+    e2 = tl.append("check", "wait-and-reread", node="demo", hypothesis=e1.seq,
+                   command="sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader",
+                   rc=0, output="0, 76109 MiB", gpu_memory_before={"0": 76109},
+                   gpu_memory_after={"0": 76109})
+    tl.append("verdict", "memory unchanged after 5 s", node="demo", hypothesis=e1.seq, verdict="refuted")
+    # another reader sees every line without the writer closing the file
+    lines = tl.path.read_text().splitlines()
+    assert [json.loads(x)["seq"] for x in lines] == [1, 2, 3]
+    first = json.loads(lines[1])
+    assert first["by"] == "alice@bastion" and first["hypothesis"] == 1 and first["kind"] == "check"
+    assert e2.gpu_memory_after == {"0": 76109}
+    assert stat.S_IMODE(os.stat(tl.path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(incident_dir).st_mode) == 0o700
+    tl.close()
+
+
+def test_existing_open_dir_is_used_with_a_warning(tmp_path):
+    d = tmp_path / "shared"
+    d.mkdir(mode=0o755)
+    os.chmod(d, 0o755)
+    tl = timeline.open_incident(d)
+    assert any("readable by others" in w for w in tl.warnings)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o755   # used as it is
+    tl.close()
+
+
+def test_torn_last_line_is_skipped_and_nothing_before_is_lost(incident_dir):
+    tl = timeline.open_incident(incident_dir, "inc1")
+    for i in range(3):
+        tl.append("note", f"note {i}")
+    tl.close()
+    with open(tl.path, "ab") as fh:
+        fh.write(b'{"ts": "2026-11-29T11:00:00Z", "seq": 4, "by": "x", "ki')   # crash mid-write
+    entries, warnings = timeline.load(tl.path)
+    assert [e.text for e in entries] == ["note 0", "note 1", "note 2"]
+    assert warnings == ["inc1.jsonl: torn last line skipped"]
+    # continuing the incident appends after the torn line, with the next seq
+    tl2 = timeline.open_incident(incident_dir, "inc1")
+    tl2.append("note", "after crash")
+    tl2.close()
+    entries, warnings = timeline.load(tl.path)
+    assert [e.seq for e in entries] == [1, 2, 3, 4]
+    assert entries[-1].text == "after crash"
+    assert warnings == ["inc1.jsonl: unreadable line 4 skipped"]
+
+
+def test_bad_kind_and_verdict_are_refused(incident_dir):
+    with timeline.open_incident(incident_dir) as tl:
+        with pytest.raises(ValueError):
+            tl.append("rumour", "x")
+        with pytest.raises(ValueError):
+            tl.append("verdict", "x", verdict="maybe")
+        assert tl.entries == []
+
+
+def test_list_resolve_and_markdown_export(incident_dir):
+    from console import export
+    with timeline.open_incident(incident_dir, "20261129-a") as tl:
+        h = tl.append("hypothesis", "SIGKILL was enough", node="demo")
+        tl.append("action", "SIGKILL 9 processes", node="demo", command="kill -s KILL 72170 72171",
+                  rc=0, freed_mib=0, gpu_memory_before={"0": 76109}, gpu_memory_after={"0": 76109})
+        tl.append("verdict", "", node="demo", hypothesis=h.seq, verdict="refuted")
+    rows = timeline.list_incidents(incident_dir)
+    assert [r[0] for r in rows] == ["20261129-a"] and rows[0][2] == 3
+    path = timeline.resolve("20261129-a", incident_dir)
+    entries, _ = timeline.load(path)
+    md = export.as_markdown(entries, incident_id="20261129-a")
+    assert "# Incident 20261129-a" in md
+    assert "$ kill -s KILL 72170 72171" in md
+    assert "SIGKILL was enough — **refuted**" in md
+    with pytest.raises(FileNotFoundError):
+        timeline.resolve("nope", incident_dir)
