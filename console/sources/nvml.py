@@ -1,0 +1,476 @@
+"""NVML access layer for the local source.
+
+Two parts:
+
+* ``read_nvml(nv)`` — one blocking reading of every GPU through a pynvml-like
+  module ``nv`` (the real ``pynvml`` from nvidia-ml-py, or a test double that
+  raises the real pynvml exception classes). It never raises: NVML failures
+  become ``NvmlReading.error`` (node-level) or ``warnings`` / ``None`` fields
+  (per GPU or per field).
+* ``DeadlineWorker`` — one dedicated daemon thread that runs those readings with a
+  deadline. A call that hangs (a wedged GPU leaves NVML callers stuck in the
+  kernel) is reported as "timed out"; while it is still stuck no further call
+  is started, so hung threads never pile up.
+
+Errors are told apart by their NVML error code (``exc.value``), so this works
+with any module exposing the ``NVML_ERROR_*`` constants.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..model import DriverProc, Gpu, MigInstance
+
+MIB = 1024 * 1024
+
+LIBRARY_NOT_FOUND = "NVML: shared library not found — no NVIDIA driver on this machine"
+DRIVER_NOT_LOADED = "NVIDIA driver not loaded"
+VERSION_MISMATCH = "NVML: driver/library version mismatch — reload the driver or reboot"
+NO_DEVICES = "no devices: NVML found no NVIDIA GPU"
+NO_PYNVML = "NVML: the pynvml module (nvidia-ml-py) is not installed; no driver data"
+
+# Fallback codes (the values NVML defines), used when ``nv`` lacks a constant.
+_CODES = {
+    "NVML_ERROR_UNINITIALIZED": 1,
+    "NVML_ERROR_NOT_SUPPORTED": 3,
+    "NVML_ERROR_NO_PERMISSION": 4,
+    "NVML_ERROR_NOT_FOUND": 6,
+    "NVML_ERROR_DRIVER_NOT_LOADED": 9,
+    "NVML_ERROR_LIBRARY_NOT_FOUND": 12,
+    "NVML_ERROR_FUNCTION_NOT_FOUND": 13,
+    "NVML_ERROR_GPU_IS_LOST": 15,
+    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": 18,
+}
+
+
+@dataclass(frozen=True)
+class NvmlReading:
+    """What one NVML pass found. ``error`` set means the driver gave nothing usable."""
+    error: str | None = None
+    gpus: tuple[Gpu, ...] = ()
+    driver_processes: tuple[DriverProc, ...] = ()
+    lost_gpus: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    driver_version: str | None = None
+
+
+def _code(nv: Any, name: str) -> int:
+    return getattr(nv, name, _CODES[name])
+
+
+def _err_value(exc: BaseException) -> int | None:
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) else None
+
+
+def _is(nv: Any, exc: BaseException, name: str) -> bool:
+    return _err_value(exc) == _code(nv, name)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _mib(value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value) // MIB
+    except (TypeError, ValueError):
+        return None
+
+
+def init_error_text(nv: Any, exc: BaseException) -> str:
+    """One human line for a failure of nvmlInit (or of a whole reading)."""
+    if _is(nv, exc, "NVML_ERROR_LIBRARY_NOT_FOUND"):
+        return LIBRARY_NOT_FOUND
+    if _is(nv, exc, "NVML_ERROR_DRIVER_NOT_LOADED"):
+        return DRIVER_NOT_LOADED
+    if _is(nv, exc, "NVML_ERROR_LIB_RM_VERSION_MISMATCH"):
+        return VERSION_MISMATCH
+    if _is(nv, exc, "NVML_ERROR_NO_PERMISSION"):
+        return "NVML: insufficient permissions to talk to the NVIDIA driver"
+    if type(exc).__name__ == "NVMLLibraryMismatchError":
+        return f"NVML: pynvml/driver library version mismatch ({exc})"
+    return f"NVML error from the NVIDIA driver: {exc or type(exc).__name__}"
+
+
+class _GpuLost(Exception):
+    pass
+
+
+class _Reader:
+    """State of one reading: collects warnings, turns field errors into None."""
+
+    def __init__(self, nv: Any) -> None:
+        self.nv = nv
+        self.warnings: list[str] = []
+        self._denied: dict[str, list[str]] = {}
+        self._failed: dict[str, list[str]] = {}
+
+    def field(self, index: int, what: str, fn: Callable[[], Any]) -> Any:
+        """Value of one optional field: NotSupported → None, NoPermission → None + warning,
+        GpuIsLost → the whole GPU is lost."""
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 — every NVML failure becomes data
+            self.absorb(index, what, exc)
+            return None
+
+    def absorb(self, index: int, what: str, exc: BaseException) -> None:
+        """Record a failed field read (raises _GpuLost for a lost GPU)."""
+        nv = self.nv
+        if _is(nv, exc, "NVML_ERROR_GPU_IS_LOST"):
+            raise _GpuLost() from exc
+        if _is(nv, exc, "NVML_ERROR_NOT_SUPPORTED"):
+            return
+        where = "the system" if index < 0 else f"GPU {index}"
+        if _is(nv, exc, "NVML_ERROR_NO_PERMISSION"):
+            self._denied.setdefault(what, []).append(where)
+            return
+        self._failed.setdefault(what, []).append(f"{where}: {exc or type(exc).__name__}")
+
+    def finish_warnings(self) -> None:
+        for what, wheres in self._denied.items():
+            self.warnings.append(f"NVML: insufficient permissions to read {what} "
+                                 f"({', '.join(wheres)})")
+        for what, errs in self._failed.items():
+            self.warnings.append(f"NVML: could not read {what}: " + "; ".join(errs))
+
+
+def _memory(nv: Any, handle: Any) -> tuple[int | None, int | None, int | None]:
+    """(used, total, reserved) in MiB; memory v2 where the driver has it."""
+    v2 = getattr(nv, "nvmlMemory_v2", None)
+    if v2 is not None:
+        try:
+            m = nv.nvmlDeviceGetMemoryInfo(handle, version=v2)
+        except TypeError:       # an old pynvml without the version argument
+            m = None
+        except Exception as exc:  # noqa: BLE001
+            if not (_is(nv, exc, "NVML_ERROR_FUNCTION_NOT_FOUND")
+                    or _is(nv, exc, "NVML_ERROR_NOT_SUPPORTED")
+                    or type(exc).__name__ == "NVMLLibraryMismatchError"):
+                raise
+            m = None
+        if m is not None:
+            return (_mib(getattr(m, "used", None)), _mib(getattr(m, "total", None)),
+                    _mib(getattr(m, "reserved", None)))
+    m = nv.nvmlDeviceGetMemoryInfo(handle)
+    return _mib(getattr(m, "used", None)), _mib(getattr(m, "total", None)), None
+
+
+def _mig_profile(nv: Any, mig_handle: Any, mig_name: str | None) -> str:
+    # Driver names MIG devices like "NVIDIA A100-SXM4-40GB MIG 1g.5gb".
+    if mig_name and " MIG " in f" {mig_name} ":
+        tail = mig_name.split("MIG", 1)[1].strip()
+        if tail:
+            return tail.split()[0]
+    try:
+        a = nv.nvmlDeviceGetAttributes(mig_handle)
+        gb = round(int(a.memorySizeMB) / 1024)
+        return f"{int(a.gpuInstanceSliceCount)}g.{gb}gb"
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _mig_instances(r: _Reader, index: int, handle: Any) -> tuple[MigInstance, ...]:
+    nv = r.nv
+    count = r.field(index, "MIG device count", lambda: nv.nvmlDeviceGetMaxMigDeviceCount(handle))
+    out: list[MigInstance] = []
+    for slot in range(int(count or 0)):
+        try:
+            mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except Exception as exc:  # noqa: BLE001
+            if _is(nv, exc, "NVML_ERROR_GPU_IS_LOST"):
+                raise _GpuLost() from exc
+            continue            # NOT_FOUND: an empty slot
+        uuid = r.field(index, "MIG device UUID", lambda: _text(nv.nvmlDeviceGetUUID(mh)))
+        name = r.field(index, "MIG device name", lambda: _text(nv.nvmlDeviceGetName(mh)))
+        out.append(MigInstance(gpu_index=index, profile=_mig_profile(nv, mh, name),
+                               uuid=uuid or "", device_index=slot))
+    return tuple(out)
+
+
+def _procs(r: _Reader, index: int, uuid: str, handle: Any,
+           names: dict[int, str]) -> list[DriverProc]:
+    nv = r.nv
+    seen: dict[int, int | None] = {}
+    order: list[int] = []
+    for what, fn_name in (("compute processes", "nvmlDeviceGetComputeRunningProcesses"),
+                          ("graphics processes", "nvmlDeviceGetGraphicsRunningProcesses")):
+        fn = getattr(nv, fn_name, None)
+        if fn is None:
+            continue
+        plist = r.field(index, what, lambda fn=fn: fn(handle)) or []
+        for p in plist:
+            pid = int(getattr(p, "pid", 0) or 0)
+            if pid <= 0:
+                continue
+            mem = _mib(getattr(p, "usedGpuMemory", None))
+            if pid not in seen:
+                order.append(pid)
+                seen[pid] = mem
+            elif mem is not None and (seen[pid] is None or mem > seen[pid]):
+                seen[pid] = mem     # compute+graphics: same memory listed twice, keep one
+    out = []
+    for pid in order:
+        if pid not in names:
+            try:
+                names[pid] = _text(nv.nvmlSystemGetProcessName(pid))
+            except Exception:  # noqa: BLE001
+                names[pid] = ""
+        out.append(DriverProc(pid=pid, gpu_index=index, gpu_uuid=uuid,
+                              used_memory_mib=seen[pid], name=names[pid]))
+    return out
+
+
+def _bus_id(nv: Any, handle: Any, *, strict: bool = False) -> str | None:
+    """PCI bus id, or None; ``strict``: a lost GPU raises _GpuLost."""
+    try:
+        pci = nv.nvmlDeviceGetPciInfo(handle)
+    except Exception as exc:  # noqa: BLE001
+        if strict and _is(nv, exc, "NVML_ERROR_GPU_IS_LOST"):
+            raise _GpuLost() from exc
+        return None
+    bus = getattr(pci, "busId", None) or getattr(pci, "busIdLegacy", None)
+    return _text(bus) if bus else None
+
+
+def read_nvml(nv: Any) -> NvmlReading:
+    """One pass over every GPU. Assumes nvmlInit succeeded; never raises."""
+    try:
+        return _read(nv)
+    except Exception as exc:  # noqa: BLE001
+        return NvmlReading(error=init_error_text(nv, exc))
+
+
+def _read(nv: Any) -> NvmlReading:
+    r = _Reader(nv)
+    driver = r.field(-1, "driver version", lambda: _text(nv.nvmlSystemGetDriverVersion()))
+    count = int(nv.nvmlDeviceGetCount())
+    if count == 0:
+        return NvmlReading(error=NO_DEVICES, driver_version=driver)
+    gpus: list[Gpu] = []
+    lost: list[str] = []
+    dprocs: list[DriverProc] = []
+    names: dict[int, str] = {}
+    enabled = getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1)
+    for index in range(count):
+        handle = None
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(index)
+            uuid = _text(nv.nvmlDeviceGetUUID(handle))
+            name = r.field(index, "name", lambda: _text(nv.nvmlDeviceGetName(handle))) or ""
+            bus = _bus_id(nv, handle, strict=True)
+            try:
+                used, total, reserved = _memory(nv, handle)
+            except Exception as exc:  # noqa: BLE001
+                used = total = reserved = None
+                r.absorb(index, "memory", exc)
+            util = r.field(index, "utilization", lambda: nv.nvmlDeviceGetUtilizationRates(handle))
+            pm = r.field(index, "persistence mode", lambda: nv.nvmlDeviceGetPersistenceMode(handle))
+            mig = r.field(index, "MIG mode", lambda: nv.nvmlDeviceGetMigMode(handle))
+            mig_on = None if mig is None else (list(mig)[0] == enabled)
+            instances = _mig_instances(r, index, handle) if mig_on else ()
+            procs = _procs(r, index, uuid, handle, names)
+        except Exception as exc:  # noqa: BLE001 — _GpuLost or a lost GPU at handle/uuid time
+            cause = exc.__cause__ if isinstance(exc, _GpuLost) else exc
+            if isinstance(exc, _GpuLost) or _is(nv, cause, "NVML_ERROR_GPU_IS_LOST"):
+                where = (_bus_id(nv, handle) if handle is not None else None) or str(index)
+                lost.append(where)
+                r.warnings.append(f"GPU {where} (index {index}) is lost: NVML says "
+                                  f"\"{cause}\"; reboot the system to recover it")
+                continue
+            if _is(nv, exc, "NVML_ERROR_NO_PERMISSION"):
+                r.warnings.append(f"NVML: insufficient permissions to read GPU {index}")
+                continue
+            if _is(nv, exc, "NVML_ERROR_UNINITIALIZED") or _is(nv, exc, "NVML_ERROR_DRIVER_NOT_LOADED") \
+                    or _is(nv, exc, "NVML_ERROR_LIB_RM_VERSION_MISMATCH"):
+                raise
+            r.warnings.append(f"NVML: could not read GPU {index}: {exc or type(exc).__name__}")
+            continue
+        gpus.append(Gpu(index=index, uuid=uuid, name=name, bus_id=bus or "",
+                        memory_used_mib=used, memory_total_mib=total,
+                        utilization_pct=None if util is None else int(getattr(util, "gpu", util)),
+                        memory_reserved_mib=reserved,
+                        persistence_mode=None if pm is None else bool(pm),
+                        mig_mode=mig_on, mig_instances=instances))
+        dprocs.extend(procs)
+    r.finish_warnings()
+    return NvmlReading(gpus=tuple(gpus), driver_processes=tuple(dprocs), lost_gpus=tuple(lost),
+                       warnings=tuple(r.warnings), driver_version=driver)
+
+
+def load_pynvml() -> Any | None:
+    """The real pynvml module (nvidia-ml-py), or None when it is not installed."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except Exception:  # noqa: BLE001
+        return None
+    return pynvml
+
+
+class NvmlSession:
+    """nvmlInit once, read on every poll, nvmlShutdown on close. Blocking; worker-thread only."""
+
+    def __init__(self, nv: Any | None) -> None:
+        self.nv = nv
+        self.initialized = False
+
+    def read(self) -> NvmlReading:
+        nv = self.nv
+        if nv is None:
+            return NvmlReading(error=NO_PYNVML)
+        if not self.initialized:
+            try:
+                nv.nvmlInit()
+            except Exception as exc:  # noqa: BLE001
+                return NvmlReading(error=init_error_text(nv, exc))
+            self.initialized = True
+        reading = read_nvml(nv)
+        if reading.error is not None and reading.error != NO_DEVICES:
+            # driver unloaded / reloaded under us: start over next time
+            self.shutdown()
+        return reading
+
+    def shutdown(self) -> None:
+        if not self.initialized:
+            return
+        self.initialized = False
+        try:
+            self.nv.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class CallTimeout(Exception):
+    """The call did not return in time (or an earlier one is still stuck)."""
+
+
+class DeadlineWorker:
+    """One dedicated daemon thread that runs blocking calls with deadlines.
+
+    Used for every NVML call (and for the /proc scan, whose reads of a process
+    with a wedged memory map can block too). Rules:
+
+    * a call that outlives its deadline raises CallTimeout("... timed out after Ns");
+    * while such a call is still stuck, ``call`` starts nothing new and raises at
+      once ("... still hung"), so stuck threads never pile up;
+    * a second caller arriving while a call is in flight (within its deadline)
+      waits for it and shares its result when it asked for the same function.
+
+    Daemon, not a ThreadPoolExecutor: the interpreter joins executor threads at
+    exit, and a thread stuck inside the driver would then keep the console
+    from ever quitting.
+    """
+
+    def __init__(self, label: str = "NVML call") -> None:
+        self.label = label
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._busy: concurrent.futures.Future | None = None
+        self._busy_fn: Callable[[], Any] | None = None
+        self._busy_since = 0.0
+        self._busy_timeout = 0.0
+        self._overdue: concurrent.futures.Future | None = None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _loop(jobs: queue.SimpleQueue) -> None:
+        while True:
+            item = jobs.get()
+            if item is None:
+                return
+            fn, fut = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001
+                fut.set_exception(exc)
+
+    @property
+    def hung_for(self) -> float | None:
+        """Seconds the stuck call has been running, when one outlived its deadline; else None."""
+        with self._lock:
+            if self._overdue is None or self._overdue.done():
+                return None
+            return time.monotonic() - self._busy_since
+
+    async def call(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """Run fn in the worker thread; CallTimeout if it (or a stuck predecessor) is late."""
+        while True:
+            with self._lock:
+                busy = self._busy
+                if busy is None or busy.done():
+                    if self._thread is None or not self._thread.is_alive():
+                        self._queue = queue.SimpleQueue()
+                        self._thread = threading.Thread(target=self._loop, args=(self._queue,),
+                                                        name=self.label, daemon=True)
+                        self._thread.start()
+                    fut: concurrent.futures.Future = concurrent.futures.Future()
+                    self._busy, self._busy_fn = fut, fn
+                    self._busy_since, self._busy_timeout = time.monotonic(), timeout
+                    self._queue.put((fn, fut))
+                    break
+                same = self._busy_fn == fn
+                overdue = self._overdue is busy
+                stuck = time.monotonic() - self._busy_since
+                busy_timeout = self._busy_timeout
+            if overdue:
+                raise CallTimeout(f"{self.label} timed out after {busy_timeout:g}s and is still "
+                                  f"hung ({stuck:.0f}s so far); no new call started")
+            try:
+                result = await self._wait(busy, timeout)
+            except CallTimeout:
+                raise
+            except Exception:  # noqa: BLE001 — someone else's call failed
+                if same:
+                    raise
+                continue
+            if same:
+                return result
+        return await self._wait(fut, timeout)
+
+    async def _wait(self, fut: concurrent.futures.Future, timeout: float) -> Any:
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+
+        def _copy(done: concurrent.futures.Future) -> None:
+            def _set() -> None:
+                if waiter.done():
+                    return
+                if done.exception() is not None:
+                    waiter.set_exception(done.exception())
+                else:
+                    waiter.set_result(done.result())
+            try:
+                loop.call_soon_threadsafe(_set)
+            except RuntimeError:        # the loop is gone (the call finished after quitting)
+                pass
+
+        fut.add_done_callback(_copy)
+        try:
+            return await asyncio.wait_for(waiter, timeout)
+        except (asyncio.TimeoutError, TimeoutError):
+            with self._lock:
+                if not fut.done():
+                    self._overdue = fut
+            if fut.done():              # finished in the very last instant
+                return fut.result()
+            raise CallTimeout(f"{self.label} timed out after {timeout:g}s") from None
+
+    def stop(self) -> None:
+        """Let the thread end once it is idle (a stuck one stays stuck; it is a daemon)."""
+        with self._lock:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread = None

@@ -1,0 +1,185 @@
+"""A stand-in for the ``pynvml`` module (nvidia-ml-py) with scripted GPUs.
+
+It raises the real pynvml exception classes (``pynvml.NVMLError(code)`` returns
+the subclass, e.g. ``NVMLError_GpuIsLost``) and exposes the real constants, so
+the code under test cannot tell it from a driver — only the driver is simulated.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pynvml as _real
+
+MIB = 1024 * 1024
+
+
+def nvml_error(code: int) -> Exception:
+    return _real.NVMLError(code)
+
+
+@dataclass
+class FakeMig:
+    profile: str
+    uuid: str
+    gpu_name: str
+
+
+@dataclass
+class FakeGpu:
+    index: int
+    bus_id: str
+    used_mib: int = 0
+    total_mib: int = 97887
+    reserved_mib: int = 512
+    uuid: str = ""
+    name: str = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    util: int = 0
+    persistence: int = 1
+    mig: int | None = None                  # None: MIG not supported; 0/1 current mode
+    mig_slots: list[FakeMig | None] = field(default_factory=list)
+    compute: list[tuple[int, int | None]] = field(default_factory=list)   # (pid, bytes)
+    graphics: list[tuple[int, int | None]] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)  # call name -> NVML error code
+
+    def __post_init__(self) -> None:
+        self.uuid = self.uuid or f"GPU-{self.index:08x}-0000-0000-0000-000000000000"
+
+
+class FakeNvml:
+    """Module-like object: pass it as ``LocalSource(nvml_module=...)``."""
+
+    def __init__(self, gpus: list[FakeGpu] | None = None, *, init_error: int | None = None,
+                 driver: str = "570.86.15", v2_missing: bool = False,
+                 system_errors: dict[str, int] | None = None) -> None:
+        for name in dir(_real):
+            if name.startswith(("NVML_", "NVMLError")) or name == "nvmlMemory_v2":
+                setattr(self, name, getattr(_real, name))
+        self.gpus = list(gpus or [])
+        self.init_error = init_error
+        self.driver = driver
+        self.v2_missing = v2_missing
+        self.system_errors = dict(system_errors or {})
+        self.hang: dict[str, threading.Event] = {}    # call name -> blocks until set
+        self.calls: list[str] = []
+        self.raised: list[tuple[int | None, str, int]] = []   # (GPU index, call, code)
+        self.initialized = 0
+        self.shutdowns = 0
+        self._lock = threading.Lock()
+
+    # -- plumbing
+    def _enter(self, call: str, gpu: FakeGpu | None = None) -> None:
+        with self._lock:
+            self.calls.append(call)
+        ev = self.hang.get(call)
+        if ev is not None:
+            ev.wait(30)
+        code = (gpu.errors if gpu is not None else self.system_errors).get(call)
+        if code is not None:
+            with self._lock:
+                self.raised.append((gpu.index if gpu is not None else None, call, code))
+            raise nvml_error(code)
+
+    def count(self, call: str) -> int:
+        with self._lock:
+            return self.calls.count(call)
+
+    # -- system
+    def nvmlInit(self) -> None:
+        self._enter("nvmlInit")
+        if self.init_error is not None:
+            raise nvml_error(self.init_error)
+        self.initialized += 1
+
+    def nvmlShutdown(self) -> None:
+        self._enter("nvmlShutdown")
+        self.shutdowns += 1
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._enter("nvmlSystemGetDriverVersion")
+        return self.driver
+
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        self._enter("nvmlSystemGetProcessName")
+        raise nvml_error(_real.NVML_ERROR_NOT_FOUND)
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._enter("nvmlDeviceGetCount")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
+        gpu = self.gpus[index]
+        self._enter("nvmlDeviceGetHandleByIndex", gpu)
+        return gpu
+
+    # -- per device
+    def nvmlDeviceGetUUID(self, h):
+        if isinstance(h, FakeMig):
+            return h.uuid
+        self._enter("nvmlDeviceGetUUID", h)
+        return h.uuid
+
+    def nvmlDeviceGetName(self, h):
+        if isinstance(h, FakeMig):
+            return f"{h.gpu_name} MIG {h.profile}"
+        self._enter("nvmlDeviceGetName", h)
+        return h.name
+
+    def nvmlDeviceGetPciInfo(self, h):
+        self._enter("nvmlDeviceGetPciInfo", h)
+        return SimpleNamespace(busId=h.bus_id.encode(), busIdLegacy=h.bus_id[4:].encode())
+
+    def nvmlDeviceGetMemoryInfo(self, h, version=None):
+        self._enter("nvmlDeviceGetMemoryInfo", h)
+        if version is not None:
+            if self.v2_missing:
+                raise nvml_error(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+            return SimpleNamespace(version=version, total=h.total_mib * MIB,
+                                   reserved=h.reserved_mib * MIB, used=h.used_mib * MIB,
+                                   free=(h.total_mib - h.used_mib - h.reserved_mib) * MIB)
+        return SimpleNamespace(total=h.total_mib * MIB, used=(h.used_mib + h.reserved_mib) * MIB,
+                               free=(h.total_mib - h.used_mib - h.reserved_mib) * MIB)
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        self._enter("nvmlDeviceGetUtilizationRates", h)
+        return SimpleNamespace(gpu=h.util, memory=0)
+
+    def nvmlDeviceGetPersistenceMode(self, h):
+        self._enter("nvmlDeviceGetPersistenceMode", h)
+        return h.persistence
+
+    def nvmlDeviceGetMigMode(self, h):
+        self._enter("nvmlDeviceGetMigMode", h)
+        if h.mig is None:
+            raise nvml_error(_real.NVML_ERROR_NOT_SUPPORTED)
+        return [h.mig, h.mig]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h):
+        self._enter("nvmlDeviceGetMaxMigDeviceCount", h)
+        return len(h.mig_slots)
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h, index):
+        self._enter("nvmlDeviceGetMigDeviceHandleByIndex", h)
+        slot = h.mig_slots[index]
+        if slot is None:
+            raise nvml_error(_real.NVML_ERROR_NOT_FOUND)
+        return slot
+
+    def _plist(self, entries):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=mem, gpuInstanceId=0xFFFFFFFF,
+                                computeInstanceId=0xFFFFFFFF) for pid, mem in entries]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        self._enter("nvmlDeviceGetComputeRunningProcesses", h)
+        return self._plist(h.compute)
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h):
+        self._enter("nvmlDeviceGetGraphicsRunningProcesses", h)
+        return self._plist(h.graphics)
+
+
+def eight_gpus(used_mib: int = 76109) -> list[FakeGpu]:
+    """The seed's node: 8 GPUs each still holding ~76 GB."""
+    return [FakeGpu(index=i, bus_id=f"00000000:{0x18 + i:02X}:00.0", used_mib=used_mib)
+            for i in range(8)]
