@@ -111,6 +111,8 @@ def build_sub_parser(name: str) -> Parser:
 
 
 def setup_debug_log(path: str | None) -> None:
+    # Without --debug-log, log records go nowhere (never to the terminal the UI draws on).
+    logging.getLogger("gpu_incident").addHandler(logging.NullHandler())
     if not path:
         return
     handler = logging.FileHandler(path, encoding="utf-8")
@@ -189,21 +191,30 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return run_simulate(args)
 
 
-def cmd_console(args: argparse.Namespace) -> int:
-    if args.read_only and args.dry_run:
-        pass  # read-only wins; dry-run is moot
+def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser):
+    """Config-file defaults fill in what the command line left at its default."""
+    from .config import load_config
+    config = load_config(args.config)
+    for key, value in config.defaults.items():
+        if getattr(args, key, None) == parser.get_default(key):
+            setattr(args, key, value)
+    return config
+
+
+def cmd_console(args: argparse.Namespace, config=None) -> int:
     sources = make_sources(args)
     from . import timeline
     tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
     os.environ.setdefault("TEXTUAL_FPS", "30")
     from .ui.app import IncidentApp  # Textual only from here on
     app = IncidentApp(sources, timeline=tl, interval=args.interval, read_only=args.read_only,
-                      dry_run=args.dry_run, theme_name=args.theme)
+                      dry_run=args.dry_run, theme_name=args.theme,
+                      keymap=config.keys if config else None)
     try:
         app.run()
     finally:
         tl.close()
-    if app.return_code:
+    if app.return_code:  # Textual's own exit status (e.g. 1 after an unhandled error)
         return app.return_code
     print(f"incident timeline: {tl.path}", file=sys.stderr)
     return 0
@@ -227,9 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_sub_parser(argv[0]).parse_args(argv[1:])
             setup_debug_log(args.debug_log)
             return COMMANDS[argv[0]](args)
-        args = build_console_parser().parse_args(argv)
+        parser = build_console_parser()
+        args = parser.parse_args(argv)
+        config = apply_config(args, parser)
         setup_debug_log(args.debug_log)
-        return cmd_console(args)
+        return cmd_console(args, config)
     except UsageError as exc:
         print(f"gpu-incident: {exc}", file=sys.stderr)
         return 2
@@ -238,3 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in --debug-log
+        logging.getLogger("gpu_incident").exception("internal error")
+        print(f"gpu-incident: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 70

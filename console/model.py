@@ -13,6 +13,7 @@ SEVERITIES = ("info", "low", "high", "critical")
 FINDING_KINDS = (
     "zombie", "d-state", "orphan", "ghost-memory", "hidden-holder", "foreign-pid",
     "probe-hung", "driver-error", "xid", "reset-blocker",
+    "holder",   # a live GPU holder no other finding is about (info; where to start to free memory)
 )
 
 

@@ -118,7 +118,7 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
     for bus in out.lost:
         out.warnings.append(f"GPU {bus} is lost (nvidia-smi cannot reach it)")
     for row in csv_rows(text):
-        if len(row) < 6 or not row[0].isdigit():
+        if len(row) < 6 or not row[0].isdecimal():
             if "GPU is lost" in ",".join(row):
                 continue
             if nvsmi_failure(",".join(row), None) is None:
@@ -127,7 +127,7 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
         row = row + [""] * (9 - len(row))
         try:
             index = int(row[0])
-        except ValueError:  # pragma: no cover - isdigit() guards it
+        except ValueError:  # pragma: no cover - isdecimal() guards it
             continue
         mig = on_off(row[8])
         out.gpus.append(Gpu(
@@ -153,7 +153,7 @@ def parse_compute_apps(text: str, uuid_to_index: dict[str, int]) -> tuple[list[D
             continue
         parts = line.split(",", 3)
         pid_text = parts[0].strip()
-        if len(parts) < 3 or not pid_text.isdigit():
+        if len(parts) < 3 or not pid_text.isdecimal():
             if nvsmi_failure(line, None) is None and "GPU is lost" not in line:
                 warnings.append("unparsed compute-apps line: " + clip(line))
             continue
@@ -200,14 +200,14 @@ def parse_stat_line(line: str) -> StatLine | None:
     if open_at <= 0 or close_at < open_at:
         return None
     pid_text = line[:open_at].strip()
-    if not pid_text.isdigit():
+    if not pid_text.isdecimal():
         return None
     fields = line[close_at + 1:].split()
-    if len(fields) < 2 or not fields[1].lstrip("-").isdigit():
+    if len(fields) < 2 or not fields[1].lstrip("-").isdecimal():
         return None
 
     def num(i: int) -> int | None:
-        return int(fields[i]) if len(fields) > i and fields[i].lstrip("-").isdigit() else None
+        return int(fields[i]) if len(fields) > i and fields[i].lstrip("-").isdecimal() else None
 
     return StatLine(pid=int(pid_text), comm=line[open_at + 2:close_at], state=fields[0][:1],
                     ppid=int(fields[1]), num_threads=num(17), start_ticks=num(19))
@@ -227,7 +227,7 @@ def parse_ps(text: str) -> dict[int, tuple[str, str]]:
     out: dict[int, tuple[str, str]] = {}
     for line in text.splitlines():
         parts = line.split(None, 2)
-        if len(parts) < 2 or not parts[0].isdigit():
+        if len(parts) < 2 or not parts[0].isdecimal():
             continue
         out[int(parts[0])] = (parts[1], parts[2].rstrip() if len(parts) > 2 else "")
     return out
@@ -243,7 +243,7 @@ def parse_dstate(text: str) -> dict[int, list[ThreadInfo]]:
         path = parts[0].split("/")
         if len(path) != 5 or path[1] != "proc" or path[3] != "task":
             continue
-        if not (path[2].isdigit() and path[4].isdigit()):
+        if not (path[2].isdecimal() and path[4].isdecimal()):
             continue
         st = parse_stat_line(parts[2])
         if st is None or st.state != "D":
@@ -262,7 +262,7 @@ def parse_fds(text: str) -> dict[int, tuple[str, ...]]:
         if len(parts) != 2:
             continue
         path = parts[0].split("/")
-        if len(path) != 4 or path[1] != "proc" or not path[2].isdigit() or path[3] != "fd":
+        if len(path) != 4 or path[1] != "proc" or not path[2].isdecimal() or path[3] != "fd":
             continue
         out.setdefault(int(path[2]), set()).add(parts[1].strip())
     return {pid: tuple(sorted(files)) for pid, files in out.items()}
@@ -272,7 +272,7 @@ def parse_pidns(text: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0].isdigit():
+        if len(parts) == 2 and parts[0].isdecimal():
             out[int(parts[0])] = parts[1]
     return out
 
@@ -293,7 +293,7 @@ def parse_meta(text: str) -> Meta:
     lines += [""] * (7 - len(lines))
 
     def to_int(s: str) -> int | None:
-        return int(s) if s.isdigit() else None
+        return int(s) if s.isdecimal() else None
 
     try:
         now: float | None = float(lines[0])
@@ -393,7 +393,10 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         user, args = ps.get(pid, (None, ""))
         create_time = None
         if st is not None and st.start_ticks is not None and meta.btime is not None:
-            create_time = round(meta.btime + st.start_ticks / meta.clk_tck, 2)
+            try:
+                create_time = round(meta.btime + st.start_ticks / meta.clk_tck, 2)
+            except OverflowError:       # absurd numbers: no start time rather than no node
+                create_time = None
         procs.append(Proc(
             pid=pid, ppid=st.ppid if st else 0, state=st.state if st else "?", user=user,
             name=st.comm if st else (args.split()[0] if args.split() else "?"), cmdline=args,

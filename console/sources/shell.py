@@ -27,11 +27,17 @@ class ShellSource(Source):
         human line using the DESIGN.md words (unreachable, refused, authentication,
         host key, timed out)."""
 
+    async def _exec_probe(self, script: str, mark: str, timeout: float) -> CommandResult:
+        """Run the probe script; a transport with a long-lived shell overrides this
+        (``mark`` tells it where the output ends)."""
+        return await self._exec(script, timeout)
+
     async def poll(self) -> NodeSnapshot:
         from .parse import parse_probe
         mark = probe.new_mark()
         started = time.monotonic()
-        result = await self._exec(probe.build_script(mark, self.device_glob), self.probe_timeout)
+        result = await self._exec_probe(probe.build_script(mark, self.device_glob), mark,
+                                        self.probe_timeout)
         probe_ms = round((time.monotonic() - started) * 1000, 1)
         if result.error is not None:
             return NodeSnapshot(name=self.name, taken_at=time.time(), error=result.error,

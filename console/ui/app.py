@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Footer, Static
 from ..engine import NodeMonitor
 from ..model import NodeSnapshot, severity_rank
 from ..sources.base import Source
-from ..themes import DEFAULT_THEME, load_themes
+from ..theming import DEFAULT_THEME, load_themes
 from ..timeline import Timeline
 from .rows import ProcRow, fmt_mib, gpu_holders, proc_rows
 from .text import literal, printable
@@ -63,14 +63,21 @@ class IncidentApp(App[int]):
 
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
-                 theme_name: str | None = None, autostart: bool = True) -> None:
+                 theme_name: str | None = None, autostart: bool = True,
+                 keymap: dict[str, str] | None = None) -> None:
         super().__init__()
+        if keymap:
+            known = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+            unknown = sorted(set(keymap) - known)
+            if unknown:
+                raise ValueError(f"config [keys]: unknown action id(s) {', '.join(unknown)}; "
+                                 f"known: {', '.join(sorted(known))}")
+            self.set_keymap(keymap)
         self.sources = list(sources)
         self.timeline = timeline
         self.read_only = read_only
         self.dry_run = dry_run
         self.autostart = autostart
-        self.return_code = 0
         self.monitors = [NodeMonitor(s, interval=interval, on_update=self._on_snapshot) for s in self.sources]
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.show_all = False
@@ -221,20 +228,21 @@ class IncidentApp(App[int]):
                 mem, literal(p.user or "?", limit=10), literal(name, limit=200))
 
     def _render_findings(self, snaps: Sequence[NodeSnapshot]) -> None:
-        body = Text()
+        """Most severe first: one line of summary and one of next step each, never wrapped."""
+        width = max(20, self.size.width - 2)
+        lines: list[Text] = []
         findings = sorted(((s.name, f) for s in snaps for f in s.findings),
                           key=lambda t: -severity_rank(t[1].severity))
-        for node, f in findings[:6]:
-            if body:
-                body.append("\n")
-            body.append(f" {f.severity.upper():<8}", style=SEVERITY_STYLE.get(f.severity, ""))
+        for node, f in findings[:8]:
+            head = Text(f"{f.severity.upper():<8} ", style=SEVERITY_STYLE.get(f.severity, ""))
             prefix = f"{node}: " if len(self.sources) > 1 else ""
-            body.append(printable(prefix + f.summary, 200))
+            head.append(printable(prefix + f.summary, width - 9))
+            lines.append(head)
             if f.next_step:
-                body.append("\n          → " + printable(f.next_step, 200), style="italic")
+                lines.append(Text("       → " + printable(f.next_step, width - 9), style="italic"))
         if not findings:
-            body.append(" no findings" if snaps else " waiting for the first poll…", style="dim")
-        self.query_one("#findings", Static).update(body)
+            lines.append(Text(" no findings" if snaps else " waiting for the first poll…", style="dim"))
+        self.query_one("#findings", Static).update(Text("\n").join(lines))
 
     @staticmethod
     def _sync(table: DataTable, wanted: dict[str, tuple]) -> None:

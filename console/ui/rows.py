@@ -65,7 +65,7 @@ def proc_rows(snaps: Sequence[NodeSnapshot], *, show_all: bool = False,
                 return
             visited.add(p.pid)
             rows.append(ProcRow(key=f"{snap.name}:{p.pid}", node=snap.name, proc=p, depth=depth))
-            for c in sorted(children.get(p.pid, ()), key=weight):
+            for c in sorted(children.get(p.pid, ()), key=lambda c: c.pid):  # siblings as ps shows them
                 walk(c, depth + 1)
 
         for root in sorted(children.get(-1, ()), key=weight):

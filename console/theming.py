@@ -15,7 +15,7 @@ def _theme_files() -> list[Any]:
     try:
         root = importlib.resources.files("console.themes")
         return [p for p in root.iterdir() if p.name.endswith(".toml")]
-    except (ModuleNotFoundError, FileNotFoundError):
+    except (ModuleNotFoundError, FileNotFoundError, TypeError):
         here = Path(__file__).resolve().parent.parent / "themes"
         return sorted(here.glob("*.toml"))
 

@@ -1,0 +1,250 @@
+"""Pure parsers for the outputs of the checks (console/checks.py).
+
+Every function takes text and returns plain values (dicts, lists, ints, strings: ready
+for JSON); none raises on any input.  Probe-format pieces (CSV values, /proc/PID/stat,
+fd lines, compute-apps) reuse console/sources/parse.py.
+"""
+from __future__ import annotations
+
+import re
+
+from .diagnosis.xid import bus_key, parse_xid_line
+from .sources.parse import (clip, csv_rows, na_or_int, nvsmi_failure, on_off, parse_compute_apps,
+                            parse_fds, parse_gpu_query, parse_pidns, parse_ps, parse_stat_line)
+from .sources.probe import split_sections
+
+SECTION_RE = re.compile(r"^::([a-z-]+)::$")
+_USERS_RE = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=(\d+),fd=(\d+)\)')
+_FRAME_RE = re.compile(r"^\[<[0-9a-fA-Fx]+>\]\s+([^\s+]+)(?:\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+)?(?:\s+\[(\S+)\])?")
+_PERMISSION_WORDS = ("operation not permitted", "permission denied", "insufficient permissions",
+                     "not seeing messages from other users")
+
+
+def sections(text: str) -> dict[str, str]:
+    """Cut output at marker lines ``::name::`` (what comes before the first is ``""``)."""
+    out: dict[str, list[str]] = {"": []}
+    current = ""
+    for line in str(text).splitlines():
+        m = SECTION_RE.match(line.strip())
+        if m:
+            current = m.group(1)
+            out[current] = []
+            continue
+        out.setdefault(current, []).append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def permission_problem(text: str) -> str | None:
+    """The first line that says the command was not allowed to read something, or None."""
+    for line in str(text).splitlines():
+        if any(w in line.lower() for w in _PERMISSION_WORDS):
+            return clip(line)
+    return None
+
+
+# ---------------------------------------------------------------- nvidia-smi memory
+
+def parse_memory_read(text: str) -> dict[str, int | None]:
+    """`--query-gpu=index,memory.used --format=csv,noheader` -> {"0": 76109, ...}."""
+    out: dict[str, int | None] = {}
+    for row in csv_rows(str(text)):
+        if len(row) >= 2 and row[0].isdigit():
+            out[str(int(row[0]))] = na_or_int(row[1])
+    return out
+
+
+def parse_reread(text: str) -> dict:
+    """Two memory reads separated by ``::after::`` -> before, after, freed per GPU."""
+    sec = sections(text)
+    before = parse_memory_read(sec.get("", ""))
+    after = parse_memory_read(sec.get("after", ""))
+    freed: dict[str, int | None] = {}
+    for k in sorted(set(before) | set(after), key=lambda s: int(s)):
+        b, a = before.get(k), after.get(k)
+        freed[k] = (b - a) if b is not None and a is not None else None
+    failure = nvsmi_failure(str(text), None)
+    return {"before": before, "after": after, "freed_mib": freed,
+            "freed_total_mib": sum(v for v in freed.values() if v), "error": failure,
+            "complete": "after" in sec}
+
+
+# ---------------------------------------------------------------- holders
+
+HOLDERS_MARK = "::gi-check::"
+HOLDERS_SECTIONS = ("gpu", "apps", "ps", "fds", "pidns")
+
+
+def parse_holders(text: str, mark: str = HOLDERS_MARK) -> dict:
+    """Probe-format sections gpu, apps, ps, fds, pidns -> who holds what; who is hidden or foreign.
+
+    ``hidden``: PIDs with a device file open that the driver does not list;
+    ``foreign``: PIDs the driver lists that /proc does not have (another PID namespace).
+    """
+    sec = split_sections(str(text), mark)
+
+    def body(name: str) -> str:
+        return sec.get(name, (None, ""))[1]
+
+    gp = parse_gpu_query(body("gpu"), sec.get("gpu", (0, ""))[0])
+    apps, warnings = parse_compute_apps(body("apps"), {g.uuid: g.index for g in gp.gpus})
+    ps = parse_ps(body("ps"))
+    fds = parse_fds(body("fds"))
+    ns = parse_pidns(body("pidns"))
+    listed = {a.pid for a in apps}
+    driver = [{"pid": a.pid, "gpu": a.gpu_index, "gpu_uuid": a.gpu_uuid, "mib": a.used_memory_mib,
+               "name": a.name} for a in apps]
+    holders = {str(pid): {"files": list(files), "user": ps.get(pid, (None, ""))[0],
+                          "args": clip(ps.get(pid, (None, ""))[1]), "pid_ns": ns.get(pid)}
+               for pid, files in sorted(fds.items())}
+    return {"holders": holders, "driver": driver,
+            "hidden": sorted(pid for pid in fds if pid not in listed),
+            "foreign": sorted(pid for pid in listed if ps and pid not in ps),
+            "pid_namespaces": sorted(set(ns.values())),
+            "error": gp.error if not gp.gpus else None,
+            "warnings": warnings + gp.warnings}
+
+
+# ---------------------------------------------------------------- thread states
+
+def parse_tasks(text: str) -> dict:
+    """`grep -s . /proc/PID/task/*/stat /proc/PID/task/*/wchan` -> per PID its threads' states and wchans.
+
+    A PID with no line (its globs did not expand: no such process) is left out: callers say ``gone``.
+    """
+    procs: dict[str, dict] = {}
+    threads: dict[tuple[str, str], dict] = {}
+    for line in str(text).splitlines():
+        path, sep, value = line.partition(":")
+        parts = path.split("/")
+        if not sep or len(parts) != 6 or parts[1] != "proc" or parts[3] != "task":
+            continue
+        pid, tid, name = parts[2], parts[4], parts[5]
+        if not (pid.isdigit() and tid.isdigit()):
+            continue
+        th = threads.setdefault((pid, tid), {"tid": int(tid), "name": None, "state": None, "wchan": None})
+        if name == "wchan":
+            th["wchan"] = None if value.strip() in ("", "0", "-") else value.strip()
+        elif name == "stat":
+            st = parse_stat_line(value)
+            if st is None:
+                continue
+            th.update(name=st.comm, state=st.state)
+            entry = procs.setdefault(pid, {"pid": int(pid), "threads": []})
+            if tid == pid:
+                entry.update(name=st.comm, state=st.state, ppid=st.ppid)
+    for (pid, _tid), th in sorted(threads.items(), key=lambda kv: (int(kv[0][0]), int(kv[0][1]))):
+        if th["state"] is not None and pid in procs:
+            procs[pid]["threads"].append(th)
+    for entry in procs.values():
+        states: dict[str, int] = {}
+        for th in entry["threads"]:
+            states[th["state"]] = states.get(th["state"], 0) + 1
+        entry["states"] = states
+        entry["d_threads"] = [th for th in entry["threads"] if th["state"] == "D"]
+    return {"processes": procs}
+
+
+# ---------------------------------------------------------------- kernel log
+
+def parse_kernel_log(text: str, gpu_bus: dict[str, int] | None = None) -> dict:
+    """dmesg / journalctl -k output -> Xid events (with meanings), other NVRM lines, permission trouble."""
+    events = []
+    other = []
+    by_bus = {bus_key(b): i for b, i in (gpu_bus or {}).items()}
+    for line in str(text).splitlines():
+        ev = parse_xid_line(line)
+        if ev is not None:
+            events.append({"xid": ev.code, "bus": ev.bus, "gpu": by_bus.get(bus_key(ev.bus)),
+                           "title": ev.info.title, "meaning": ev.info.meaning, "action": ev.action,
+                           "severity": ev.severity, "recovery": ev.recovery, "pid": ev.pid,
+                           "process": ev.process, "uptime_s": ev.uptime_s, "line": ev.line})
+        elif "NVRM" in line:
+            other.append(line.strip())
+    denied = permission_problem(text)
+    missing = None
+    for line in str(text).splitlines():
+        low = line.lower()
+        if ("not found" in low and ("dmesg" in low or "journalctl" in low)) or low.startswith("no journal files"):
+            missing = clip(line)
+            break
+    return {"xids": events, "nvrm": other, "permission_denied": denied is not None,
+            "error": denied or missing}
+
+
+# ---------------------------------------------------------------- reset blockers
+
+def parse_blockers(text: str, programs: tuple[str, ...], units: tuple[str, ...]) -> dict:
+    """Sections: (first) persistence CSV, ``::ps::`` ps -eo pid=,args=, ``::units::`` systemctl is-active."""
+    sec = sections(text)
+    persistence: dict[str, bool | None] = {}
+    for row in csv_rows(sec.get("", "")):
+        if len(row) >= 2 and row[0].isdigit():
+            persistence[str(int(row[0]))] = on_off(row[1])
+    daemons = []
+    for line in sec.get("ps", "").splitlines():
+        parts = line.split(None, 1)
+        if len(parts) != 2 or not parts[0].isdigit():
+            continue
+        prog = parts[1].split()[0].rsplit("/", 1)[-1] if parts[1].split() else ""
+        if prog in programs:
+            daemons.append({"pid": int(parts[0]), "program": prog, "args": clip(parts[1])})
+    unit_lines = [ln.strip() for ln in sec.get("units", "").splitlines() if ln.strip()]
+    states: dict[str, str] = {}
+    no_systemd = any("not been booted with systemd" in ln or "Failed to connect to bus" in ln
+                     for ln in unit_lines)
+    if not no_systemd:
+        words = [ln for ln in unit_lines if re.fullmatch(r"[a-z-]+", ln)]
+        for unit, state in zip(units, words):
+            states[unit] = state
+    return {"persistence": persistence, "persistence_on": sorted(int(k) for k, v in persistence.items() if v),
+            "daemons": daemons, "units": states, "systemd": not no_systemd,
+            "error": nvsmi_failure(sec.get("", ""), None)}
+
+
+# ---------------------------------------------------------------- listening ports
+
+def parse_ss(text: str, port: int | None = None) -> dict:
+    """`ss -ltnp` -> listening sockets (optionally only ``port``) and who owns them."""
+    listeners = []
+    for line in str(text).splitlines():
+        parts = line.split()
+        if len(parts) < 4 or parts[0] != "LISTEN":
+            continue
+        local = parts[3]
+        addr, _, port_text = local.rpartition(":")
+        if not port_text.isdigit():
+            continue
+        p = int(port_text)
+        if port is not None and p != port:
+            continue
+        users = [{"name": m.group(1), "pid": int(m.group(2)), "fd": int(m.group(3))}
+                 for m in _USERS_RE.finditer(line)]
+        listeners.append({"address": addr, "port": p, "processes": users})
+    return {"listeners": listeners, "error": None if listeners or "State" in str(text) or not str(text).strip()
+            else clip(str(text).strip().splitlines()[0])}
+
+
+# ---------------------------------------------------------------- stacks
+
+def parse_stack(text: str) -> dict:
+    """Sections: (first) wchan, ``::stack::`` /proc/PID/stack, ``::py-spy::`` its dump."""
+    sec = sections(text)
+    head = [ln.strip() for ln in sec.get("", "").splitlines() if ln.strip()]
+    gone = any("No such file" in ln for ln in head)
+    wchan = head[0] if head and not gone else None
+    if wchan in ("0", "-") or (wchan and " " in wchan):
+        wchan = None
+    frames = []
+    for line in sec.get("stack", "").splitlines():
+        m = _FRAME_RE.match(line.strip())
+        if m:
+            frames.append({"function": m.group(1), "module": m.group(2)})
+    stack_text = sec.get("stack", "").strip()
+    py = sec.get("py-spy", "").strip()
+    first = py.splitlines()[0].lower() if py else ""
+    py_missing = not py or any(w in first for w in ("not found", "no such file", "failed to run", "not installed"))
+    threads = [ln.strip() for ln in py.splitlines() if ln.startswith("Thread ")] if not py_missing else []
+    return {"wchan": wchan, "frames": frames,
+            "stack_error": None if frames or not stack_text else (permission_problem(stack_text)
+                                                                 or clip(stack_text.splitlines()[0])),
+            "py_spy": None if py_missing else py, "py_threads": threads, "gone": gone}

@@ -1,0 +1,331 @@
+"""Checks: named, reusable probes that test one hypothesis on a node.
+
+Each check renders one shell command line (shown to the operator, recorded in the
+timeline exactly as run), runs it through ``source.run`` — so it works the same on the
+local machine, over SSH and on a simulated node — and parses the output with the pure
+parsers in console/checkparse.py into a one-line summary and structured data.
+
+``CHECKS`` lists them with their parameters for the check picker and the command palette::
+
+    result = await run_check(source, "wait-and-reread", snap, seconds=5)
+    result.summary   # "No memory came back in 5 s: GPUs 0-7 still hold 594.6 GiB ..."
+
+wait-and-reread takes its "before" from a first read inside the same command (same node,
+same moment as the wait starts; a snapshot may be seconds old).  Only when that first read
+fails does it fall back to the snapshot passed in, and says so in ``data["before_from"]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from . import checkparse as cp
+from .diagnosis import text as t
+from .ladder import BLOCKER_DAEMONS
+from .model import CommandResult, NodeSnapshot
+from .sources.probe import DEFAULT_DEVICE_GLOB, QUERY_MEMORY, build_script
+
+FREED_NOTICE_MIB = 256          # less than this between reads is noise, not memory coming back
+#: systemd units of the reset blockers -> the program each runs
+UNIT_PROGRAMS = {"nvidia-persistenced": "nvidia-persistenced", "nvidia-dcgm": "nv-hostengine",
+                 "nvidia-fabricmanager": "nv-fabricmanager"}
+BLOCKER_UNITS = tuple(UNIT_PROGRAMS)
+QUERY_PERSISTENCE = "nvidia-smi --query-gpu=index,persistence_mode --format=csv,noheader"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    node: str
+    command: str                 # exact shell text that ran
+    rc: int | None
+    summary: str                 # one line
+    data: Mapping[str, Any] = field(default_factory=dict)
+    raw: str = ""                # stdout and stderr as the node gave them
+
+
+@dataclass(frozen=True)
+class CheckParam:
+    name: str
+    kind: str                    # "int" | "str" | "pids" (list of PIDs) | "choice"
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    description: str
+    params: tuple[CheckParam, ...]
+    build: Callable[[dict], str]
+    parse: Callable[[str, dict, NodeSnapshot | None], tuple[str, dict]]
+    timeout: Callable[[dict], float] = lambda args: 30.0
+
+
+# ---------------------------------------------------------------- commands
+
+def _reread_cmd(a: dict) -> str:
+    return f"{QUERY_MEMORY}; sleep {a['seconds']}; echo ::after::; {QUERY_MEMORY}"
+
+
+def _holders_cmd(a: dict) -> str:
+    # the probe's own section lines (probe.py): one format for real shells and the simulator
+    lines = build_script(cp.HOLDERS_MARK, a["device_glob"]).splitlines()
+    return "\n".join(ln for ln in lines if any(f"begin {name}'" in ln for name in cp.HOLDERS_SECTIONS))
+
+
+def _states_cmd(a: dict) -> str:
+    files = " ".join(f"/proc/{pid}/task/*/stat /proc/{pid}/task/*/wchan" for pid in a["pids"])
+    return f"grep -s . {files}"
+
+
+def _klog_cmd(a: dict) -> str:
+    reader = "dmesg" if a["reader"] == "dmesg" else "journalctl -k --no-pager"
+    return (f"{reader} 2>&1 | grep -E 'NVRM|^dmesg:|^No journal|ermission|not permitted|not found|not seeing' "
+            f"| tail -n {a['lines']}")
+
+
+def _blockers_cmd(a: dict) -> str:
+    return (f"{QUERY_PERSISTENCE} 2>&1; echo ::ps::; ps -eo pid=,args=; echo ::units::; "
+            f"systemctl is-active {' '.join(BLOCKER_UNITS)} 2>&1")
+
+
+def _stack_cmd(a: dict) -> str:
+    pid = a["pid"]
+    task = f"/proc/{pid}/task/{a['tid'] or pid}"     # a thread's own files (the leader's by default)
+    return (f"cat {task}/wchan 2>&1; echo; echo ::stack::; cat {task}/stack 2>&1; "
+            f"echo ::py-spy::; timeout 10 py-spy dump --pid {pid} 2>&1")
+
+
+# ---------------------------------------------------------------- summaries
+
+def _reread(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    d = cp.parse_reread(raw)
+    d["seconds"] = a["seconds"]
+    d["before_from"] = "command"
+    if not d["before"] and snap is not None and d["after"]:
+        d["before"] = {str(g.index): g.memory_used_mib for g in snap.gpus}
+        d["before_from"] = "snapshot"
+        d["freed_mib"] = {k: (d["before"][k] - v) if d["before"].get(k) is not None and v is not None else None
+                          for k, v in d["after"].items()}
+        d["freed_total_mib"] = sum(v for v in d["freed_mib"].values() if v)
+    if d["error"] and not d["after"]:
+        return f"nvidia-smi failed: {d['error']}", d
+    if not d["after"]:
+        return "no memory reading came back", d
+    after = {k: v for k, v in d["after"].items() if v is not None}
+    d["still_used_mib"] = sum(after.values())
+    freed = {k: v for k, v in d["freed_mib"].items() if v and v >= FREED_NOTICE_MIB}
+    busy = sorted(int(k) for k, v in after.items() if v > 1024)
+    secs = f"{a['seconds']} s"
+    if freed:
+        return (f"memory came back in {secs}: {t.mib(sum(freed.values()))} freed on "
+                f"{t.gpus(int(k) for k in freed)}; {t.mib(d['still_used_mib'])} still used"), d
+    if busy:
+        first = busy[0]
+        return (f"no memory came back in {secs}: {t.gpus(busy)} still hold {t.mib(sum(after[str(i)] for i in busy))} "
+                f"(GPU {first}: {after[str(first)]} MiB)"), d
+    return f"no memory held: every GPU is below 1 GiB used after {secs}", d
+
+
+def _holders(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    d = cp.parse_holders(raw)
+    if d["error"] and not d["holders"]:
+        return f"nvidia-smi failed: {d['error']}", d
+    parts = [f"{t.plural(len(d['holders']), 'process', 'processes')} hold {a['device_glob']}",
+             f"the driver lists {t.plural(len({x['pid'] for x in d['driver']}), 'PID')}"]
+    if d["hidden"]:
+        parts.append(f"not listed by the driver: {t.pids(d['hidden'])}")
+    if d["foreign"]:
+        parts.append(f"listed but absent from /proc (another PID namespace): {t.pids(d['foreign'])}")
+    if not d["hidden"] and not d["foreign"]:
+        parts.append("every holder accounted for")
+    return "; ".join(parts), d
+
+
+def _states(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    d = cp.parse_tasks(raw)
+    procs = d["processes"]
+    words = []
+    for pid in a["pids"]:
+        e = procs.get(str(pid))
+        if e is None or not e["threads"]:
+            words.append(f"{pid} gone")
+            continue
+        s = f"{pid} {e.get('state', '?')}"
+        if e["d_threads"]:
+            w = sorted({th["wchan"] or "?" for th in e["d_threads"]})
+            s += f" ({len(e['d_threads'])} in D at {', '.join(w[:2])})"
+        words.append(s)
+    return "; ".join(words) or "no such PIDs", d
+
+
+def _klog(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    buses = {g.bus_id: g.index for g in snap.gpus} if snap is not None else {}
+    d = cp.parse_kernel_log(raw, buses)
+    if d["permission_denied"]:
+        return (f"{a['reader']} not permitted: run as root (or in group adm/systemd-journal) to read the kernel "
+                f"log ({d['error']})"), d
+    if not d["xids"]:
+        if d["error"]:
+            return f"kernel log unreadable: {d['error']}", d
+        return f"no Xid in the last {a['lines']} NVRM lines" if d["nvrm"] else "no NVRM line in the kernel log", d
+    codes: dict[int, int] = {}
+    for x in d["xids"]:
+        codes[x["xid"]] = codes.get(x["xid"], 0) + 1
+    last = d["xids"][-1]
+    where = f"GPU {last['gpu']}" if last["gpu"] is not None else last["bus"]
+    what = f"recovery action: {last['recovery']}" if last["xid"] == 154 and last["recovery"] else last["title"]
+    listing = ", ".join(f"{c}×{n}" if n > 1 else str(c) for c, n in codes.items())
+    return f"Xid {listing}; latest: Xid {last['xid']} on {where} ({what})", d
+
+
+def _blockers(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    d = cp.parse_blockers(raw, tuple(b.program for b in BLOCKER_DAEMONS), BLOCKER_UNITS)
+    parts = []
+    if d["persistence_on"]:
+        parts.append(f"persistence mode on {t.gpus(d['persistence_on'])}")
+    for dm in d["daemons"]:
+        parts.append(f"{dm['program']} (PID {dm['pid']})")
+    running = {dm["program"] for dm in d["daemons"]}
+    for unit, state in d["units"].items():
+        if state == "active" and UNIT_PROGRAMS[unit] not in running:
+            parts.append(f"{unit} active")
+    if not parts:
+        if d["error"]:
+            return f"nvidia-smi failed: {d['error']}", d
+        return "no reset blocker: persistence mode off, no persistenced, MPS, DCGM or fabric manager", d
+    return "reset blockers: " + ", ".join(parts), d
+
+
+def _port(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    d = cp.parse_ss(raw, a["port"])
+    if d["error"] and not d["listeners"]:
+        return f"ss failed: {d['error']}", d
+    if not d["listeners"]:
+        return f"nothing listens on TCP port {a['port']}", d
+    who = []
+    for ln in d["listeners"]:
+        owners = ", ".join(f"{p['name']} (PID {p['pid']})" for p in ln["processes"]) or "owner not shown (not root?)"
+        who.append(f"{owners} on {ln['address']}")
+    return f"TCP port {a['port']} is listening: " + "; ".join(who), d
+
+
+def _stack(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    d = cp.parse_stack(raw)
+    who = f"PID {a['pid']}" + (f" thread {a['tid']}" if a["tid"] and a["tid"] != a["pid"] else "")
+    if d["gone"]:
+        return f"{who} is gone", d
+    parts = [f"{who} " + (f"waits in {d['wchan']}" if d["wchan"] else "has no wchan (running, or exited)")]
+    if d["frames"]:
+        top = d["frames"][0]
+        parts.append(f"kernel stack: {len(d['frames'])} frames, top {top['function']}"
+                     + (f" [{top['module']}]" if top["module"] else ""))
+    elif d["stack_error"]:
+        parts.append(f"kernel stack unreadable ({d['stack_error']})")
+    parts.append(f"py-spy: {len(d['py_threads'])} Python threads" if d["py_spy"] else "py-spy not installed")
+    return "; ".join(parts), d
+
+
+def _custom(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    lines = [ln for ln in raw.splitlines() if ln.strip()]
+    return (cp.clip(lines[0]) if lines else "no output"), {"lines": len(lines)}
+
+
+# ---------------------------------------------------------------- the registry
+
+_PIDS = CheckParam("pids", "pids", (), "PIDs to look at", required=True)
+CHECKS: dict[str, Check] = {c.name: c for c in (
+    Check("wait-and-reread", "Wait N seconds and read per-GPU memory again: is it coming back on its own?",
+          (CheckParam("seconds", "int", 5, "seconds to wait"),), _reread_cmd, _reread,
+          lambda a: a["seconds"] + 20.0),
+    Check("holders", "Who holds the GPU device files, against the driver's process list (hidden and foreign PIDs)",
+          (CheckParam("device_glob", "str", DEFAULT_DEVICE_GLOB, "device files to look for"),), _holders_cmd, _holders),
+    Check("states", "Process and thread states with wchan: are threads stuck in D inside the driver?",
+          (_PIDS,), _states_cmd, _states),
+    Check("kernel-log", "NVRM Xid lines from the kernel log, with what each Xid means",
+          (CheckParam("reader", "choice", "dmesg", "where to read it", ("dmesg", "journalctl")),
+           CheckParam("lines", "int", 50, "lines to keep")), _klog_cmd, _klog),
+    Check("blockers", "What keeps a GPU reset from running: persistence mode, persistenced, MPS, DCGM, fabric manager",
+          (), _blockers_cmd, _blockers),
+    Check("port", "Is a TCP port listening, and by which process (did the server ever come up?)",
+          (CheckParam("port", "int", 8000, "TCP port"),), lambda a: "ss -ltnp 2>&1", _port),
+    Check("stack", "Where a process waits: wchan, kernel stack (root), Python stack (py-spy if installed)",
+          (CheckParam("pid", "int", None, "PID", required=True),
+           CheckParam("tid", "int", 0, "thread id (default: the main thread)")), _stack_cmd, _stack),
+    Check("custom", "Run a command of your own on the node and record it",
+          (CheckParam("command", "str", "", "shell command line", required=True),),
+          lambda a: a["command"], _custom, lambda a: 60.0),
+)}
+
+
+def _args(check: Check, params: Mapping[str, Any]) -> dict:
+    """Validated parameters with defaults; ValueError (one clear line) for bad ones."""
+    unknown = set(params) - {p.name for p in check.params}
+    if unknown:
+        raise ValueError(f"{check.name}: unknown parameter {', '.join(sorted(unknown))}")
+    out: dict[str, Any] = {}
+    for p in check.params:
+        value = params.get(p.name, p.default)
+        if p.required and (value is None or value == "" or value == ()):
+            raise ValueError(f"{check.name}: {p.name} is required ({p.help})")
+        if p.kind == "int":
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{check.name}: {p.name} must be a whole number, not {value!r}") from None
+            if value < 0 or (p.name == "port" and not 0 < value < 65536) or (p.name == "pid" and value < 1) \
+                    or (p.name == "seconds" and value > 3600):
+                raise ValueError(f"{check.name}: {p.name} {value} is out of range")
+        elif p.kind == "pids":
+            if isinstance(value, (str, int)):
+                value = str(value).replace(",", " ").split()
+            try:
+                value = tuple(dict.fromkeys(int(v) for v in value))
+            except (TypeError, ValueError):
+                raise ValueError(f"{check.name}: {p.name} must be PIDs (numbers)") from None
+            if not value or any(v < 1 for v in value):
+                raise ValueError(f"{check.name}: {p.name} must be positive PIDs")
+        elif p.kind == "choice":
+            if value not in p.choices:
+                raise ValueError(f"{check.name}: {p.name} must be one of {', '.join(p.choices)}")
+        elif p.kind == "str":
+            value = str(value)
+            if p.name == "device_glob":
+                value = value if value.startswith("/") else "/" + value
+        out[p.name] = value
+    return out
+
+
+def render(name: str, **params: Any) -> str:
+    """The exact command line a check runs with these parameters."""
+    check = _get(name)
+    return check.build(_args(check, params))
+
+
+def _get(name: str) -> Check:
+    try:
+        return CHECKS[name]
+    except KeyError:
+        raise ValueError(f"unknown check {name!r}; one of {', '.join(CHECKS)}") from None
+
+
+async def run_check(source, name: str, snap: NodeSnapshot | None = None, **params: Any) -> CheckResult:
+    """Run a check on ``source``; never raises for node trouble (ValueError for bad parameters)."""
+    check = _get(name)
+    args = _args(check, params)
+    command = check.build(args)
+    result: CommandResult = await source.run(command, check.timeout(args))
+    raw = "\n".join(part.rstrip("\n") for part in (result.stdout, result.stderr) if part)
+    if result.error is not None and result.rc is None:
+        return CheckResult(name=name, node=source.name, command=command, rc=None,
+                           summary=f"{name} did not finish: {result.error}", data={"error": result.error}, raw=raw)
+    try:
+        summary, data = check.parse(raw, args, snap)
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the raw output
+        summary, data = f"{name}: output not understood ({type(exc).__name__})", {"error": repr(exc)}
+    return CheckResult(name=name, node=source.name, command=command, rc=result.rc,
+                       summary=cp.clip(summary, 240), data=data, raw=raw)
+

@@ -1,0 +1,1 @@
+"""Diagnosis internals: context, advice (the ladder's judgement), finding kinds, Xid table."""

@@ -1,0 +1,195 @@
+"""The ladder's judgement: which rung the evidence calls for next, and why (one line).
+
+Rules, in the order they are applied:
+- A thread in D state cannot be interrupted: no SIGKILL is advised while threads sit in
+  the driver; inside the teardown window (ladder.TEARDOWN_WINDOW_S from our SIGKILL, or
+  from when the D state was first seen) or while memory is still shrinking, wait.
+- A SIGTERM gets ladder.SIGTERM_GRACE_S before SIGKILL is advised; a SIGKILL gets the
+  teardown window before anything stronger.
+- A reset needs the GPU free: reset blockers are cleared first, then live holders are
+  killed; a process stuck in the driver cannot be killed, so then only a reboot helps.
+- A reset that was tried and did not free the memory leaves a reboot.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..ladder import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S, blocker_daemon
+from ..model import Finding, Proc
+from . import text as t
+from .context import Situation
+
+KILL_RUNGS = ("sigkill", "kill-holders")
+
+
+@dataclass(frozen=True)
+class Step:
+    rung: str | None
+    text: str                        # Finding.next_step: imperative, with its reason
+    targets: tuple[int, ...] = ()    # PIDs the rung acts on
+    gpus: tuple[int, ...] = ()       # GPUs it acts on
+    wait_s: float | None = None      # "wait": how long the evidence says patience is worth
+
+
+def _patience(window: float, age: float) -> float:
+    """What is left of a window, but at least one ordinary wait step."""
+    return round(max(WAIT_S, window - age), 1)
+
+
+def finding(kind: str, severity: str, summary: str, step: Step, pids=(), gpus=(), evidence=None,
+            since: float | None = None) -> Finding:
+    """A Finding carrying a Step: its text, rung, and (in evidence) its targets and wait."""
+    ev = dict(evidence or {})
+    if step.targets and tuple(step.targets) != tuple(pids):
+        ev["targets"] = list(step.targets)
+    if step.rung == "wait" and step.wait_s:
+        ev["wait_s"] = step.wait_s
+    if since is not None:
+        ev.setdefault("since", since)
+    return Finding(kind=kind, severity=severity, summary=summary, next_step=step.text, pids=tuple(pids),
+                   gpus=tuple(sorted(set(gpus))), reason=step.text.split(":", 1)[-1].strip(),
+                   evidence=ev, since=since, rung=step.rung)
+
+
+def in_d(p: Proc) -> bool:
+    return bool(p.d_threads) or p.state == "D"
+
+
+def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: str,
+                purpose: str = "") -> Step:
+    """Next step for processes that should go: TERM, then KILL, then patience or beyond.
+
+    ``purpose`` is added to a first SIGTERM ("SIGTERM x if the memory must come back: ...").
+    """
+    pids = tuple(p.pid for p in procs)
+    gpus = tuple(sorted(set(gpus)))
+    kill = sit.last_action(KILL_RUNGS, pids)
+    term = sit.last_action(("sigterm",), pids)
+    n = len(procs)
+    are, have, were = t.verb(n, "is", "are"), t.verb(n, "has", "have"), t.verb(n, "was", "were")
+    they, their = t.verb(n, "it", "they"), t.verb(n, "its", "their")
+    stuck = [p for p in procs if in_d(p)]
+    if stuck:
+        defunct = all(p.state == "Z" for p in stuck)
+        start = kill.ts if kill else min(sit.since(p.pid, in_d) for p in stuck)
+        age = sit.age(start)
+        shrinking = sit.shrinking(gpus)
+        desc = (f"{who} {f'{are} <defunct> with' if defunct else have} threads in D state inside "
+                f"the driver ({t.wchans(stuck)})")
+        if age < TEARDOWN_WINDOW_S or shrinking:
+            why = ("memory is coming back" if shrinking
+                   else f"the driver is still tearing down ({t.seconds(age)} so far)" if age >= 1
+                   else "the driver is still tearing down")
+            return Step("wait", f"Wait: {desc}; SIGKILL again cannot help — {why}.", pids, gpus,
+                        _patience(TEARDOWN_WINDOW_S, age))
+        alive = [p for p in stuck if p.state != "Z"]
+        if alive and kill is None:
+            return Step("sigkill", f"SIGKILL once: {desc} for {t.seconds(age)}; the signal stays pending "
+                                   f"until {they} leave the driver, and nothing else can end {their} threads.",
+                        tuple(p.pid for p in alive), gpus)
+        return beyond_stuck(sit, stuck, gpus, f"{desc} for {t.seconds(age)} and memory is not coming back")
+    zombies = [p for p in procs if p.state == "Z"]
+    if zombies and len(zombies) == len(procs):
+        if kill and sit.age(kill.ts) < TEARDOWN_WINDOW_S:
+            return Step("wait", f"Wait: {who} {are} <defunct> and {were} sent SIGKILL {t.ago(sit.age(kill.ts))}; "
+                                "the driver frees the memory as the last threads exit.", pids, gpus,
+                        _patience(TEARDOWN_WINDOW_S, sit.age(kill.ts)))
+        return Step("sigkill", f"SIGKILL {who}: {they} {are} <defunct> but the driver still lists {their} "
+                               "memory; a thread other than the leader is alive and holds it.", pids, gpus)
+    if kill:
+        age = sit.age(kill.ts)
+        if age < SIGTERM_GRACE_S:
+            return Step("wait", f"Wait: {who} {were} sent SIGKILL {t.ago(age)}; give the driver "
+                                "time to free the memory.", pids, gpus, _patience(SIGTERM_GRACE_S, age))
+        return Step("sigkill", f"SIGKILL {who} again: {they} still {t.verb(n, 'runs', 'run')} {t.seconds(age)} "
+                               "after SIGKILL (refused? look at the action's output).", pids, gpus)
+    if term:
+        age = sit.age(term.ts)
+        if age < SIGTERM_GRACE_S:
+            return Step("wait", f"Wait: {who} {were} sent SIGTERM {t.ago(age)}; a clean shutdown "
+                                f"gets {t.seconds(SIGTERM_GRACE_S)} before SIGKILL.", pids, gpus,
+                        _patience(SIGTERM_GRACE_S, age))
+        return Step("sigkill", f"SIGKILL {who}: {they} ignored SIGTERM for {t.seconds(age)}.", pids, gpus)
+    return Step("sigterm", f"SIGTERM {who}{purpose}: a clean exit frees GPU memory fastest, and gives "
+                           f"{t.verb(n, 'it', 'them')} the chance to stop {their} own workers.", pids, gpus)
+
+
+def beyond_stuck(sit: Situation, stuck: Sequence[Proc], gpus: Sequence[int], why: str) -> Step:
+    """Past the teardown window with processes stuck in the driver."""
+    stuck_pids = {p.pid for p in stuck}
+    others = [p for p in sit.live_holders(gpus) if p.pid not in stuck_pids and not in_d(p)]
+    if others:
+        return kill_step(sit, others, gpus, f"{t.plural(len(others), 'other holder')} ({sit.names(others)})",
+                         f"{why}; the driver may be waiting for them to let go")
+    return Step("reboot", f"Reboot the node: {why}; a GPU reset cannot run while processes are "
+                          "stuck inside the driver.", (), tuple(gpus))
+
+
+def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: str, why: str) -> Step:
+    """kill-holders for these processes, or wait when that was just done."""
+    pids = tuple(p.pid for p in procs)
+    gpus = tuple(sorted(set(gpus)))
+    last = sit.last_action(KILL_RUNGS, pids)
+    if last and sit.age(last.ts) < SIGTERM_GRACE_S:
+        return Step("wait", f"Wait: {who} {t.verb(len(pids), 'was', 'were')} sent SIGKILL "
+                            f"{t.ago(sit.age(last.ts))}; let the driver free the memory.", pids, gpus,
+                    _patience(SIGTERM_GRACE_S, sit.age(last.ts)))
+    return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}): {why}.", pids, gpus)
+
+
+def blockers(sit: Situation, gpus: Sequence[int]) -> tuple[list[Proc], list[int]]:
+    """(blocker daemons running, GPUs among ``gpus`` with persistence mode on)."""
+    want = set(gpus)
+    daemons = [p for p in sit.snap.processes if blocker_daemon(p) is not None and p.state != "Z"]
+    pm = [g.index for g in sit.snap.gpus if g.persistence_mode and (not want or g.index in want)]
+    return daemons, pm
+
+
+def blocker_words(daemons: Sequence[Proc], pm: Sequence[int]) -> str:
+    parts = []
+    if pm:
+        parts.append(f"persistence mode on {t.gpus(pm)}")
+    for p in daemons:
+        parts.append(f"{t.label(p)} (PID {p.pid})")
+    return ", ".join(parts)
+
+
+def clear_words(daemons: Sequence[Proc], pm: Sequence[int]) -> str:
+    """'Stop nvidia-persistenced (PID 1563) and turn persistence mode off on GPU 3'."""
+    parts = []
+    if daemons:
+        parts.append("stop " + ", ".join(f"{t.label(p)} (PID {p.pid})" for p in daemons))
+    if pm:
+        parts.append(f"turn persistence mode off on {t.gpus(pm)}")
+    text = " and ".join(parts)
+    return text[:1].upper() + text[1:]
+
+
+def reset_step(sit: Situation, gpus: Sequence[int], why: str) -> Step:
+    """Toward `nvidia-smi -r`: blockers first, then holders, then the reset; reboot if it failed."""
+    gpus = tuple(sorted(set(gpus)))
+    sit.reset_wanted.update(gpus)
+    daemons, pm = blockers(sit, gpus)
+    if daemons or pm:
+        return Step("clear-blockers", f"{clear_words(daemons, pm)} first: {why}, and `nvidia-smi -r` "
+                                      "refuses while they hold the GPU.",
+                    tuple(p.pid for p in daemons), gpus)
+    holders = sit.live_holders(gpus)
+    stuck = [p for p in holders if in_d(p)]
+    if stuck:
+        return Step("reboot", f"Reboot the node: {why}, but {t.plural(len(stuck), 'process', 'processes')} "
+                              f"sit in the driver ({t.wchans(stuck)}) and a reset cannot run while they hold it.",
+                    (), gpus)
+    if holders:
+        return kill_step(sit, holders, gpus, sit.names(holders),
+                         f"{why}, and a reset refuses while any process holds the GPU")
+    tried = sit.last_action(("reset",), gpus=gpus)
+    if tried:
+        age = sit.age(tried.ts)
+        if age < WAIT_S:
+            return Step("wait", f"Wait: the reset of {t.gpus(gpus)} was issued {t.ago(age)}; "
+                                "re-read the memory.", (), gpus, WAIT_S)
+        return Step("reboot", f"Reboot the node: {why}, and the reset {t.ago(age)} did not free it.",
+                    (), gpus)
+    return Step("reset", f"Reset {t.gpus(gpus)}: {why}; nothing holds it any more.", (), gpus)

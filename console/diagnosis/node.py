@@ -1,0 +1,220 @@
+"""Findings about the node and its GPUs: probe-hung, driver-error, xid, ghost-memory, reset-blocker."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..ladder import TEARDOWN_WINDOW_S, WAIT_S, program_of
+from ..model import Finding, NodeSnapshot
+from . import text as t
+from .advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
+                     signal_step)
+from .context import Situation
+from .xid import XidEvent, bus_key, parse_xid_line
+
+HUNG_PROBES_BEFORE_REBOOT = 3     # consecutive timed-out probes (and at least the teardown window)
+_CONNECTION_WORDS = ("unreachable", "refused", "authentication", "host key")
+
+
+def probe_hung(snap: NodeSnapshot, history: Sequence[NodeSnapshot]) -> list[Finding]:
+    if not snap.error or "timed out" not in snap.error.lower():
+        return []
+    streak = [snap]
+    for h in sorted((h for h in history if h.name == snap.name and h.taken_at < snap.taken_at),
+                    key=lambda h: h.taken_at, reverse=True):
+        if not h.error or "timed out" not in h.error.lower():
+            break
+        streak.append(h)
+    since = streak[-1].taken_at
+    lasted = snap.taken_at - since
+    summary = (f"the probe timed out ({snap.error})"
+               + (f", {len(streak)} times in a row over {t.seconds(lasted)}" if len(streak) > 1 else ""))
+    ev = {"error": snap.error, "consecutive": len(streak), "since": since}
+    if len(streak) >= HUNG_PROBES_BEFORE_REBOOT and lasted >= TEARDOWN_WINDOW_S:
+        step = Step("reboot", f"Reboot the node: nvidia-smi has not answered for {t.seconds(lasted)}; "
+                              "a driver call is stuck (callers hang in D state) and only a reboot clears it.")
+        return [finding("probe-hung", "critical", summary, step, evidence=ev, since=since)]
+    step = Step("wait", "Wait and re-poll: a driver call is probably hung (nvidia-smi stuck in D state); "
+                        "if it keeps timing out, read the kernel log for Xids from a plain shell.", wait_s=WAIT_S)
+    return [finding("probe-hung", "high", summary, step, evidence=ev, since=since)]
+
+
+def driver_errors(snap: NodeSnapshot) -> list[Finding]:
+    out = []
+    err = (snap.error or "").strip()
+    low = err.lower()
+    if err and "timed out" not in low and not any(w in low for w in _CONNECTION_WORDS):
+        if "mismatch" in low:
+            out.append(finding("driver-error", "critical", f"driver/library version mismatch: {err}",
+                          Step("reboot", "Reboot the node (or reload the nvidia kernel modules): the loaded "
+                                         "kernel module and the user-space library differ after a driver "
+                                         "upgrade, and no GPU works until they match."),
+                          evidence={"error": err}))
+        elif "not loaded" in low or "couldn't communicate" in low:
+            out.append(finding("driver-error", "critical", f"the NVIDIA driver is not loaded: {err}",
+                          Step(None, "Read `dmesg` for why the module is gone, then load it (`modprobe nvidia`) "
+                                     "or reboot: nothing on the GPUs can run without it."),
+                          evidence={"error": err}))
+        elif "no devices" in low:
+            out.append(finding("driver-error", "high", f"nvidia-smi found no GPU: {err}",
+                          Step(None, "Check `lspci | grep -i nvidia` and `dmesg`: the driver is loaded but "
+                                     "sees no GPU (fallen off the bus, or not bound)."),
+                          evidence={"error": err}))
+        elif "not found" in low and "nvidia-smi" in low:
+            out.append(finding("driver-error", "low", f"nvidia-smi is not installed here: {err}",
+                          Step(None, "Install the NVIDIA driver utilities or point PATH at nvidia-smi; "
+                                     "without it this node cannot be read."),
+                          evidence={"error": err}))
+        elif "driver" in low or "nvml" in low:
+            out.append(finding("driver-error", "critical", f"driver error: {err}",
+                          Step(None, "Read `dmesg` for NVRM lines: the driver answers with an error."),
+                          evidence={"error": err}))
+    for bus in snap.lost_gpus:
+        out.append(finding("driver-error", "critical",
+                      f"GPU {bus} lost: the driver cannot reach it (nvidia-smi: GPU is lost)",
+                      Step("reboot", "Reboot the node (power-cycle if the GPU stays lost): the driver says a "
+                                     "reboot is needed to recover this GPU and a reset cannot reach it."),
+                      evidence={"bus_id": bus}))
+    return out
+
+
+# ---------------------------------------------------------------- ghost memory
+
+def _ghost(snap: NodeSnapshot, index: int, used: int | None, reserved: int | None) -> int | None:
+    """Memory used that no listed process accounts for (None when it cannot be told)."""
+    if used is None:
+        return None
+    uuid = next((g.uuid for g in snap.gpus if g.index == index), None)
+    accounted = 0
+    for dp in snap.driver_processes:
+        if dp.gpu_index == index or (dp.gpu_index is None and dp.gpu_uuid == uuid):
+            if dp.used_memory_mib is None:
+                return None          # the driver does not say (MIG, containers): cannot tell
+            accounted += dp.used_memory_mib
+    return used - accounted - (reserved or 0)
+
+
+def ghost_memory(sit: Situation) -> list[Finding]:
+    out = []
+    for g in sit.snap.gpus:
+        ghost = _ghost(sit.snap, g.index, g.memory_used_mib, g.memory_reserved_mib)
+        if ghost is None or ghost <= sit.ghost_threshold_mib:
+            continue
+        since = sit.snap.taken_at
+        for h in reversed(sit.history):
+            hg = h.gpu(g.index)
+            if hg is None or sit.snap.taken_at - h.taken_at > 2 * TEARDOWN_WINDOW_S:
+                break
+            hv = _ghost(h, g.index, hg.memory_used_mib, hg.memory_reserved_mib)
+            if hv is None or hv <= sit.ghost_threshold_mib:
+                break
+            since = h.taken_at
+        accounted = (g.memory_used_mib or 0) - ghost - (g.memory_reserved_mib or 0)
+        summary = (f"GPU {g.index}: {t.mib(ghost)} in use that no listed process accounts for "
+                   f"({t.mib(g.memory_used_mib)} used, {t.mib(accounted)} listed)")
+        step = _ghost_step(sit, g.index, ghost)
+        out.append(finding("ghost-memory", "high", summary, step, (), (g.index,),
+                      {"gpu": g.index, "ghost_mib": ghost, "used_mib": g.memory_used_mib,
+                       "listed_mib": accounted, "reserved_mib": g.memory_reserved_mib,
+                       "threshold_mib": sit.ghost_threshold_mib, "since": since}, since))
+    return out
+
+
+def _ghost_step(sit: Situation, gpu: int, ghost: int) -> Step:
+    listed = sit.driver_pids()
+    holders = sit.live_holders([gpu])
+    hidden = [p for p in holders if p.pid not in listed and not in_d(p) and p.state != "Z"]
+    why = f"{t.mib(ghost)} on GPU {gpu} belongs to no listed process"
+    if hidden:
+        return kill_step(sit, hidden, [gpu], sit.names(hidden),
+                         f"{why}, and they hold its device files without being listed")
+    stuck = [p for p in holders if in_d(p) or p.state == "Z"]
+    if stuck:
+        return signal_step(sit, stuck, [gpu], t.plural(len(stuck), "dying process", "dying processes"))
+    kill = sit.last_action(KILL_RUNGS + ("sigterm",))
+    if kill and sit.age(kill.ts) < TEARDOWN_WINDOW_S:
+        return Step("wait", f"Wait: the last kill was {t.ago(sit.age(kill.ts))} and {why}; pinned memory "
+                            "can take half a minute or more to come back.", (), (gpu,),
+                    max(WAIT_S, TEARDOWN_WINDOW_S - sit.age(kill.ts)))
+    if sit.shrinking([gpu]):
+        return Step("wait", f"Wait: {why}, but it is shrinking — the driver is still freeing it.", (), (gpu,),
+                    WAIT_S * 3)
+    return reset_step(sit, [gpu], f"{why} and nothing is freeing it")
+
+
+# ---------------------------------------------------------------- Xid
+
+def _xid_handled(sit: Situation, ev: XidEvent, gpu: int | None) -> bool:
+    """A reset/reboot was done after this line was already in the log."""
+    act = sit.last_action(("reset", "reboot"), gpus=(gpu,) if gpu is not None else ())
+    if act is None:
+        return False
+    before = [h for h in sit.history if h.taken_at <= act.ts]
+    return not before or any(ev.line in (ln.strip() for ln in h.kernel_log) for h in before)
+
+
+def xids(sit: Situation) -> list[Finding]:
+    by_bus = {bus_key(g.bus_id): g.index for g in sit.snap.gpus}
+    groups: dict[tuple, list[XidEvent]] = {}
+    for line in sit.snap.kernel_log:
+        ev = parse_xid_line(line)
+        if ev is None:
+            continue
+        key = (ev.code, bus_key(ev.bus) or ev.bus)
+        groups.setdefault(key, []).append(ev)
+    out = []
+    for (code, bkey), evs in groups.items():
+        ev = evs[-1]                          # the latest says the current state (154: current action)
+        gpu = by_bus.get(bkey)
+        where = f"GPU {gpu} ({ev.bus})" if gpu is not None else f"GPU {ev.bus}"
+        count = f" ×{len(evs)}" if len(evs) > 1 else ""
+        if code == 154 and ev.recovery:
+            summary = f"{ev.describe} on {where}{count}: the driver says {ev.recovery}"
+        else:
+            summary = f"{ev.describe} on {where}{count}: {ev.info.meaning}"
+        severity = ev.severity
+        gpus = (gpu,) if gpu is not None else ()
+        pids = (ev.pid,) if ev.pid and sit.proc(ev.pid) else ()
+        if _xid_handled(sit, ev, gpu):
+            severity, step = "info", Step(None, "Nothing to do: the GPU was reset or the node rebooted after "
+                                                "this line was logged.")
+        elif ev.action == "reboot":
+            step = Step("reboot", f"Reboot the node (power-cycle if the GPU does not return): {ev.describe} "
+                                  f"on {where} — a GPU reset will not recover it.", (), gpus)
+        elif ev.action == "reset":
+            if gpu is None:
+                step = Step("reboot", f"Reboot the node: {ev.describe} names a GPU the driver no longer "
+                                      "lists, so it cannot be reset.")
+            else:
+                step = reset_step(sit, [gpu], f"{ev.describe} says GPU {gpu} needs a reset")
+        elif ev.action == "app":
+            step = Step(None, f"Restart the application{f' (PID {ev.pid})' if ev.pid else ''}: {ev.describe} "
+                              "is the program's fault; the GPU itself is fine.", (), gpus)
+        else:
+            step = Step(None, f"Nothing to do now: {ev.info.meaning}", (), gpus)
+        out.append(finding("xid", severity, summary, step, pids, gpus,
+                      {"xid": code, "bus": ev.bus, "gpu": gpu, "count": len(evs), "line": ev.line,
+                       "recovery": ev.recovery, "action": ev.action, "meaning": ev.info.meaning,
+                       "uptime_s": ev.uptime_s}))
+    return out
+
+
+# ---------------------------------------------------------------- reset blockers
+
+def reset_blockers(sit: Situation) -> list[Finding]:
+    """Run after the other findings: it is severe only when some advice wants a reset."""
+    daemons, pm = blockers(sit, ())
+    if not daemons and not pm:
+        return []
+    wanted = sorted(sit.reset_wanted)
+    summary = f"reset blockers: {blocker_words(daemons, pm)}"
+    pids = [p.pid for p in daemons]
+    ev = {"pids": pids, "persistence_gpus": pm, "daemons": [program_of(p) for p in daemons], "reset_wanted": wanted}
+    _, pm_wanted = blockers(sit, wanted) if wanted else ((), [])
+    if (daemons and wanted) or pm_wanted:
+        step = Step("clear-blockers", f"{clear_words(daemons, pm_wanted)} before the reset of {t.gpus(wanted)}: "
+                                      "`nvidia-smi -r` refuses while persistence mode, MPS, DCGM or the fabric "
+                                      "manager hold the GPU.", tuple(pids), tuple(wanted))
+        return [finding("reset-blocker", "high", summary, step, pids, wanted, ev)]
+    step = Step(None, "Nothing to do unless a GPU reset is needed: then clear these first, since "
+                      "`nvidia-smi -r` refuses while they hold the GPU.", tuple(pids), tuple(pm))
+    return [finding("reset-blocker", "low", summary, step, pids, pm, ev)]

@@ -1,0 +1,287 @@
+"""Findings about processes: zombie, d-state, orphan, hidden-holder, foreign-pid."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..ladder import TEARDOWN_WINDOW_S, WAIT_S, label, program_of
+from ..model import Finding, Proc
+from . import text as t
+from .advice import Step, finding, in_d, kill_step, reset_step, signal_step
+from .context import Situation
+
+#: parents that adopt orphans instead of PID 1 (PR_SET_CHILD_SUBREAPER users)
+SUBREAPERS = ("systemd", "containerd-shim", "containerd-shim-runc-v2", "tini", "docker-init",
+              "dumb-init", "catatonit", "conmon", "s6-svscan", "runsv")
+_DRIVER_WCHAN = ("uvm_", "_nv", "nv_", "nvidia", "os_", "rm_", "gsp")   # NVIDIA driver functions
+#: programs that start jobs without being part of them: a job's tree ends below these
+SESSION_PROGRAMS = frozenset({"bash", "sh", "dash", "zsh", "fish", "ksh", "tcsh", "csh", "sshd", "tmux",
+                              "screen", "su", "sudo", "login", "init", "cron", "nohup", "setsid", "runuser",
+                              "slurmstepd", "srun", "sbatch", "mosh-server", "code-server"}) | set(SUBREAPERS)
+
+
+def _gpus(sit: Situation, procs) -> set[int]:
+    out: set[int] = set()
+    for p in procs:
+        out |= sit.gpus_of(p)
+    return out
+
+
+def _mib(sit: Situation, procs) -> int:
+    return sum(sit.mib_of(p) for p in procs)
+
+
+def _parent_words(sit: Situation, ppid: int) -> str:
+    parent = sit.proc(ppid)
+    return f"PID {ppid} ({label(parent)})" if parent else f"PID {ppid}"
+
+
+def zombies(sit: Situation) -> list[Finding]:
+    """<defunct> leaders; above all those whose threads still sit in the driver keeping memory."""
+    groups: dict[tuple[int, str], list[Proc]] = defaultdict(list)
+    for p in sit.snap.processes:
+        if p.state != "Z":
+            continue
+        holds = sit.holds_gpu(p) or sit.mib_of(p) > 0
+        cls = "stuck" if in_d(p) else ("holding" if holds else "empty")
+        groups[(p.ppid, cls)].append(p)
+    out = []
+    for (ppid, cls), procs in sorted(groups.items()):
+        pids = [p.pid for p in procs]
+        gpus = _gpus(sit, procs)
+        held = _mib(sit, procs)
+        since = min(sit.since(p.pid, lambda q: q.state == "Z") for p in procs)
+        ev = {"pids": pids, "gpus": sorted(gpus), "mib": held, "parent": ppid,
+              "threads_in_d": sum(p.threads_in_d for p in procs)}
+        if cls == "empty":
+            summary = (f"{t.plural(len(procs), '<defunct> process', '<defunct> processes')} ({sit.names(procs)}) "
+                       f"holding no GPU memory; parent {_parent_words(sit, ppid)} has not reaped them")
+            step_text = (f"Nothing to free: these zombies hold no GPU memory; they go when parent "
+                         f"{_parent_words(sit, ppid)} reaps them or exits.")
+            out.append(finding("zombie", "low", summary, Step(None, step_text), pids, gpus, ev, since))
+            continue
+        if cls == "stuck":
+            holding = f"still hold {t.mib(held)} on {t.gpus(gpus)}: " if held else "have "
+            summary = (f"{t.plural(len(procs), '<defunct> process', '<defunct> processes')} ({sit.names(procs)}) "
+                       f"{holding}threads alive in D inside the driver ({t.wchans(procs)}), so parent "
+                       f"{_parent_words(sit, ppid)} cannot reap them")
+            severity = "critical" if held > 0 else "high"
+        else:
+            summary = (f"{t.plural(len(procs), '<defunct> process', '<defunct> processes')} ({sit.names(procs)}) "
+                       f"still listed with {t.mib(held)} on {t.gpus(gpus)}; parent {_parent_words(sit, ppid)}")
+            severity = "high"
+        step = signal_step(sit, procs, gpus, t.plural(len(procs), "worker") if len(procs) > 1 else f"PID {pids[0]}")
+        out.append(finding("zombie", severity, summary, step, pids, gpus, ev, since))
+    return out
+
+
+def dstate(sit: Situation) -> list[Finding]:
+    """Threads in uninterruptible sleep, grouped by where they wait (wchan)."""
+    by_wchan: dict[str, list[tuple[Proc, object]]] = defaultdict(list)
+    for p in sit.snap.processes:
+        for th in p.d_threads:
+            by_wchan[th.wchan or "?"].append((p, th))
+        if p.state == "D" and not p.d_threads:
+            by_wchan["?"].append((p, None))
+    out = []
+    for wchan, items in sorted(by_wchan.items()):
+        procs = list({p.pid: p for p, _ in items}.values())
+        pids = [p.pid for p in procs]
+        gpus = _gpus(sit, procs)
+        since = min(sit.since(p.pid, in_d) for p in procs)
+        on_gpu = any(sit.holds_gpu(p) for p in procs) or wchan.startswith(_DRIVER_WCHAN)
+        lasting = since < sit.snap.taken_at or any(p.state == "Z" for p in procs)
+        severity = "high" if on_gpu and lasting else ("low" if on_gpu or lasting else "info")
+        threads = [{"pid": p.pid, "tid": th.tid, "name": th.name, "wchan": th.wchan}
+                   for p, th in items if th is not None]
+        n = len(items)
+        summary = (f"{t.plural(n, 'thread')} of {t.plural(len(procs), 'process', 'processes')} "
+                   f"({sit.names(procs)}) in D state at {wchan}"
+                   + (f" on {t.gpus(gpus)}" if gpus else "")
+                   + (f" for {t.seconds(sit.age(since))}" if since < sit.snap.taken_at else ""))
+        if on_gpu:
+            step = signal_step(sit, procs, gpus, t.plural(len(procs), "process", "processes"))
+        else:
+            step = Step(None, "Watch it: D state outside the GPU driver is usually I/O; it matters only if it lasts.")
+        out.append(finding("d-state", severity, summary, step, pids, gpus,
+                            {"pids": pids, "gpus": sorted(gpus), "wchan": wchan, "threads": threads,
+                             "mib": _mib(sit, procs)}, since))
+    return out
+
+
+def _is_subreaper(sit: Situation, ppid: int) -> bool:
+    if ppid == 1:
+        return True
+    parent = sit.proc(ppid)
+    if parent is None:
+        return False
+    return parent.name in SUBREAPERS or label(parent) in SUBREAPERS or parent.name.startswith("containerd-shim")
+
+
+def orphans(sit: Situation) -> list[Finding]:
+    """Live GPU holders whose launcher is gone (adopted by PID 1 or a subreaper)."""
+    groups: dict[int, list[Proc]] = defaultdict(list)
+    pmap = sit.pmap(sit.snap)
+    for p in sit.snap.processes:
+        if p.state in ("Z", "X") or in_d(p) or not sit.holds_gpu(p) or not sit.touchable(p):
+            continue
+        if not _is_subreaper(sit, p.ppid):
+            continue
+        # a launcher that still runs its workers is their parent, not an orphan of anyone's
+        if any(c.ppid == p.pid and sit.holds_gpu(c) for c in pmap.values()):
+            continue
+        groups[p.ppid].append(p)
+    out = []
+    for ppid, procs in sorted(groups.items()):
+        pids = [p.pid for p in procs]
+        gpus = _gpus(sit, procs)
+        held = _mib(sit, procs)
+        since = min(sit.since(p.pid, lambda q, pp=ppid: q.ppid == pp) for p in procs)
+        parent = "PID 1" if ppid == 1 else _parent_words(sit, ppid)
+        summary = (f"{t.plural(len(procs), 'GPU process', 'GPU processes')} ({sit.names(procs)}) "
+                   f"lost their launcher: adopted by {parent}; {t.mib(held)} on {t.gpus(gpus)}")
+        who = t.plural(len(procs), "orphaned worker") if len(procs) > 1 else f"PID {pids[0]} ({label(procs[0])})"
+        step = signal_step(sit, procs, gpus, who)
+        out.append(finding("orphan", "high" if held > 0 else "low", summary, step, pids, gpus,
+                            {"pids": pids, "gpus": sorted(gpus), "mib": held, "parent": ppid}, since))
+    return out
+
+
+def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
+    """Processes with /dev/nvidia* open that the driver does not list.
+
+    On a GPU with memory no listed process accounts for, such a process is the suspect
+    (high); elsewhere it holds no memory anyone can see and merely blocks a reset (low).
+    """
+    listed = sit.driver_pids()
+    suspects: list[Proc] = []
+    others: list[Proc] = []
+    for p in sit.snap.processes:
+        if not p.holds_devices or p.pid in listed or p.state == "Z" or not sit.touchable(p):
+            continue
+        on = sit.gpus_of(p)
+        (suspects if on & ghost_gpus or (not on and ghost_gpus) else others).append(p)
+    out = []
+    for procs, severity in ((suspects, "high"), (others, "low")):
+        if not procs:
+            continue
+        pids = [p.pid for p in procs]
+        gpus = _gpus(sit, procs)
+        files = sorted({f for p in procs for f in p.device_files})
+        since = min(sit.since(p.pid, lambda q: q.holds_devices) for p in procs)
+        shown = f"{', '.join(files[:4])}{' …' if len(files) > 4 else ''}"
+        who = f"{t.plural(len(procs), 'process', 'processes')} ({sit.names(procs)})"
+        holds = t.verb(len(procs), "holds", "hold")
+        if severity == "high":
+            where = gpus & ghost_gpus or ghost_gpus
+            summary = (f"{who} {holds} {shown} but the driver lists none of them; {t.gpus(where)} "
+                       f"{t.verb(len(where), 'has', 'have')} memory no listed process accounts for")
+            why = "they keep GPU contexts alive that the driver does not attribute to anyone"
+        else:
+            summary = f"{who} {holds} {shown} without memory the driver lists; they block a GPU reset"
+            why = "only if a reset is needed: a reset refuses while any process holds the device"
+        step = kill_step(sit, procs, gpus, sit.names(procs), why)
+        out.append(finding("hidden-holder", severity, summary, step, pids, gpus,
+                           {"pids": pids, "gpus": sorted(gpus), "device_files": files}, since))
+    return out
+
+
+def foreign_pids(sit: Situation) -> list[Finding]:
+    """PIDs the driver lists that /proc lacks: processes in another PID namespace (a container)."""
+    if not sit.snap.processes:
+        return []
+    pmap = sit.pmap(sit.snap)
+    missing = [dp for dp in sit.snap.driver_processes if dp.pid not in pmap]
+    if not missing:
+        return []
+    by_uuid = {g.uuid: g.index for g in sit.snap.gpus}
+    gpus = {dp.gpu_index if dp.gpu_index is not None else by_uuid.get(dp.gpu_uuid) for dp in missing}
+    gpus.discard(None)
+    pids = sorted({dp.pid for dp in missing})
+    held = sum(dp.used_memory_mib or 0 for dp in missing)
+    names = sorted({t.clip(dp.name, 60) for dp in missing
+                    if dp.name.strip() and not (dp.name.startswith("[") and dp.name.endswith("]"))})
+    named = f" ({', '.join(names[:3])})" if names else ""
+    summary = (f"the driver lists {t.plural(len(pids), 'PID')} {t.pids(pids)}{named} "
+               f"that /proc does not have — another PID namespace (a container); {t.mib(held)} on {t.gpus(gpus)}")
+    host_side = [p for p in sit.live_holders(gpus) if p.pid not in sit.driver_pids()]
+    if host_side:
+        step = kill_step(sit, host_side, gpus, f"the processes holding these GPUs' device files here, "
+                         f"{sit.names(host_side)}",
+                         "the driver reports them under PIDs of another namespace, which cannot be "
+                         "signalled from here")
+    else:
+        dying = [p for p in sit.snap.processes if (in_d(p) or p.state == "Z") and p.pid not in sit.driver_pids()
+                 and sit.touchable(p)]
+        kill = sit.last_action(("kill-holders", "sigkill"), gpus=tuple(gpus))
+        if kill and sit.age(kill.ts) < TEARDOWN_WINDOW_S:
+            step = (signal_step(sit, dying, gpus, t.plural(len(dying), "killed holder")) if dying else
+                    Step("wait", f"Wait: the holders were killed {t.ago(sit.age(kill.ts))} and the driver "
+                                 "still lists the container's PIDs while it tears their contexts down.", (),
+                         tuple(gpus), max(WAIT_S, TEARDOWN_WINDOW_S - sit.age(kill.ts))))
+        elif kill:
+            step = reset_step(sit, tuple(gpus), f"the container's processes were killed and {t.mib(held)} "
+                                                 "is still listed")
+        else:
+            step = Step(None, "Find the container: no process visible here holds these GPUs; run the checks "
+                              "on the host (or `docker top` / `crictl ps`) and stop the container there.")
+    return [finding("foreign-pid", "high" if held > 0 else "low", summary, step, pids, gpus,
+                     {"pids": pids, "gpus": sorted(gpus), "mib": held, "names": names,
+                      "host_holders": [p.pid for p in host_side]})]
+
+
+
+def _session_like(proc: Proc) -> bool:
+    prog = program_of(proc).lstrip("-")
+    return (prog in SESSION_PROGRAMS or proc.name.lstrip("-") in SESSION_PROGRAMS
+            or proc.name.startswith(("containerd-shim", "tmux")) or prog.startswith("sshd"))
+
+
+def _job_root(sit: Situation, proc: Proc) -> Proc:
+    """The top of a GPU job's process tree: climb parents until a shell, init or subreaper."""
+    cur = proc
+    seen = {cur.pid}
+    while True:
+        parent = sit.proc(cur.ppid)
+        if (parent is None or parent.pid in seen or not sit.touchable(parent) or parent.state in ("Z", "X")
+                or _session_like(parent)):
+            return cur
+        seen.add(parent.pid)
+        cur = parent
+
+
+def holders(sit: Situation, covered: set[int]) -> list[Finding]:
+    """Live GPU holders no other finding is about: normal work, but where to start if the
+    memory must come back (SIGTERM the job's launcher and its GPU processes)."""
+    jobs: dict[int, list[Proc]] = defaultdict(list)
+    roots: dict[int, Proc] = {}
+    for p in sit.snap.processes:
+        if (p.pid in covered or p.state in ("Z", "X") or in_d(p) or not sit.holds_gpu(p)
+                or not sit.touchable(p)):
+            continue
+        root = _job_root(sit, p)
+        roots[root.pid] = root
+        jobs[root.pid].append(p)
+    out = []
+    for rpid, procs in sorted(jobs.items()):
+        root = roots[rpid]
+        members = ([root] if root not in procs else []) + procs
+        pids = [p.pid for p in members]
+        gpus = _gpus(sit, procs)
+        held = _mib(sit, procs)
+        if len(members) == 1:
+            summary = f"PID {root.pid} ({label(root)}) is running and holds {t.mib(held)} on {t.gpus(gpus)}"
+            who = f"PID {root.pid} ({label(root)})"
+        else:
+            workers = [p for p in procs if p is not root]
+            summary = (f"PID {root.pid} ({_command_of(root)}) is running with "
+                       f"{t.plural(len(workers), 'GPU process', 'GPU processes')} ({sit.names(workers)}) "
+                       f"holding {t.mib(held)} on {t.gpus(gpus)}")
+            who = f"PID {root.pid} and its {t.plural(len(workers), 'GPU process', 'GPU processes')}"
+        step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
+        out.append(finding("holder", "info", summary, step, pids, gpus,
+                           {"pids": pids, "gpus": sorted(gpus), "mib": held, "root": root.pid}))
+    return out
+
+
+def _command_of(proc: Proc) -> str:
+    return t.clip(proc.cmdline or proc.name, 60) or "?"

@@ -1,0 +1,218 @@
+"""The simulated ``nvidia-smi``: queries, -L, -r, -pm and the default table, failures included.
+
+Returns (stdout, stderr, rc); nvidia-smi prints its errors on stdout, as the real one does.
+"""
+from __future__ import annotations
+
+import time
+
+from .node import SimNode
+from .state import SimGpu
+
+DRIVER_NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                     "Make sure that the latest NVIDIA driver is installed and running.\n")
+VERSION_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.105\n"
+NO_DEVICES = "No devices were found\n"
+BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"
+MEMORY_RESERVED_MIB = 556
+
+_UNITS = {"memory.used": "MiB", "memory.total": "MiB", "memory.free": "MiB", "memory.reserved": "MiB",
+          "utilization.gpu": "%", "utilization.memory": "%", "power.draw": "W", "power.limit": "W",
+          "clocks.sm": "MHz", "clocks.mem": "MHz", "used_memory": "MiB", "used_gpu_memory": "MiB"}
+
+
+def _lost_line(g: SimGpu) -> str:
+    return (f"Unable to determine the device handle for GPU {g.bus_id[4:]}: GPU is lost. "
+            "Reboot the system to recover this GPU\n")
+
+
+def _gpu_value(node: SimNode, g: SimGpu, field: str) -> str | None:
+    used = node.gpu_used(g)
+    values = {
+        "index": str(g.index), "uuid": g.uuid, "gpu_uuid": g.uuid, "name": g.name, "gpu_name": g.name,
+        "pci.bus_id": g.bus_id, "gpu_bus_id": g.bus_id, "serial": g.serial, "gpu_serial": g.serial,
+        "memory.used": str(used), "memory.total": str(g.total_mib),
+        "memory.reserved": str(MEMORY_RESERVED_MIB),
+        "memory.free": str(max(0, g.total_mib - used - MEMORY_RESERVED_MIB)),
+        "utilization.gpu": str(node.gpu_util(g)), "utilization.memory": "0",
+        "persistence_mode": "Enabled" if g.persistence else "Disabled",
+        "mig.mode.current": "Disabled", "mig.mode.pending": "Disabled",
+        "temperature.gpu": str(g.temp_c), "power.draw": f"{g.power_w:.2f}", "power.limit": "600.00",
+        "pstate": "P1" if used > g.reserved_mib else "P8", "driver_version": node.driver_version,
+        "count": str(len(node.gpus)), "compute_mode": "Default", "clocks.sm": "1455", "clocks.mem": "13365",
+        "timestamp": time.strftime("%Y/%m/%d %H:%M:%S.000", time.gmtime(node.now)),
+    }
+    return values.get(field)
+
+
+def _parse_format(fmt: str | None) -> tuple[bool, bool] | None:
+    if fmt is None:
+        return None
+    parts = [p.strip() for p in fmt.split(",")]
+    if not parts or parts[0] != "csv" or any(p not in ("csv", "noheader", "nounits") for p in parts):
+        return None
+    return ("noheader" not in parts, "nounits" not in parts)
+
+
+def _header(fields: list[str], units: bool) -> str:
+    names = []
+    for f in fields:
+        name = {"used_memory": "used_gpu_memory"}.get(f, f)
+        unit = _UNITS.get(f)
+        names.append(f"{name} [{unit}]" if unit else name)
+    return ", ".join(names)
+
+
+def _with_unit(field: str, value: str, units: bool) -> str:
+    unit = _UNITS.get(field)
+    if not units or unit is None or value.startswith("["):
+        return value
+    return f"{value} {unit}" if unit != "%" else f"{value} %"
+
+
+def _select(node: SimNode, ids: str | None) -> list[SimGpu] | None:
+    if ids is None:
+        return list(node.gpus)
+    out = []
+    for token in ids.split(","):
+        token = token.strip()
+        match = [g for g in node.gpus if token in (str(g.index), g.uuid, g.bus_id, g.bus_id[4:])]
+        if not match:
+            return None
+        out.extend(match)
+    return out
+
+
+def run(node: SimNode, argv: list[str]) -> tuple[str, str, int]:
+    node.settle()
+    if node.driver_state == "not-loaded":
+        return DRIVER_NOT_LOADED, "", 9
+    if node.driver_state == "mismatch":
+        return VERSION_MISMATCH, "", 18
+    if node.driver_state == "no-devices" or not node.gpus:
+        return NO_DEVICES, "", 6
+    opts: dict[str, str | None] = {}
+    it = iter(argv)
+    for a in it:
+        key, eq, val = a.partition("=")
+        if key in ("--query-gpu", "--query-compute-apps", "--format", "--id", "--persistence-mode"):
+            opts[key] = val if eq else next(it, None)
+        elif a in ("-i", "-pm"):
+            opts["--id" if a == "-i" else "--persistence-mode"] = next(it, None)
+        elif a in ("-L", "--list-gpus"):
+            opts["-L"] = None
+        elif a in ("-r", "--gpu-reset"):
+            opts["-r"] = None
+        elif a in ("-q", "--query"):
+            opts["-q"] = None
+        else:
+            return BAD_ARGS, "", 2
+    gpus = _select(node, opts.get("--id"))
+    if gpus is None:
+        return NO_DEVICES, "", 6
+    if "-r" in opts:
+        out, rc = [], 0
+        for g in gpus:
+            text, code = node.reset_gpu(g.index)
+            out.append(text)
+            rc = rc or code
+        return "".join(out), "", rc
+    if "--persistence-mode" in opts:
+        mode = opts["--persistence-mode"]
+        if mode not in ("0", "1", "ENABLED", "DISABLED"):
+            return BAD_ARGS, "", 2
+        on = mode in ("1", "ENABLED")
+        if "--id" in opts:
+            texts = [node.set_persistence(g.index, on)[0].replace("All done.\n", "") for g in gpus]
+            return "".join(texts) + "All done.\n", "", 0
+        text, rc = node.set_persistence(None, on)
+        return text, "", rc
+    lost = "".join(_lost_line(g) for g in gpus if g.lost)
+    live = [g for g in gpus if not g.lost]
+    rc_lost = 15 if lost else 0
+    if "-L" in opts:
+        body = "".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in live)
+        return lost + body, "", rc_lost
+    if "--query-gpu" in opts or "--query-compute-apps" in opts:
+        fmt = _parse_format(opts.get("--format"))
+        if fmt is None:
+            return ('"--format" option must be specified with a valid value: csv[,noheader][,nounits]\n'
+                    if opts.get("--format") is None else BAD_ARGS), "", 2
+        header, units = fmt
+        if "--query-gpu" in opts:
+            fields = [f.strip() for f in (opts["--query-gpu"] or "").split(",") if f.strip()]
+            for f in fields:
+                if _gpu_value(node, live[0] if live else node.gpus[0], f) is None:
+                    return f'Field "{f}" is not a valid field to query.\n\n', "", 2
+            lines = [_header(fields, units)] if header else []
+            for g in live:
+                lines.append(", ".join(_with_unit(f, _gpu_value(node, g, f) or "[N/A]", units) for f in fields))
+            return lost + "".join(line + "\n" for line in lines), "", rc_lost
+        fields = [f.strip() for f in (opts["--query-compute-apps"] or "").split(",") if f.strip()]
+        known = {"pid", "process_name", "name", "gpu_uuid", "gpu_bus_id", "gpu_name", "gpu_serial",
+                 "used_memory", "used_gpu_memory", "timestamp"}
+        for f in fields:
+            if f not in known:
+                return f'Field "{f}" is not a valid field to query.\n\n', "", 2
+        lines = [_header(fields, units)] if header else []
+        for g in live:
+            for ctx in node.contexts:
+                if ctx.gpu != g.index or not ctx.listed:
+                    continue
+                row = []
+                for f in fields:
+                    if f == "pid":
+                        row.append(str(ctx.driver_pid))
+                    elif f in ("process_name", "name"):
+                        row.append(ctx.name or "[Not Found]")
+                    elif f in ("used_memory", "used_gpu_memory"):
+                        row.append(_with_unit(f, str(ctx.mib), units))
+                    else:
+                        row.append(_gpu_value(node, g, f) or "[N/A]")
+                lines.append(", ".join(row))
+        return lost + "".join(line + "\n" for line in lines), "", rc_lost
+    return lost + table(node, live), "", rc_lost
+
+
+def _foreign(node: SimNode, pid: int) -> bool:
+    from .state import HOST_PID_NS
+    return node.pid_ns != HOST_PID_NS and node.proc(pid) is None
+
+
+def table(node: SimNode, gpus: list[SimGpu]) -> str:
+    """The default ``nvidia-smi`` screen (580 layout, 91 columns)."""
+    bar = "+" + "-" * 89 + "+"
+    sep = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
+    head = (f" NVIDIA-SMI {node.driver_version:<22}Driver Version: {node.driver_version:<15}"
+            f"CUDA Version: {node.cuda_version}")
+    lines = [time.strftime("%a %b %e %H:%M:%S %Y", time.gmtime(node.now)) + "       ", bar,
+             f"|{head:<89}|", sep,
+             "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+             "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+             "|                                         |                        |               MIG M. |",
+             "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|"]
+    for g in gpus:
+        used = node.gpu_used(g)
+        name = g.name if len(g.name) <= 26 else g.name[:23] + "..."
+        pm = "On" if g.persistence else "Off"
+        pstate = "P1" if used > g.reserved_mib else "P8"
+        pwr = f"{int(g.power_w)}W /  600W"
+        mem = f"{used}MiB /  {g.total_mib}MiB"
+        util = f"{node.gpu_util(g)}%"
+        lines.append(f"| {g.index:>3}  {name:<26}{pm:>7}  |   {g.bus_id} Off |{'0':>21} |")
+        lines.append(f"| N/A   {g.temp_c:>2}C    {pstate:<2}{pwr:>24} |{mem:>23} |{util:>8}      Default |")
+        lines.append("|                                         |                        |             Disabled |")
+        lines.append(sep)
+    lines += ["", bar, f"|{' Processes:':<89}|",
+              "|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |",
+              "|        ID   ID                                                               Usage      |",
+              "|" + "=" * 89 + "|"]
+    rows = [c for g in gpus for c in node.contexts
+            if c.gpu == g.index and c.listed and not _foreign(node, c.driver_pid)]
+    if not rows:
+        lines.append(f"|{'  No running processes found':<89}|")
+    for c in rows:
+        name = c.name if len(c.name) <= 34 else "..." + c.name[-31:]
+        lines.append(f"|  {c.gpu:>3}   N/A  N/A  {c.driver_pid:>14}      C   {name:<34}{f'{c.mib}MiB':>12} |")
+    lines.append(bar)
+    return "\n".join(lines) + "\n"

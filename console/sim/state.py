@@ -1,0 +1,113 @@
+"""The mutable pieces of one simulated machine: processes, GPUs, driver contexts.
+
+Plain data; the rules that move it (signals, teardown, reset) live in node.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+HOST_PID_NS = "pid:[4026531836]"        # the initial PID namespace's inode on every Linux
+CLK_TCK = 100
+
+# phases of a process
+ALIVE = "alive"          # running normally
+EXITING = "exiting"      # killed: leader is a zombie, one thread still in the driver (D)
+ZOMBIE = "zombie"        # dead, waiting for its parent to reap it
+GONE = "gone"            # reaped: no longer in /proc
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """What really happened in a scenario, and the shortest correct way out."""
+    root_cause: str
+    shortest_path: tuple[str, ...]     # rung names: wait sigterm sigkill kill-holders clear-blockers reset reboot
+    end_state: str
+
+
+LADDER_RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
+
+
+@dataclass(eq=False)
+class SimProc:
+    pid: int
+    ppid: int
+    comm: str                       # as the kernel keeps it (15 chars at most)
+    args: str                       # /proc/PID/cmdline joined by spaces; "" for kernel threads
+    user: str = "root"
+    uid: int = 0
+    start: float = 0.0              # epoch seconds
+    state: str = "S"                # alive leader state: R S I D, or "spin" (alternates R and S)
+    wchan: str = "do_epoll_wait"    # where the alive leader sleeps
+    nthreads: int = 1
+    thread_names: tuple[str, ...] = ()   # names for threads 2..n (cycled)
+    kthread: bool = False
+    pgrp: int = 0
+    sid: int = 0
+    tty: str = "?"
+    pid_ns: str = HOST_PID_NS
+    fds: list[str] = field(default_factory=list)       # device files open (links in /proc/PID/fd)
+    ports: list[tuple[str, int]] = field(default_factory=list)   # listening TCP (address, port)
+    vsz_kb: int = 0
+    rss_kb: int = 0
+    cpu: float = 0.0                # fraction of one CPU while alive
+    utime0: int = 0                 # ticks of user time at ``start`` + cpu * age
+    # signal behaviour
+    ignored: frozenset[str] = frozenset()      # SIG_IGN (e.g. HUP under nohup)
+    caught: frozenset[str] = frozenset()       # a handler is installed
+    on_term: str = "default"        # "default" (die), "hung" (handler never runs), "graceful"
+    grace_s: float = 0.0            # graceful: seconds from the signal to exit
+    group: str | None = None        # graceful exits take the whole group down
+    pdeathsig: str | None = None    # signal sent when the parent dies (prctl PR_SET_PDEATHSIG)
+    teardown_s: float = 0.0         # after death, seconds the driver needs before contexts are freed
+    teardown_wchan: str = ""
+    teardown_thread: str = ""       # name of the thread left in D during teardown
+    reaps: bool = True              # reaps its dead children promptly
+    unit: str | None = None         # systemd unit that runs it
+    # dynamic
+    phase: str = ALIVE
+    stopped: bool = False
+    died_at: float | None = None
+    exit_signal: str | None = None
+    stuck_tid: int | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.phase == ALIVE
+
+    @property
+    def visible(self) -> bool:
+        return self.phase != GONE
+
+
+@dataclass(eq=False)
+class SimContext:
+    """GPU memory the driver keeps for a client until every holder lets go."""
+    gpu: int
+    mib: int
+    driver_pid: int                 # the PID the driver reports (host namespace)
+    name: str                       # the process name nvidia-smi reports
+    holders: set[int] = field(default_factory=set)   # PIDs (our namespace) whose exit releases it
+    listed: bool = True             # False: the driver keeps the memory but lists no process
+
+
+@dataclass(eq=False)
+class SimGpu:
+    index: int
+    uuid: str
+    name: str
+    bus_id: str                     # 00000000:41:00.0
+    total_mib: int
+    reserved_mib: int = 4           # used with no client (driver/NVML reserved)
+    stuck_mib: int = 0              # memory nobody owns any more (only a reset frees it)
+    persistence: bool = True
+    util_busy: int = 0              # utilization.gpu while a live context is busy
+    lost: bool = False
+    reset_required: bool = False
+    temp_c: int = 34
+    power_w: float = 78.0
+    serial: str = ""
+
+    @property
+    def pci_short(self) -> str:
+        """0000:41:00 as NVRM Xid lines print it."""
+        return self.bus_id[4:-2]

@@ -1,0 +1,61 @@
+"""The built-in simulated node (TARGET ``demo`` / ``demo:SCENARIO``), reached through a fake shell.
+
+It shares everything with the SSH source (probe script, parsers, guarded
+signals); only the transport differs: ``_exec`` hands the shell text to the
+in-process SimNode.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model import CommandResult, NodeSnapshot
+from ..sim.node import SimNode
+from ..sim.scenarios import scenario_names
+from . import probe
+from .base import DEFAULT_PROBE_TIMEOUT_S
+from .shell import ShellSource
+
+DEFAULT_SCENARIO = "seed"
+
+
+def parse_demo_target(target: str) -> str | None:
+    """``demo`` -> "seed", ``demo:NAME`` -> NAME; None when the target is not a demo target.
+
+    Raises ValueError (one line naming the valid scenarios) for an unknown scenario.
+    """
+    text = target.strip()
+    if text == "demo":
+        return DEFAULT_SCENARIO
+    if not text.startswith("demo:"):
+        return None
+    name = text[len("demo:"):]
+    if name not in scenario_names():
+        raise ValueError(f"unknown demo scenario {name!r} in target {target!r}; "
+                         f"valid scenarios: {', '.join(scenario_names())}")
+    return name
+
+
+class SimSource(ShellSource):
+    kind = "sim"
+
+    def __init__(self, name: str = "demo", scenario: str = DEFAULT_SCENARIO, clock=None,
+                 node: SimNode | None = None, device_glob: str = probe.DEFAULT_DEVICE_GLOB,
+                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> None:
+        super().__init__(name, device_glob=device_glob, probe_timeout=probe_timeout)
+        self._node = node if node is not None else SimNode(scenario, clock=clock, name=name)
+
+    @property
+    def node(self) -> SimNode:
+        return self._node
+
+    async def poll(self) -> NodeSnapshot:
+        """As every shell node, but stamped with the simulated clock (a FakeClock's time in tests),
+        so that ages computed from /proc start times and the snapshot's time agree."""
+        snap = await super().poll()
+        return dataclasses.replace(snap, taken_at=self._node.clock.now())
+
+    async def _exec(self, script: str, timeout: float) -> CommandResult:
+        try:
+            return await self._node.exec(script, timeout)
+        except Exception as exc:  # noqa: BLE001 - the simulator must never take the console down
+            return CommandResult(command=script, rc=None, error=f"simulator error: {exc!r}"[:200])

@@ -1,0 +1,517 @@
+"""A remote node over SSH (asyncssh): one kept connection, one round trip per poll.
+
+- The probe goes to a long-lived remote ``sh`` started as an exec request
+  (``exec sh``, not a login shell: the PATH sshd gave the session stays). Its
+  output is read until the end marker of the last probe section. A poll has a
+  client-side deadline (``probe_timeout``): on expiry that channel is closed and
+  the next poll starts a new shell; the driver calls inside are also bounded on
+  the node by ``timeout`` (probe.py).
+- ``run`` opens a fresh channel per command, wraps it in ``timeout`` on the node
+  and closes the channel at the client deadline (never ``conn.run(timeout=)``,
+  which leaves the command running).
+- At most ``max_channels`` (8) channels per node, the probe shell included, so
+  sshd's ``MaxSessions 10`` never refuses one; at most 8 handshakes in flight
+  across all nodes, so ``MaxStartups 10:30:100`` never drops one.
+- A failed connect is retried with exponential backoff and jitter; between tries
+  a poll answers at once with the last error. A lost connection is retried on
+  the next poll without delay.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import shlex
+import socket
+import time
+import weakref
+from dataclasses import replace
+from typing import Callable
+
+import asyncssh
+
+from ..model import CommandResult, NodeSnapshot
+from ..targets import SshOptions, parse_destination
+from . import probe
+from .base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
+from .parse import clip
+from .shell import ShellSource
+from .ssh_trust import HostKeyFileError, HostTrust, host_port
+
+log = logging.getLogger("gpu_incident.ssh")
+
+#: SSH handshakes in flight at once to one sshd (stock MaxStartups starts dropping at 10)
+MAX_HANDSHAKES_PER_SSHD = 8
+#: and across every node (CPU, file descriptors)
+MAX_HANDSHAKES_TOTAL = 64
+#: keepalives a node may leave unanswered before the connection counts as lost
+KEEPALIVE_COUNT_MAX = 3
+#: extra seconds the client waits beyond a command's own timeout on the node
+CLIENT_GRACE_S = 3.0
+#: sshd frees a session a moment after its channel closes: a closed channel keeps its slot
+#: this long, and a channel sshd still refuses ("open failed") is retried a few times
+CHANNEL_SETTLE_S = 0.05
+CHANNEL_OPEN_TRIES = 4
+_READ_CHUNK = 1 << 16
+
+
+class ConnectLimiter:
+    """Bounds SSH handshakes in flight: at most ``per_endpoint`` to one sshd (a node, or the
+    jump host every node behind it goes through) so its MaxStartups never drops one, and
+    ``total`` overall. A node that does not answer holds only its own endpoint's slots, so
+    dead nodes never delay the connects of live ones. One limiter per event loop."""
+
+    _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectLimiter]" = \
+        weakref.WeakKeyDictionary()
+
+    def __init__(self, per_endpoint: int = MAX_HANDSHAKES_PER_SSHD,
+                 total: int = MAX_HANDSHAKES_TOTAL) -> None:
+        self.per_endpoint = per_endpoint
+        self._total = asyncio.Semaphore(total)
+        self._per: dict[object, asyncio.Semaphore] = {}
+        self._active: dict[object, int] = {}
+        self.peak = 0                   # most handshakes seen in flight to one endpoint
+
+    @classmethod
+    def for_loop(cls) -> "ConnectLimiter":
+        loop = asyncio.get_running_loop()
+        limiter = cls._by_loop.get(loop)
+        if limiter is None:
+            limiter = cls._by_loop[loop] = cls()
+        return limiter
+
+    @contextlib.asynccontextmanager
+    async def slot(self, endpoint: object):
+        sem = self._per.setdefault(endpoint, asyncio.Semaphore(self.per_endpoint))
+        async with sem, self._total:
+            self._active[endpoint] = n = self._active.get(endpoint, 0) + 1
+            self.peak = max(self.peak, n)
+            try:
+                yield
+            finally:
+                self._active[endpoint] -= 1
+
+
+class _Client(asyncssh.SSHClient):
+    def __init__(self, trust: HostTrust, on_lost: Callable[[Exception | None], None]) -> None:
+        self._trust = trust
+        self._on_lost = on_lost
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        return self._trust.check(host, addr, port, key)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_lost(exc)
+
+
+class _SetupError(Exception):
+    """Options that cannot be used (identity or config file unreadable)."""
+
+
+def _secs(value: float) -> str:
+    return f"{value:g}"
+
+
+def _is_sshd(proc) -> bool:
+    return proc.name.startswith("sshd")
+
+
+def _is_sshd_session(proc) -> bool:
+    """``sshd: root@notty`` / ``sshd: root [priv]`` / ``sshd-session: …``, not the listener."""
+    cmd = proc.cmdline
+    return (_is_sshd(proc) and "[listener]" not in cmd
+            and (cmd.startswith("sshd: ") or cmd.startswith("sshd-session")))
+
+
+def session_pids(snap: NodeSnapshot) -> tuple[int, ...]:
+    """The console's own processes on the node: the probe shell (``$$``, which the parser
+    puts in ``own_pids``), its children (the probe's commands), and its ancestors up to
+    but excluding the sshd listener -- the sshd session processes of this connection.
+    A shell not under sshd (a simulator, a local shell) keeps only itself and its children."""
+    if not snap.own_pids:
+        return snap.own_pids
+    shell = snap.own_pids[0]
+    by_pid = {p.pid: p for p in snap.processes}
+    own = list(snap.own_pids)
+    chain: list[int] = []
+    last_sshd = -1
+    cur = by_pid.get(shell)
+    for _ in range(8):
+        if cur is None or cur.ppid <= 1:
+            break
+        parent = by_pid.get(cur.ppid)
+        if parent is None or (_is_sshd(parent) and not _is_sshd_session(parent)):
+            break
+        if _is_sshd_session(parent):
+            chain.append(parent.pid)
+            last_sshd = len(chain)
+        elif last_sshd > 0:
+            break
+        else:
+            chain.append(parent.pid)
+        cur = parent
+    own += chain[:max(last_sshd, 0)]
+    children: dict[int, list[int]] = {}
+    for p in snap.processes:
+        children.setdefault(p.ppid, []).append(p.pid)
+    todo = list(children.get(shell, ()))
+    while todo:
+        pid = todo.pop()
+        if pid not in own:
+            own.append(pid)
+            todo.extend(children.get(pid, ()))
+    return tuple(own)
+
+
+class SshSource(ShellSource):
+    kind = "ssh"
+
+    def __init__(self, target: str, options: SshOptions | None = None, *,
+                 device_glob: str = probe.DEFAULT_DEVICE_GLOB,
+                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(target, device_glob=device_glob, probe_timeout=probe_timeout)
+        self.options = options or SshOptions()
+        self.user, self.host, self.port = parse_destination(target)
+        self._clock = clock
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._conn_opts: asyncssh.SSHClientConnectionOptions | None = None
+        self._where = host_port(self.host, self.port or 22)
+        self._login = f"{self.user}@{self._where}" if self.user else self._where
+        self._connect_lock = asyncio.Lock()
+        self._probe_lock = asyncio.Lock()
+        self._slots = asyncio.Semaphore(self.options.max_channels)
+        self._shell: asyncssh.SSHClientProcess | None = None
+        self._shell_stderr: list[str] = []
+        self._shell_drain: asyncio.Task | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._last_error: str | None = None
+        self._lost_reason: str | None = None
+        self.connects = 0                   # successful connects, for the UI and tests
+
+    # ------------------------------------------------------------ connection
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    def _kwargs(self) -> dict:
+        o = self.options
+        kw: dict = dict(host=self.host, connect_timeout=o.connect_timeout,
+                        keepalive_interval=o.keepalive, keepalive_count_max=KEEPALIVE_COUNT_MAX,
+                        password_auth=False, kbdint_auth=False)
+        if self.port is not None:
+            kw["port"] = self.port
+        if self.user:
+            kw["username"] = self.user
+        if o.ssh_config:
+            kw["config"] = [o.ssh_config]
+        if o.identity:
+            kw["client_keys"] = list(o.identity)
+        return kw
+
+    async def _options(self) -> asyncssh.SSHClientConnectionOptions:
+        """The ssh config read once (aliases, User, Port, IdentityFile, ProxyJump)."""
+        if self._conn_opts is None:
+            try:
+                opts = await asyncssh.SSHClientConnectionOptions.construct(**self._kwargs())
+            except (OSError, ValueError, asyncssh.Error) as exc:
+                what = getattr(exc, "filename", None)
+                reason = getattr(exc, "strerror", None) or str(exc)
+                raise _SetupError(f"cannot use the SSH settings for {self._where}: "
+                                  f"{what + ': ' if what else ''}{reason}") from None
+            self._conn_opts = opts
+            self._where = host_port(opts.host, opts.port)
+            self._login = f"{opts.username}@{self._where}"
+        return self._conn_opts
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        opts = await self._options()
+        via = opts.tunnel or opts.proxy_command
+        endpoint = repr(via) if via else (opts.host, opts.port)
+        trust = HostTrust.for_options(self.options.known_hosts, self.options.accept_new_host_keys,
+                                      opts.config)
+        known = trust.load()
+        conn_box: list[asyncssh.SSHClientConnection] = []
+
+        def lost(exc: Exception | None) -> None:
+            if conn_box and self._conn is conn_box[0]:
+                self._connection_lost(exc)
+
+        async with ConnectLimiter.for_loop().slot(endpoint):
+            try:
+                conn = await asyncssh.connect(
+                    self.host, self.port or (), options=opts,
+                    config=[self.options.ssh_config] if self.options.ssh_config else (),
+                    known_hosts=known, client_factory=lambda: _Client(trust, lost))
+            except asyncssh.HostKeyNotVerifiable as exc:
+                raise _SetupError(trust.refusal(self._where, exc.reason)) from None
+            conn_box.append(conn)
+            if trust.recorded:
+                log.warning("%s: recorded new host key in %s", self._where, trust.record_file)
+            return conn
+
+    def _describe(self, exc: BaseException) -> str:
+        where = self._where
+        if isinstance(exc, (_SetupError, HostKeyFileError)):
+            return str(exc)
+        if isinstance(exc, asyncssh.PermissionDenied):
+            offered = ([f"-i {', '.join(self.options.identity)}"] if self.options.identity
+                       else ["the configured or default keys (~/.ssh/id_*)"])
+            if os.environ.get("SSH_AUTH_SOCK"):
+                offered.append("the agent's keys")
+            return (f"authentication failed for {self._login}: the node accepted none of "
+                    f"{' and '.join(offered)}")
+        if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+            return (f"unreachable: no SSH answer from {where} within "
+                    f"{_secs(self.options.connect_timeout)} s (connect timed out)")
+        if isinstance(exc, ConnectionRefusedError):
+            return f"unreachable: connection refused by {where} (no sshd listening?)"
+        if isinstance(exc, socket.gaierror):
+            return f"unreachable: cannot resolve {self.host} ({exc.strerror})"
+        if isinstance(exc, asyncssh.DisconnectError):
+            return f"unreachable: {where} closed the SSH connection ({clip(exc.reason or type(exc).__name__)})"
+        if isinstance(exc, OSError):
+            return f"unreachable: {where}: {exc.strerror or exc}"
+        return f"unreachable: {where}: {clip(repr(exc))}"
+
+    def _backoff(self) -> float:
+        o = self.options
+        delay = min(o.reconnect_max, o.reconnect_min * 2 ** max(self._failures - 1, 0))
+        return delay / 2 + random.uniform(0, delay / 2)
+
+    async def _ensure_connected(self) -> str | None:
+        """None when connected, else the error line (the last one while backing off)."""
+        if self._conn is not None:
+            return None
+        async with self._connect_lock:
+            if self._conn is not None:
+                return None
+            if self._clock() < self._retry_at and self._last_error:
+                return self._last_error
+            started = time.monotonic()
+            try:
+                conn = await self._connect()
+            except Exception as exc:  # noqa: BLE001 - every failure is one line of data
+                self._failures += 1
+                self._last_error = self._describe(exc)
+                self._retry_at = self._clock() + self._backoff()
+                log.info("%s: %s (retry in %.1f s)", self.name, self._last_error,
+                         self._retry_at - self._clock())
+                return self._last_error
+            self._conn, self._failures, self._last_error = conn, 0, None
+            self._lost_reason = None
+            self.connects += 1
+            log.debug("%s: connected to %s in %.1f ms", self.name, self._login,
+                      (time.monotonic() - started) * 1000)
+            return None
+
+    def _connection_lost(self, exc: Exception | None) -> None:
+        reason = clip(str(exc)) if exc else "closed by the node"
+        self._lost_reason = f"unreachable: connection to {self._where} lost ({reason})"
+        self._last_error = self._lost_reason
+        self._retry_at = 0.0           # try again on the next poll
+        self._conn = None
+        self._drop_shell()
+
+    def _lost_or(self, fallback: str) -> str:
+        return self._lost_reason or fallback
+
+    # ------------------------------------------------------------ probe shell
+
+    def _release_slot(self) -> None:
+        try:
+            asyncio.get_running_loop().call_later(CHANNEL_SETTLE_S, self._slots.release)
+        except RuntimeError:            # no loop any more: nothing will wait for the slot
+            self._slots.release()
+
+    @contextlib.asynccontextmanager
+    async def _slot(self):
+        await self._slots.acquire()
+        try:
+            yield
+        finally:
+            self._release_slot()
+
+    @staticmethod
+    async def _open_channel(conn: asyncssh.SSHClientConnection, command: str) -> asyncssh.SSHClientProcess:
+        for attempt in range(CHANNEL_OPEN_TRIES):
+            try:
+                return await conn.create_process(command, encoding="utf-8", errors="replace")
+            except asyncssh.ChannelOpenError as exc:
+                if exc.code != asyncssh.OPEN_CONNECT_FAILED or attempt == CHANNEL_OPEN_TRIES - 1:
+                    raise
+                await asyncio.sleep(CHANNEL_SETTLE_S * 2 ** attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _open_shell(self, conn: asyncssh.SSHClientConnection) -> asyncssh.SSHClientProcess:
+        await self._slots.acquire()
+        try:
+            shell = await self._open_channel(conn, "exec sh")
+        except BaseException:
+            self._release_slot()
+            raise
+        self._shell = shell
+        self._shell_stderr = []
+        self._shell_drain = asyncio.create_task(self._drain(shell, self._shell_stderr))
+        return shell
+
+    @staticmethod
+    async def _drain(shell: asyncssh.SSHClientProcess, keep: list[str]) -> None:
+        """Read the shell's stderr so a chatty command cannot stall the channel."""
+        try:
+            while chunk := await shell.stderr.read(_READ_CHUNK):
+                keep.append(chunk)
+                del keep[:-8]
+        except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
+            pass
+
+    def _drop_shell(self) -> None:
+        shell, self._shell = self._shell, None
+        if shell is None:
+            return
+        if self._shell_drain is not None:
+            self._shell_drain.cancel()
+            self._shell_drain = None
+        try:
+            shell.close()
+        except Exception:  # noqa: BLE001 - the channel may already be gone
+            pass
+        self._release_slot()
+
+    @staticmethod
+    async def _read_until_end(stream: asyncssh.SSHReader, tag: str) -> str:
+        """Everything up to and including the line that starts with ``tag``."""
+        chunks: list[str] = []
+        tail = ""
+        keep = len(tag) + 64
+        while True:
+            chunk = await stream.read(_READ_CHUNK)
+            if not chunk:
+                raise EOFError("".join(chunks)[-200:])
+            chunks.append(chunk)
+            hay = tail + chunk
+            at = hay.find(tag)
+            if at >= 0 and "\n" in hay[at:]:
+                return "".join(chunks)
+            tail = hay[-keep:]
+
+    async def _exec_probe(self, script: str, mark: str, timeout: float) -> CommandResult:
+        last = probe.sections(self.device_glob)[-1][0]
+        tag = f"{mark} end {last} "
+        started = time.monotonic()
+        async with self._probe_lock:
+            conn = self._conn
+            if conn is None:
+                return CommandResult("probe", rc=None, error=self._last_error or "unreachable: not connected")
+            try:
+                async with asyncio.timeout(timeout):
+                    shell = self._shell or await self._open_shell(conn)
+                    shell.stdin.write(script)
+                    text = await self._read_until_end(shell.stdout, tag)
+            except TimeoutError:
+                self._drop_shell()
+                return CommandResult("probe", rc=None, duration_s=time.monotonic() - started,
+                                     error=f"probe timed out after {_secs(timeout)} s")
+            except (EOFError, asyncio.IncompleteReadError, asyncssh.Error, OSError) as exc:
+                stderr = clip("".join(self._shell_stderr)) if self._shell_stderr else ""
+                self._drop_shell()
+                if self._conn is None or conn.is_closed():
+                    if self._conn is conn:
+                        self._connection_lost(exc if isinstance(exc, Exception) else None)
+                    return CommandResult("probe", rc=None, error=self._lost_or(
+                        f"unreachable: connection to {self._where} lost"))
+                why = stderr or clip(str(exc)) or type(exc).__name__
+                return CommandResult("probe", rc=None,
+                                     error=f"probe failed: the remote shell on {self._where} ended ({why})")
+            except BaseException:
+                self._drop_shell()
+                raise
+        log.debug("%s: probe %.1f ms, %d bytes", self.name, (time.monotonic() - started) * 1000, len(text))
+        return CommandResult("probe", rc=0, stdout=text, duration_s=time.monotonic() - started)
+
+    async def poll(self) -> NodeSnapshot:
+        try:
+            error = await self._ensure_connected()
+            if error is not None:
+                return NodeSnapshot(name=self.name, taken_at=time.time(), error=error)
+            snap = await super().poll()
+            if snap.own_pids:
+                snap = replace(snap, own_pids=session_pids(snap))
+            return snap
+        except Exception as exc:  # noqa: BLE001 - poll never raises
+            log.exception("%s: poll failed", self.name)
+            return NodeSnapshot(name=self.name, taken_at=time.time(),
+                                error=f"probe failed: {clip(repr(exc))}")
+
+    # ------------------------------------------------------------ commands
+
+    async def _exec(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
+        """One command on a fresh channel, bounded on the node and here."""
+        started = time.monotonic()
+
+        def result(rc: int | None, out: list[str], err: list[str], error: str | None) -> CommandResult:
+            res = CommandResult(command, rc=rc, stdout="".join(out), stderr="".join(err),
+                                duration_s=round(time.monotonic() - started, 3), error=error)
+            log.debug("%s: ran %r: rc %s, %.3f s%s", self.name, command, rc, res.duration_s,
+                      f", {error}" if error else "")
+            return res
+
+        try:
+            error = await self._ensure_connected()
+        except Exception as exc:  # noqa: BLE001
+            error = f"unreachable: {clip(repr(exc))}"
+        conn = self._conn
+        if error is not None or conn is None:
+            return result(None, [], [], error or self._lost_or("unreachable: not connected"))
+        remote = f"timeout -k 2 {_secs(timeout)} sh -c {shlex.quote(command)}"
+        out: list[str] = []
+        err: list[str] = []
+        proc: asyncssh.SSHClientProcess | None = None
+
+        async def pump(stream: asyncssh.SSHReader, acc: list[str]) -> None:
+            while chunk := await stream.read(_READ_CHUNK):
+                acc.append(chunk)
+
+        try:
+            async with asyncio.timeout(timeout + CLIENT_GRACE_S):
+                async with self._slot():
+                    proc = await self._open_channel(conn, remote)
+                    try:
+                        proc.stdin.write_eof()
+                        await asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err))
+                        await proc.wait_closed()
+                    finally:
+                        proc.close()
+        except TimeoutError:
+            if proc is not None:
+                try:
+                    proc.send_signal("KILL")
+                except Exception:  # noqa: BLE001
+                    pass
+            return result(None, out, err, f"timed out after {_secs(timeout)} s (channel closed)")
+        except asyncssh.ChannelOpenError as exc:
+            return result(None, out, err, f"could not open an SSH channel to {self._where}: {clip(exc.reason)}")
+        except (asyncssh.Error, OSError, asyncio.IncompleteReadError) as exc:
+            if conn.is_closed():
+                return result(None, out, err, self._lost_or(f"unreachable: connection to {self._where} lost"))
+            return result(None, out, err, f"command failed on {self._where}: {clip(str(exc)) or type(exc).__name__}")
+        rc = proc.returncode if proc is not None else None
+        if rc is None:
+            return result(None, out, err, self._lost_or(f"unreachable: connection to {self._where} lost"))
+        if rc in (124, 137) and time.monotonic() - started >= timeout * 0.9:
+            return result(rc, out, err, f"timed out after {_secs(timeout)} s (stopped on the node)")
+        return result(rc, out, err, None)
+
+    async def close(self) -> None:
+        self._drop_shell()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            try:
+                await asyncio.wait_for(conn.wait_closed(), 2.0)
+            except (asyncio.TimeoutError, asyncssh.Error, OSError):
+                pass

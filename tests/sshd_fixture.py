@@ -1,0 +1,268 @@
+"""A real OpenSSH sshd on 127.0.0.1 for the SSH tests (DESIGN.md §4).
+
+One sshd serves two "nodes" on two ports; ``Match LocalPort`` + ``SetEnv`` give each
+its own test nvidia-smi state (tests/bin/nvidia-smi reads $GI_FAKE_SMI) and put
+tests/bin first on PATH. Stock MaxSessions / MaxStartups. Started and stopped by
+PID; skipped with a reason where /usr/sbin/sshd is missing.
+
+Fixtures: ``ssh_keys`` (session), ``sshd`` (session; ``.nodes`` = two FakeNode),
+``ssh_home`` (HOME in a temp dir: no stray ~/.ssh config, keys or agent).
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+import psutil
+import pytest
+
+SSHD = Path("/usr/sbin/sshd")
+TEST_BIN = Path(__file__).resolve().parent / "bin"
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports nothing listens on (all held until all are chosen)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+def sshd_version() -> tuple[int, int]:
+    out = subprocess.run([str(SSHD), "-V"], capture_output=True, text=True)
+    m = re.search(r"OpenSSH_(\d+)\.(\d+)", out.stderr + out.stdout)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+@dataclass
+class Keys:
+    dir: Path
+    host_key: Path             # sshd's private host key
+    host_public: str           # "ssh-ed25519 AAAA…"
+    host_fingerprint: str      # "SHA256:…"
+    client_key: Path           # authorized
+    stranger_key: Path         # not authorized
+
+
+def _write_key(path: Path) -> asyncssh.SSHKey:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(path))
+    path.chmod(0o600)
+    key.write_public_key(str(path) + ".pub")
+    return key
+
+
+def make_keys(root: Path) -> Keys:
+    root.mkdir(parents=True, exist_ok=True)
+    host = _write_key(root / "host_ed25519")
+    _write_key(root / "client_ed25519")
+    _write_key(root / "stranger_ed25519")
+    public = " ".join(host.export_public_key("openssh").decode().split()[:2])
+    return Keys(root, root / "host_ed25519", public, host.get_fingerprint("sha256"),
+                root / "client_ed25519", root / "stranger_ed25519")
+
+
+GPU_UUIDS = ("GPU-5a1c0c7e-1111-2222-3333-444455556666", "GPU-5a1c0c7e-1111-2222-3333-444455556667")
+GPU_BUS = ("00000000:18:00.0", "00000000:2A:00.0")
+GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+
+
+class FakeSmi:
+    """The state tests/bin/nvidia-smi answers from (one directory per node)."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.set()
+
+    def _write(self, name: str, text: str) -> None:
+        tmp = self.dir / (name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(self.dir / name)
+
+    def set(self, used=(76109, 76113), apps=(), mode="normal", mig=False) -> None:
+        """``used``: MiB per GPU; ``apps``: (pid, gpu index, MiB or None, name).
+        Mode ``lost``: GPU 1 (bus 0000:2A:00.0) is lost, the others are still printed."""
+        gpu_rows, mem_rows, list_rows = [], [], []
+        for i, mib in enumerate(used):
+            if mode == "lost" and i == 1:     # the lost GPU is absent from the rows
+                continue
+            mig_mode = "Enabled" if mig and i == 0 else "[N/A]"
+            gpu_rows.append(f"{i}, {GPU_UUIDS[i]}, {GPU_NAME}, {GPU_BUS[i]}, {mib}, 97887, "
+                            f"{3 * i}, Enabled, {mig_mode}")
+            mem_rows.append(f"{i}, {mib} MiB")
+            list_rows.append(f"GPU {i}: {GPU_NAME} (UUID: {GPU_UUIDS[i]})")
+            if mig and i == 0:
+                list_rows += [f"  MIG 3g.48gb     Device  {d}: (UUID: MIG-0c7e{d}aa0-1111-2222-3333-4444555566{d}0)"
+                              for d in range(2)]
+        app_rows = [f"{pid}, {GPU_UUIDS[gpu]}, {'[N/A]' if mib is None else mib}, {name}"
+                    for pid, gpu, mib, name in apps]
+        for name, rows in (("gpu", gpu_rows), ("memory", mem_rows), ("list", list_rows),
+                           ("apps", app_rows)):
+            self._write(name, "".join(r + "\n" for r in rows))
+        self._write("lost", "Unable to determine the device handle for GPU 0000:2A:00.0: GPU is lost."
+                            "  Reboot the system to recover this GPU\n")
+        self._write("mode", mode + "\n")
+
+
+@dataclass
+class FakeNode:
+    port: int
+    smi: FakeSmi | None          # None: no nvidia-smi on this node's PATH
+
+    @property
+    def target(self) -> str:
+        return f"root@127.0.0.1:{self.port}"
+
+
+class Sshd:
+    """One /usr/sbin/sshd -D process; stop() and kill() signal only what it started."""
+
+    def __init__(self, root: Path, keys: Keys, ports: list[int], bare_ports: tuple[int, ...] = ()) -> None:
+        """``ports`` get a test nvidia-smi each; ``bare_ports`` have none on PATH."""
+        self.root, self.keys = root, keys
+        root.mkdir(parents=True, exist_ok=True)
+        self.nodes = [FakeNode(p, FakeSmi(root / f"smi-{p}")) for p in ports]
+        self.bare = [FakeNode(p, None) for p in bare_ports]
+        self.proc: subprocess.Popen | None = None
+        self.config = root / "sshd_config"
+        (root / "authorized_keys").write_text(Path(str(keys.client_key) + ".pub").read_text())
+        lines = ["ListenAddress 127.0.0.1", *[f"Port {p}" for p in [*ports, *bare_ports]],
+                 f"HostKey {keys.host_key}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
+                 f"PidFile {root / 'sshd.pid'}", "UsePAM no", "StrictModes no",
+                 "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+                 "PermitRootLogin prohibit-password", "LogLevel ERROR"]
+        if sshd_version() >= (9, 8):
+            lines.append("PerSourcePenalties no")
+        # HOME: the session shell reads no rc files of whoever runs the tests (root's
+        # ~/.bashrc would cost every exec ~100 ms and could print or change PATH)
+        home = root / "home"
+        home.mkdir(exist_ok=True)
+        for node in self.nodes:
+            lines += [f"Match LocalPort {node.port}",
+                      f"    SetEnv PATH={TEST_BIN}:/usr/bin:/bin GI_FAKE_SMI={node.smi.dir} HOME={home}"]
+        for node in self.bare:
+            lines += [f"Match LocalPort {node.port}", f"    SetEnv PATH=/usr/bin:/bin HOME={home}"]
+        self.config.write_text("\n".join(lines) + "\n")
+
+    def start(self) -> "Sshd":
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        log = open(self.root / "sshd.log", "ab")
+        self.proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(self.config)],
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 10
+        for node in [*self.nodes, *self.bare]:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"sshd exited: {(self.root / 'sshd.log').read_text()[-500:]}")
+                try:
+                    with socket.create_connection(("127.0.0.1", node.port), timeout=1) as s:
+                        if s.recv(64).startswith(b"SSH-"):
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"sshd did not listen on {node.port}")
+                time.sleep(0.02)
+        return self
+
+    def _signal_all(self, sig: int) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            family = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            family = []
+        for p in [psutil.Process(self.proc.pid), *family]:
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+
+    def kill(self) -> None:
+        """SIGKILL sshd and every session it serves: the node vanishes mid-session."""
+        self._signal_all(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(5)
+
+    def stop(self) -> None:
+        self._signal_all(signal.SIGTERM)
+        if self.proc is not None:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def known_hosts_line(self, port: int) -> str:
+        return f"[127.0.0.1]:{port} {self.keys.host_public}\n"
+
+    def write_known_hosts(self, path: Path) -> Path:
+        path.write_text("".join(self.known_hosts_line(n.port) for n in [*self.nodes, *self.bare]))
+        return path
+
+
+def require_sshd() -> None:
+    if not SSHD.exists():
+        pytest.skip("OpenSSH server not installed (/usr/sbin/sshd); .ci/run installs it")
+    if os.geteuid() != 0:
+        pytest.skip("the sshd tests log in as root and need to run as root")
+
+
+@pytest.fixture(scope="session")
+def ssh_keys(tmp_path_factory) -> Keys:
+    require_sshd()
+    return make_keys(tmp_path_factory.mktemp("sshkeys"))
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory, ssh_keys):
+    require_sshd()
+    a, b, bare = free_ports(3)
+    server = Sshd(tmp_path_factory.mktemp("sshd"), ssh_keys, [a, b], bare_ports=(bare,)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ssh_home(tmp_path, monkeypatch) -> Path:
+    """An empty HOME (no ~/.ssh/config, keys or known_hosts of the person running the tests)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return home
+
+
+@pytest.fixture
+def gpu_workers():
+    """Real processes to stand for GPU workers (the test nvidia-smi lists their PIDs)."""
+    procs: list[subprocess.Popen] = []
+
+    def start(n: int = 1) -> list[int]:
+        for _ in range(n):
+            procs.append(subprocess.Popen(["sleep", "300"]))
+        return [p.pid for p in procs[-n:]]
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()

@@ -1,0 +1,61 @@
+"""The CLI contract: exit codes, one-line errors, no tracebacks."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import gpu_incident_cmd
+
+
+def run(*args, **kw):
+    return subprocess.run([*gpu_incident_cmd(), *args], capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_version():
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("gpu-incident ")
+
+
+@pytest.mark.parametrize("args", [
+    ["--no-such-flag"],
+    ["--interval", "0"],
+    ["--interval", "soon"],
+    ["snapshot", "demo"],                       # --json missing
+    ["snapshot", "--json", "--fail-on", "bad"],
+    ["simulate", "--port", "99999"],
+    ["timeline", "frobnicate"],
+    ["timeline", "show", "no-such-incident"],
+    ["snapshot", "--json", "gpu[01-"],          # unbalanced hostlist
+    ["snapshot", "--json", "demo:no-such-scenario"],
+    ["--config", "/nonexistent/config.toml", "demo"],
+])
+def test_bad_usage_exits_2_with_one_line(args, tmp_path):
+    r = run(*args, "--incident-dir", str(tmp_path)) if args[0] == "timeline" else run(*args)
+    assert r.returncode == 2, (args, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr and lines[0].startswith("gpu-incident")
+
+
+def test_bad_config_file_names_the_problem(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[defaults]\ninterval = -1\n")
+    r = run("--config", str(cfg), "demo")
+    assert r.returncode == 2 and "interval must be a number > 0" in r.stderr
+
+
+def test_timeline_cli_list_show_export(tmp_path):
+    from console import timeline
+    with timeline.open_incident(tmp_path, "inc-7") as tl:
+        tl.append("hypothesis", "memory needs more time", node="demo")
+        tl.append("check", "wait 5 s", node="demo", command="sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader",
+                  rc=0, output="0, 76109 MiB")
+    r = run("timeline", "list", "--incident-dir", str(tmp_path))
+    assert r.returncode == 0 and "inc-7" in r.stdout and "2 entries" in r.stdout
+    r = run("timeline", "show", "inc-7", "--incident-dir", str(tmp_path))
+    assert "memory needs more time" in r.stdout and "$ sleep 5;" in r.stdout
+    out = tmp_path / "pm.md"
+    r = run("timeline", "export", str(tl.path), "-o", str(out))
+    assert r.returncode == 0 and out.read_text().startswith("# Incident inc-7")
+    r = run("timeline", "export", "inc-7", "--format", "json", "--incident-dir", str(tmp_path))
+    assert [json.loads(x)["seq"] for x in r.stdout.splitlines()] == [1, 2]

@@ -1,0 +1,145 @@
+"""Acceptance on the simulated scenarios: the tell-tale findings at the start, and a scripted run
+that keeps applying the top finding's rung until the node's memory is back."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from console.checks import run_check
+from console.diagnose import diagnose
+from console.ladder import RUNGS, apply_rung, commands_for, step_args, top_step
+from console.model import ActionRecord
+from console.sim.clock import FakeClock
+from console.sim.scenarios import scenario_names
+from console.sources.sim import SimSource
+
+SCENARIOS = ("seed", "slow-teardown", "renamed-workers", "hidden-holders", "container", "reset-required", "graceful")
+
+
+def test_every_simulated_scenario_is_covered():
+    assert set(SCENARIOS) <= set(scenario_names())
+
+
+async def start(scenario: str):
+    clock = FakeClock()
+    src = SimSource(name="demo", scenario=scenario, clock=clock)
+    return clock, src
+
+
+async def poll(src: SimSource, clock: FakeClock):
+    # the probe stamps snapshots with the console's wall clock; the scenario runs on the fake one
+    return replace(await src.poll(), taken_at=clock.now())
+
+
+@pytest.mark.parametrize("scenario, kinds", [
+    ("renamed-workers", {"orphan"}),
+    ("hidden-holders", {"hidden-holder", "ghost-memory"}),
+    ("container", {"foreign-pid"}),
+    ("reset-required", {"reset-blocker", "xid"}),
+])
+async def test_tell_tale_findings_at_the_start(scenario, kinds):
+    clock, src = await start(scenario)
+    snap = await poll(src, clock)
+    assert snap.error is None, snap.error
+    fs = diagnose(snap)
+    assert kinds <= {f.kind for f in fs}, [(f.kind, f.summary) for f in fs]
+    for f in fs:
+        assert f.next_step and f.summary
+    if scenario == "reset-required":
+        xids = {f.evidence["xid"]: f for f in fs if f.kind == "xid"}
+        assert {119, 154} <= set(xids)
+        assert "GPU Reset Required" in xids[154].summary and xids[154].gpus == (3,)
+        blocker = next(f for f in fs if f.kind == "reset-blocker")
+        assert blocker.severity == "high" and "nvidia-persistenced" in blocker.summary
+        assert fs[0].rung == "clear-blockers"
+    if scenario == "renamed-workers":
+        orphan = next(f for f in fs if f.kind == "orphan")
+        assert "VLLM::Worker_TP0" in orphan.summary and orphan.rung == "sigterm"
+    if scenario == "container":
+        foreign = next(f for f in fs if f.kind == "foreign-pid")
+        assert foreign.rung == "kill-holders" and commands_for("kill-holders", snap, *step_args(foreign)) == [
+            "kill -s KILL 23 24"]
+    if scenario == "hidden-holders":
+        hidden = next(f for f in fs if f.kind == "hidden-holder")
+        assert hidden.severity == "high" and hidden.rung == "kill-holders" and len(hidden.pids) == 8
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+async def test_following_the_advice_frees_the_memory_within_the_shortest_path_plus_one(scenario):
+    clock, src = await start(scenario)
+    node = src.node
+    budget = len(node.ground_truth.shortest_path) + 1
+    history, actions, taken = [], [], []
+    while not node.memory_freed():
+        assert len(taken) < budget, f"{scenario}: not freed after {taken} (truth {node.ground_truth.shortest_path})"
+        snap = await poll(src, clock)
+        findings = diagnose(snap, history, actions)
+        history.append(snap)
+        top = top_step(findings)
+        assert top is not None, [(f.kind, f.summary) for f in findings]
+        assert top.rung in RUNGS
+        pids, gpus = step_args(top)
+        assert 1 not in pids and not set(pids) & set(snap.own_pids)
+        at = clock.now()
+        results = await apply_rung(src, top.rung, snap, pids, gpus, sleep=clock.sleep,
+                                   wait_s=top.evidence.get("wait_s"))
+        assert all(r.error is None or not r.error.startswith("refused") for r in results), results
+        actions.append(ActionRecord(rung=top.rung, ts=at, node=snap.name, pids=pids, gpus=gpus))
+        taken.append(top.rung)
+    assert node.memory_freed()
+    if scenario in ("seed", "slow-teardown"):
+        # the memory comes back by waiting out the driver's teardown, never by escalating past SIGKILL
+        assert taken[-1] == "wait" and "reset" not in taken and "reboot" not in taken
+
+
+async def test_seed_wait_and_reread_shows_nothing_came_back():
+    clock, src = await start("seed")
+    r = await run_check(src, "wait-and-reread", seconds=5)
+    assert r.rc == 0
+    assert r.data["before"] == r.data["after"]
+    assert r.data["before"]["0"] == 76109 and r.data["before"]["7"] == 76069
+    assert r.summary.startswith("no memory came back in 5 s: GPUs 0-7 still hold")
+    assert clock.now() - 1764410000.0 == pytest.approx(5.0)
+
+
+async def test_seed_server_never_listened_on_8000():
+    clock, src = await start("seed")
+    r = await run_check(src, "port", port=8000)
+    assert r.summary == "nothing listens on TCP port 8000"
+
+
+async def test_checks_on_the_simulated_node_after_sigkill():
+    clock, src = await start("seed")
+    snap = await poll(src, clock)
+    workers = [p.pid for p in snap.processes if p.cmdline.startswith("sglang::scheduler_TP")]
+    assert len(workers) == 8
+    await apply_rung(src, "sigkill", snap, workers, sleep=clock.sleep)
+    r = await run_check(src, "states", pids=workers[:2])
+    first = r.data["processes"][str(workers[0])]
+    assert first["state"] == "Z" and first["d_threads"] and first["d_threads"][0]["wchan"]
+    assert "in D at" in r.summary
+    r = await run_check(src, "holders")
+    assert r.data["driver"] and not r.data["foreign"]
+    stuck = first["d_threads"][0]
+    r = await run_check(src, "stack", pid=workers[0], tid=stuck["tid"])
+    assert r.data["wchan"] == stuck["wchan"] and r.data["frames"][0]["function"] == stuck["wchan"]
+    assert r.data["frames"][0]["module"] == "nvidia" and r.data["py_spy"] is None
+
+
+async def test_reset_required_checks_name_the_cause():
+    clock, src = await start("reset-required")
+    snap = await poll(src, clock)
+    r = await run_check(src, "kernel-log", snap)
+    assert {x["xid"] for x in r.data["xids"]} >= {119, 154}
+    assert "GPU Reset Required" in r.summary and "GPU 3" in r.summary
+    r = await run_check(src, "blockers")
+    assert "nvidia-persistenced" in r.summary and r.data["persistence_on"] == list(range(8))
+
+
+async def test_container_checks_find_foreign_pids_and_a_closed_kernel_log():
+    clock, src = await start("container")
+    r = await run_check(src, "holders")
+    assert r.data["foreign"] and set(r.data["hidden"]) >= {23, 24}
+    r = await run_check(src, "kernel-log")
+    assert r.data["permission_denied"] and r.summary.startswith("dmesg not permitted")

@@ -1,0 +1,203 @@
+"""Every scenario's physics under a fake clock: what each rung of the ladder does and when memory returns."""
+import pytest
+
+from console.sim.clock import FakeClock
+from console.sim.node import SimNode
+from console.sim.scenarios import CONTAINER_HOST_PIDS, SCENARIOS, scenario_names
+from console.sim.state import LADDER_RUNGS
+from console.sources import probe
+from console.sources.sim import SimSource, parse_demo_target
+
+
+async def sh(node, cmd, timeout=600.0):
+    return await node.exec(cmd, timeout)
+
+
+async def used(node):
+    r = await sh(node, "nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits")
+    assert r.rc == 0, r
+    return [int(x) for x in r.stdout.split()]
+
+
+def make(name):
+    clock = FakeClock()
+    return SimNode(name, clock=clock), clock
+
+
+def test_registry_names_and_ground_truth_are_complete():
+    assert scenario_names() == ["seed", "slow-teardown", "renamed-workers", "hidden-holders", "container",
+                                "reset-required", "graceful"]
+    for name, sc in SCENARIOS.items():
+        gt = SimNode(name, clock=FakeClock()).ground_truth
+        assert gt is sc.truth and gt.root_cause and gt.end_state
+        assert gt.shortest_path and set(gt.shortest_path) <= set(LADDER_RUNGS)
+
+
+def test_demo_targets():
+    assert parse_demo_target("demo") == "seed"
+    assert parse_demo_target("demo:container") == "container"
+    assert parse_demo_target("gpu01") is None and parse_demo_target("local") is None
+    with pytest.raises(ValueError) as exc:
+        parse_demo_target("demo:nope")
+    assert "nope" in str(exc.value) and "slow-teardown" in str(exc.value) and "\n" not in str(exc.value)
+    with pytest.raises(ValueError):
+        SimNode("nope")
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_every_scenario_polls_cleanly_and_is_stuck_at_start(name):
+    clock = FakeClock()
+    src = SimSource(scenario=name, clock=clock)
+    snap = await src.poll()
+    assert snap.error is None and len(snap.gpus) == 8
+    assert max(g.memory_used_mib for g in snap.gpus) > 40000
+    assert not src.node.memory_freed()
+    assert snap.processes and snap.own_pids
+
+
+async def test_slow_teardown_frees_26s_after_sigkill_and_escalating_inside_the_window_is_useless():
+    node, clock = make("slow-teardown")
+    ranks = (await sh(node, "pgrep -f 'train.py --config'")).stdout.split()
+    ranks = [p for p in ranks if node.proc(int(p)).comm == "python3"]
+    assert len(ranks) == 4
+    r = await sh(node, f"kill -s TERM {' '.join(ranks)}; sleep 10")
+    assert (await used(node))[:4] == [88211, 88207, 88207, 88163]        # SIGTERM handlers never run
+    await sh(node, f"kill -9 {' '.join(ranks)}")
+    t0 = clock.now()
+    await sh(node, "sleep 5")
+    assert (await used(node))[:4] == [88211, 88207, 88207, 88163]
+    r = await sh(node, "fuser -k /dev/nvidia*; nvidia-smi -r -i 0")
+    assert "In use by another client" in r.stdout and r.rc == 255
+    clock.advance(t0 + 25 - clock.now())
+    assert (await used(node))[:4] != [4, 4, 4, 4]
+    clock.advance(1.5)
+    assert await used(node) == [4] * 8 and node.memory_freed()
+
+
+async def test_renamed_workers_are_orphans_python3_misses_them_sigterm_frees():
+    node, clock = make("renamed-workers")
+    r = await sh(node, "ps -eo pid=,ppid=,comm=,args= | grep VLLM")
+    rows = [ln.split() for ln in r.stdout.splitlines()]
+    assert sorted(row[3] for row in rows) == ["VLLM::EngineCore"] + [f"VLLM::Worker_TP{i}" for i in range(4)]
+    assert all(row[1] == "1" for row in rows)
+    assert {row[2] for row in rows} == {"VLLM::EngineCor", "VLLM::Worker_TP"}       # comm is cut to 15 chars
+    miss = await sh(node, "pkill python3; echo rc=$?; sleep 3")
+    assert "rc=1" in miss.stdout and (await used(node))[:4] == [88101, 88097, 88097, 88097]
+    pids = [row[0] for row in rows]
+    await sh(node, f"kill -s TERM {' '.join(pids)}")
+    t0 = clock.now()
+    await sh(node, "sleep 3")
+    assert node.memory_freed() and clock.now() - t0 <= 3
+    assert "VLLM" not in (await sh(node, "ps -eo args=")).stdout
+    assert "oom-killer" in (await sh(node, "dmesg")).stdout
+
+
+async def test_hidden_holders_memory_without_listed_process_freed_only_by_killing_device_holders():
+    node, clock = make("hidden-holders")
+    apps = await sh(node, probe.timed(probe.QUERY_APPS))
+    assert apps.rc == 0 and apps.stdout == ""
+    assert [u > 50000 for u in await used(node)] == [True] * 4 + [False] * 4
+    fds = await sh(node, probe.fds_command())
+    holders = sorted({int(ln.split("/")[2]) for ln in fds.stdout.splitlines()})
+    workers = [p for p in holders if node.proc(p).comm == "pt_data_worker"]
+    assert len(workers) == 8
+    # the usual pattern kills nothing: the workers are not called python3
+    await sh(node, "pkill -9 python3; sleep 5")
+    assert not node.memory_freed()
+    await sh(node, f"kill -s TERM {' '.join(map(str, workers[:7]))}; sleep 2")
+    assert (await used(node))[:4] == [4, 4, 4, 51190]        # GPU 3 still has one holder
+    await sh(node, f"kill -s TERM {workers[7]}; sleep 1")
+    assert node.memory_freed()
+
+
+async def test_container_driver_pids_absent_holders_found_through_device_files():
+    node, clock = make("container")
+    apps = await sh(node, probe.timed(probe.QUERY_APPS))
+    listed = [int(ln.split(",")[0]) for ln in apps.stdout.splitlines()]
+    assert listed == list(CONTAINER_HOST_PIDS)
+    assert "[Not Found]" in apps.stdout
+    stat = await sh(node, probe.STAT)
+    ps = await sh(node, probe.PS)
+    for pid in listed:
+        assert f"\n{pid} (" not in "\n" + stat.stdout and f" {pid} " not in ps.stdout
+    kill = await sh(node, f"kill -9 {listed[0]}")
+    assert kill.rc == 1 and kill.stderr == "sh: 1: kill: No such process\n"
+    meta = await sh(node, probe.META)
+    own_ns = meta.stdout.splitlines()[5]
+    assert own_ns != "pid:[4026531836]"
+    pidns = await sh(node, probe.pidns_command())
+    assert pidns.stdout == f"23 {own_ns}\n24 {own_ns}\n"
+    assert "Operation not permitted" in (await sh(node, probe.XID)).stdout
+    assert (await sh(node, "systemctl stop nvidia-persistenced")).rc == 1
+    await sh(node, "kill -s TERM 23 24; sleep 2")
+    assert node.memory_freed()
+
+
+async def test_reset_required_blocked_by_persistenced_then_succeeds():
+    node, clock = make("reset-required")
+    xid = (await sh(node, probe.XID)).stdout.splitlines()
+    codes = [ln.split("): ")[1].split(",")[0] for ln in xid]
+    assert codes == ["119", "119", "154"] and all("PCI:0000:41:00" in ln for ln in xid)
+    assert "GSP" in xid[0] and "GPU Reset Required" in xid[-1]
+    assert (await sh(node, probe.timed(probe.QUERY_APPS))).stdout == ""
+    assert (await used(node))[3] == 61447
+    refused = await sh(node, "nvidia-smi -r -i 3")
+    assert refused.rc == 255 and refused.stdout == "GPU 00000000:41:00.0 could not be reset: In use by another client\n"
+    stop = await sh(node, "systemctl stop nvidia-persistenced; systemctl is-active nvidia-persistenced")
+    assert stop.stdout == "inactive\n" and stop.rc == 3
+    pm = await sh(node, "nvidia-smi --query-gpu=persistence_mode --format=csv,noheader -i 3")
+    assert pm.stdout == "Disabled\n"
+    ok = await sh(node, "nvidia-smi -r -i 3")
+    assert ok.rc == 0 and ok.stdout.startswith("GPU 00000000:41:00.0 was successfully reset.")
+    assert node.memory_freed() and (await used(node))[3] == 4
+
+
+async def test_reset_required_persistence_off_for_one_gpu_is_enough():
+    node, clock = make("reset-required")
+    r = await sh(node, "nvidia-smi -pm 0 -i 3")
+    assert r.stdout == "Disabled persistence mode for GPU 00000000:41:00.0.\nAll done.\n" and r.rc == 0
+    assert (await sh(node, "nvidia-smi -r -i 3")).rc == 0
+    assert node.memory_freed()
+
+
+async def test_killing_processes_does_not_help_reset_required():
+    node, clock = make("reset-required")
+    await sh(node, "pkill -9 python3; fuser -k -TERM /dev/nvidia3; sleep 30")
+    assert (await used(node))[3] == 61447
+
+
+async def test_graceful_sigterm_frees_everything_within_3s():
+    node, clock = make("graceful")
+    assert ":30000 " in (await sh(node, "ss -ltn")).stdout
+    r = await sh(node, "pgrep -f sglang.launch_server")
+    launcher = r.stdout.split()[0]
+    await sh(node, f"kill -s TERM {launcher}; sleep 1")
+    assert not node.memory_freed()
+    await sh(node, "sleep 2")
+    assert node.memory_freed()
+    assert ":30000 " not in (await sh(node, "ss -ltn")).stdout
+    assert "sglang" not in (await sh(node, "ps -eo args=")).stdout
+
+
+async def test_reboot_drops_the_connection_then_the_node_comes_back_clean():
+    node, clock = make("reset-required")
+    r = await sh(node, "systemctl reboot")
+    assert r.rc is None and "unreachable" in r.error
+    clock.advance(30)
+    down = await SimSource(node=node).poll()
+    assert down.error and "unreachable" in down.error
+    clock.advance(31)
+    snap = await SimSource(node=node).poll()
+    assert snap.error is None and node.memory_freed()
+    assert all(g.memory_used_mib == 4 for g in snap.gpus) and snap.kernel_log == ()
+    assert snap.proc(1).name == "systemd" and float((await sh(node, "cat /proc/uptime")).stdout.split()[0]) < 5
+
+
+async def test_renamed_workers_follow_their_engine_core_when_it_is_killed():
+    node, clock = make("renamed-workers")
+    engine = (await sh(node, "pgrep -x VLLM::EngineCor")).stdout.split()
+    assert len(engine) == 1
+    await sh(node, f"kill -9 {engine[0]}; sleep 1")
+    assert not node.memory_freed()
+    await sh(node, "sleep 2")
+    assert node.memory_freed()

@@ -1,0 +1,88 @@
+"""The first screen, driven as a user would (Textual pilot at 80x24) against the simulator."""
+import pytest
+
+pytest.importorskip("textual")
+
+from console.sim.clock import FakeClock  # noqa: E402
+from console.sources.sim import SimSource  # noqa: E402
+from console.ui.app import IncidentApp  # noqa: E402
+
+
+async def wait_for(pilot, predicate, tries=100):
+    for _ in range(tries):
+        if predicate():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition not reached")
+
+
+def screen_text(app) -> str:
+    """What the terminal shows, as plain text."""
+    from textual.widgets import DataTable, Static
+    parts = []
+    for w in app.screen.query("*"):
+        if isinstance(w, DataTable):
+            for row in w.ordered_rows:
+                parts.append(" ".join(str(c) for c in w.get_row(row.key)))
+        elif isinstance(w, Static):
+            parts.append(str(w.render()))
+    return "\n".join(parts)
+
+
+async def test_demo_shows_seed_gpus_and_selects_top_holder(incident_dir):
+    from console import timeline
+    tl = timeline.open_incident(incident_dir)
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots and app.query_one("#procs").row_count)
+        from textual.widgets import DataTable
+        gpus = app.query_one("#gpus", DataTable)
+        cells = [str(gpus.get_row(r.key)[2]) for r in gpus.ordered_rows]
+        assert cells[0] == "76109MiB / 97887MiB" and cells[7] == "76069MiB / 97887MiB"
+        assert app.focused is app.query_one("#procs")
+        key = app.selected_process_key
+        proc = app.snapshots["demo"].proc(int(key.split(":")[1]))
+        assert proc.gpu_memory_total_mib == max(p.gpu_memory_total_mib for p in app.snapshots["demo"].processes)
+        # the cursor stays on the same process across polls
+        await pilot.press("down")
+        chosen = app.selected_process_key
+        await app.monitors[0].poll_once()
+        await pilot.pause()
+        assert app.selected_process_key == chosen
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "help" in type(app.screen).__name__.lower()
+        await pilot.press("escape")
+        await pilot.press("q")
+    assert [e.text for e in tl.entries][-1] == "console stopped"
+
+
+async def test_markup_and_escape_codes_in_names_render_literally():
+    from console.model import NodeSnapshot, Proc
+    from console.ui.text import literal
+    evil = "[bold red]pwn[/] \x1b[2J\x1b]0;title\x07"
+    t = literal(evil)
+    assert t.plain.startswith("[bold red]pwn[/] \\x1b[2J") and "\x1b" not in t.plain
+    app = IncidentApp([SimSource(name="demo", scenario="graceful", clock=FakeClock())], autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        snap = NodeSnapshot(name="demo", taken_at=0, processes=(
+            Proc(pid=10, ppid=1, state="S", user="x", name="evil", cmdline=evil,
+                 gpu_memory_mib={"0": 5}),))
+        from console.ui.app import NodeUpdated
+        app.post_message(NodeUpdated(snap))
+        await pilot.pause()
+        from textual.widgets import DataTable
+        row = app.query_one("#procs", DataTable).get_row("demo:10")
+        assert "[bold red]pwn[/]" in str(row[-1]) and "\x1b" not in str(row[-1])
+
+
+async def test_unknown_theme_is_refused():
+    with pytest.raises(ValueError, match="unknown theme"):
+        IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], theme_name="nope")
+
+
+async def test_theme_from_themes_dir_is_applied():
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], theme_name="daylight",
+                      autostart=False)
+    async with app.run_test(size=(80, 24)):
+        assert app.theme == "daylight" and app.current_theme.dark is False
