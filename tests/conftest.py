@@ -8,6 +8,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# The real-sshd fixtures (one sshd per session, started and stopped by PID).
+pytest_plugins = ("tests.sshd_fixture",)
+
 
 @pytest.fixture
 def incident_dir(tmp_path: Path) -> Path:

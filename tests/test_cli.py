@@ -59,3 +59,41 @@ def test_timeline_cli_list_show_export(tmp_path):
     assert r.returncode == 0 and out.read_text().startswith("# Incident inc-7")
     r = run("timeline", "export", "inc-7", "--format", "json", "--incident-dir", str(tmp_path))
     assert [json.loads(x)["seq"] for x in r.stdout.splitlines()] == [1, 2]
+
+
+def test_fail_on_exits_1_only_when_a_finding_reaches_the_severity():
+    # reset-required: Xid 154 "GPU Reset Required" is at least high
+    r = run("snapshot", "--json", "demo:reset-required", "--fail-on", "high")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)   # the document is still printed
+    kinds = {f["kind"] for f in doc["nodes"][0]["findings"]}
+    assert {"xid", "reset-blocker"} <= kinds
+    # nothing in the graceful control case is critical
+    r = run("snapshot", "--json", "demo:graceful", "--fail-on", "critical")
+    assert r.returncode == 0, r.stdout
+
+
+def test_snapshot_demo_matches_the_seed_and_keeps_target_order():
+    r = run("snapshot", "--json", "demo:graceful", "demo")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [n["name"] for n in doc["nodes"]] == ["demo:graceful", "demo"]
+    seed = doc["nodes"][1]
+    assert [g["memory_used_mib"] for g in seed["gpus"]] == [76109] + [76113] * 6 + [76069]
+    assert {g["memory_total_mib"] for g in seed["gpus"]} == {97887}
+    holders = [p for p in seed["processes"] if p["gpu_memory_mib"]]
+    assert len(holders) == 8 and all(p["name"].startswith("sglang::") for p in holders)
+    assert all(p["ppid"] == 72169 for p in holders)
+    launcher = next(p for p in seed["processes"] if p["pid"] == 72169)
+    assert "--attention-backend flashinfer" in launcher["cmdline"]
+    assert all(f["next_step"] for f in seed["findings"])
+
+
+def test_snapshot_local_without_a_gpu_names_the_driver_and_lists_processes():
+    r = run("snapshot", "--json", "local")
+    assert r.returncode == 0
+    node = json.loads(r.stdout)["nodes"][0]
+    if node["gpus"]:
+        pytest.skip("this machine has a GPU")
+    assert "driver" in node["error"] and "\n" not in node["error"]
+    assert any(p["pid"] == 1 for p in node["processes"])

@@ -9,7 +9,7 @@ import pytest
 
 from console.sources.ssh import ConnectLimiter, SshSource
 from console.targets import SshOptions
-from tests.sshd_fixture import Sshd, free_port, ssh_home, ssh_keys, sshd, gpu_workers  # noqa: F401
+from tests.sshd_fixture import Sshd, free_port
 
 
 def options(sshd, tmp_path, **kw) -> SshOptions:

@@ -6,7 +6,7 @@ import os
 import subprocess
 
 from tests.conftest import gpu_incident_cmd
-from tests.sshd_fixture import free_port, ssh_keys, sshd  # noqa: F401
+from tests.sshd_fixture import free_port
 
 
 def snapshot(tmp_path, *args: str) -> tuple[int, dict | None, str]:

@@ -15,7 +15,7 @@ from console.sim.server import start_sim_servers, unwrap_command
 from console.sources.ssh import SshSource
 from console.targets import SshOptions, expand_targets
 from tests.conftest import gpu_incident_cmd
-from tests.sshd_fixture import free_port, ssh_home, ssh_keys, sshd  # noqa: F401
+from tests.sshd_fixture import free_port
 
 SEED_USED = [76109, 76113, 76113, 76113, 76113, 76113, 76113, 76069]
 

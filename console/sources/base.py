@@ -2,8 +2,18 @@
 from __future__ import annotations
 
 import abc
+import logging
 
 from ..model import CommandResult, NodeSnapshot
+
+log = logging.getLogger("gpu_incident.commands")
+
+
+def logged(node: str, result: CommandResult) -> CommandResult:
+    """Record a command and its outcome in the --debug-log; returns the result unchanged."""
+    log.debug("%s: %s -> rc=%s in %.0f ms%s", node, result.command, result.rc,
+              result.duration_s * 1000, f" ({result.error})" if result.error else "")
+    return result
 
 DEFAULT_PROBE_TIMEOUT_S = 10.0
 DEFAULT_COMMAND_TIMEOUT_S = 30.0
@@ -39,6 +49,10 @@ class Source(abc.ABC):
         psutil/pidfd.
         """
         from .probe import guarded_kill_command
+        if int(pid) <= 1:
+            return logged(self.name, CommandResult(
+                command=f"kill -s {signame} {pid}", rc=3,
+                stderr=f"refused: PID {pid} is init or a process group, never signalled by this console"))
         return await self.run(guarded_kill_command(pid, signame, start_ticks))
 
     async def close(self) -> None:

@@ -35,7 +35,7 @@ import psutil
 
 from ..model import CommandResult, DriverProc, NodeSnapshot, Proc, ThreadInfo
 from . import nvml as _nvml
-from .base import DEFAULT_COMMAND_TIMEOUT_S, Source
+from .base import DEFAULT_COMMAND_TIMEOUT_S, Source, logged
 
 DEFAULT_DEVICE_GLOB = "/dev/nvidia*"
 DMESG_EVERY_S = 30.0
@@ -425,7 +425,7 @@ class LocalSource(Source):
     # ---- commands
 
     async def run(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
-        return await _exec(("/bin/sh", "-c", command), timeout, shown=command)
+        return logged(self.name, await _exec(("/bin/sh", "-c", command), timeout, shown=command))
 
     async def signal(self, pid: int, signame: str, *, start_ticks: int | None = None,
                      create_time: float | None = None) -> CommandResult:
@@ -453,9 +453,10 @@ class LocalSource(Source):
             return done(REFUSED_RC, f"refused: PID {pid} is this console or the session "
                                     "it runs in")
         try:
-            return await asyncio.to_thread(self._send, pid, sig, start_ticks, create_time, done)
+            return logged(self.name, await asyncio.to_thread(self._send, pid, sig, start_ticks,
+                                                             create_time, done))
         except Exception as exc:  # noqa: BLE001 — never raises
-            return done(1, f"kill: ({pid}) - {exc}")
+            return logged(self.name, done(1, f"kill: ({pid}) - {exc}"))
 
     def _send(self, pid: int, sig: _signal.Signals, start_ticks: int | None,
               create_time: float | None, done: Callable[..., CommandResult]) -> CommandResult:

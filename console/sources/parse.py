@@ -386,7 +386,9 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         else:
             per[key] = (per.get(key) or 0) + dp.used_memory_mib
 
-    pids = sorted(set(stats) | set(ps))
+    # /proc/*/stat is read first: a PID only ps knows was born after it (the probe's own
+    # `timeout`/`ps` among them) and shows up in the next poll. Without stat lines, ps alone.
+    pids = sorted(stats) if stats else sorted(ps)
     procs = []
     for pid in pids:
         st = stats.get(pid)

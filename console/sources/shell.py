@@ -11,7 +11,7 @@ import time
 
 from ..model import CommandResult, NodeSnapshot
 from . import probe
-from .base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S, Source
+from .base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S, Source, logged
 
 
 class ShellSource(Source):
@@ -46,4 +46,4 @@ class ShellSource(Source):
         return snap
 
     async def run(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
-        return await self._exec(command, timeout)
+        return logged(self.name, await self._exec(command, timeout))
