@@ -37,7 +37,7 @@ async def test_demo_shows_seed_gpus_and_selects_top_holder(incident_dir):
         await wait_for(pilot, lambda: "demo" in app.snapshots and app.query_one("#procs").row_count)
         from textual.widgets import DataTable
         gpus = app.query_one("#gpus", DataTable)
-        cells = [str(gpus.get_row(r.key)[2]) for r in gpus.ordered_rows]
+        cells = [str(gpus.get_row(r.key)[1]) for r in gpus.ordered_rows]
         assert cells[0] == "76109MiB / 97887MiB" and cells[7] == "76069MiB / 97887MiB"
         assert app.focused is app.query_one("#procs")
         key = app.selected_process_key
@@ -86,3 +86,30 @@ async def test_theme_from_themes_dir_is_applied():
                       autostart=False)
     async with app.run_test(size=(80, 24)):
         assert app.theme == "daylight" and app.current_theme.dark is False
+
+
+async def test_a_dead_node_shows_its_error_while_the_live_one_updates(incident_dir):
+    from textual.widgets import DataTable
+
+    from console.sources.ssh import SshSource
+    from console.targets import SshOptions
+    from tests.sshd_fixture import free_port
+    dead = SshSource(f"root@127.0.0.1:{free_port()}", SshOptions(connect_timeout=2.0))
+    live = SimSource(name="demo", scenario="seed", clock=FakeClock())
+    app = IncidentApp([dead, live], interval=0.2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: dead.name in app.snapshots and "demo" in app.snapshots)
+        nodes = app.query_one("#nodes", DataTable)
+        state = str(nodes.get_row(dead.name)[-1])
+        assert state.startswith("✖ unreachable"), state
+        assert str(nodes.get_row("demo")[-1]) == "ok"
+        # the live node keeps its own rhythm
+        polls = len(app.monitors[1].history)
+        await wait_for(pilot, lambda: len(app.monitors[1].history) >= polls + 2)
+        # choosing the dead node shows why, in one line, and empty tables
+        assert app.current_node == dead.name
+        assert "unreachable" in str(app.query_one("#findings").render())
+        await pilot.press("tab", "down")
+        await pilot.pause()
+        assert app.current_node == "demo"
+        await wait_for(pilot, lambda: app.query_one("#gpus", DataTable).row_count == 8)

@@ -1,0 +1,121 @@
+"""Row contents of the console's tables and the by-key table update (Textual DataTable)."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from ..model import Gpu, NodeSnapshot, severity_rank
+from .rows import ProcRow, fmt_mib, gpu_holders
+from .text import literal, printable
+
+SEVERITY_STYLE = {"critical": "bold white on red", "high": "bold red", "low": "yellow", "info": "dim"}
+STATE_STYLE = {"Z": "bold magenta", "D": "bold red", "R": "green"}
+
+NODE_COLUMNS = (("Node", "node"), ("GPUs", "gpus"), ("Used", "used"), ("Probe", "probe"),
+                ("Worst finding", "finding"), ("State", "state"))
+GPU_COLUMNS = (("GPU", "gpu"), ("Memory used/total", "mem"), ("Util", "util"), ("Holders", "holders"),
+               ("Name", "name"))
+PROC_COLUMNS = (("PID", "pid"), ("S", "state"), ("D", "d"), ("GPU MiB", "mib"), ("User", "user"),
+                ("Process", "name"))
+
+
+def add_columns(table: DataTable, columns: tuple[tuple[str, str], ...]) -> None:
+    for label, key in columns:
+        table.add_column(label, key=key)
+
+
+def node_cells(name: str, snap: NodeSnapshot | None) -> tuple:
+    if snap is None:
+        return (literal(name, limit=28), "", "", "", "", Text("connecting…", style="dim"))
+    worst = max(snap.findings, key=lambda f: severity_rank(f.severity), default=None)
+    finding = Text("")
+    if worst is not None:
+        finding = Text(f"{worst.severity} {worst.kind}", style=SEVERITY_STYLE.get(worst.severity, ""))
+    probe = "" if snap.probe_ms is None else f"{snap.probe_ms:.0f}ms"
+    if snap.error:
+        return (literal(name, limit=28), "", "", probe, finding,
+                literal("✖ " + snap.error, "bold red", limit=60))
+    used = sum(g.memory_used_mib or 0 for g in snap.gpus)
+    state = Text("ok" if not snap.warnings else f"ok ⚠{len(snap.warnings)}",
+                 style="green" if not snap.warnings else "yellow")
+    return (literal(name, limit=28), str(len(snap.gpus)), f"{used // 1024} GiB", probe, finding, state)
+
+
+def gpu_cells(snap: NodeSnapshot, g: Gpu) -> tuple:
+    holders = gpu_holders(snap, g.index)
+    used, total = g.memory_used_mib, g.memory_total_mib
+    share = (used or 0) / total if total else 0
+    style = "bold red" if share > 0.5 and not holders else ("yellow" if share > 0.5 else "")
+    mig = f" MIG×{len(g.mig_instances)}" if g.mig_mode else ""
+    return (Text(str(g.index)), Text(f"{fmt_mib(used)} / {fmt_mib(total)}", style=style),
+            "N/A" if g.utilization_pct is None else f"{g.utilization_pct}%",
+            str(len(holders)), literal(g.name + mig, limit=48))
+
+
+def lost_gpu_cells(bus: str) -> tuple:
+    return (Text("?"), Text("GPU is lost", style="bold red"), "", "", literal(bus))
+
+
+def proc_cells(r: ProcRow) -> tuple:
+    p = r.proc
+    mib = p.gpu_memory_total_mib
+    gpus = ",".join(sorted(p.gpu_memory_mib, key=lambda k: (len(k), k)))
+    mem = str(mib) if mib else ("dev" if p.holds_devices else "")
+    if gpus and mib:
+        mem = f"{mib} g{gpus}" if len(p.gpu_memory_mib) <= 2 else f"{mib} ×{len(p.gpu_memory_mib)}"
+    indent = "  " * r.depth
+    name = indent + (f"{p.name} <defunct>" if p.state == "Z" else (p.cmdline or f"[{p.name}]"))
+    return (Text(str(p.pid)), Text(p.state, style=STATE_STYLE.get(p.state, "")),
+            Text(str(p.threads_in_d) if p.threads_in_d else "", style="bold red"),
+            mem, literal(p.user or "?", limit=10), literal(name, limit=200))
+
+
+def findings_text(snap: NodeSnapshot | None, width: int, limit: int = 8) -> Text:
+    """Most severe first: one line of summary and one of next step each, never wrapped."""
+    lines: list[Text] = []
+    if snap is not None and snap.error:
+        lines.append(Text("ERROR    " + printable(snap.error, width - 9), style="bold red"))
+    findings = sorted(snap.findings if snap else (), key=lambda f: -severity_rank(f.severity))
+    for f in findings[:limit]:
+        head = Text(f"{f.severity.upper():<8} ", style=SEVERITY_STYLE.get(f.severity, ""))
+        head.append(printable(f.summary, width - 9))
+        lines.append(head)
+        if f.next_step:
+            lines.append(Text("       → " + printable(f.next_step, width - 9), style="italic"))
+    if not lines:
+        lines.append(Text(" no findings" if snap else " waiting for the first poll…", style="dim"))
+    return Text("\n").join(lines)
+
+
+def selected_key(table: DataTable) -> str | None:
+    if not table.row_count or not 0 <= table.cursor_row < table.row_count:
+        return None
+    return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+
+
+def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
+    """Update rows by key, never clear: the cursor stays on the same row (process).
+
+    The first cell of every row is a fresh object, so the sort key can find
+    each row's wanted position by that object's identity.
+    """
+    selected = selected_key(table)
+    existing = {rk.value for rk in table.rows}
+    for key in existing - wanted.keys():
+        table.remove_row(key)
+    columns = [c.key for c in table.ordered_columns]
+    position: dict[int, int] = {}
+    for i, (key, cells) in enumerate(wanted.items()):
+        if key in existing:
+            current = table.get_row(key)
+            for col, old, value in zip(columns, current, cells):
+                if old != value:
+                    table.update_cell(key, col, value, update_width=True)
+            position[id(table.get_row(key)[0])] = i
+        else:
+            table.add_row(*cells, key=key)
+            position[id(cells[0])] = i
+    if [r.key.value for r in table.ordered_rows] != list(wanted):
+        table.sort(key=lambda cells: position.get(id(cells[0]), 1 << 30))
+    if selected is not None and selected in wanted:
+        table.move_cursor(row=table.get_row_index(selected), animate=False)
