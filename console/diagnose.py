@@ -34,13 +34,16 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
     findings: list[Finding] = []
     findings += node.probe_hung(snap, history)
     findings += node.driver_errors(snap)
-    if snap.error is None:
+    if snap.error is None or snap.processes:
+        # Zombies, threads in D and Xid lines matter most when the driver does not answer
+        # (a hung nvidia-smi leaves its callers in D): they are read even then.
         sit = Situation.build(snap, history, actions, now, ghost_threshold_mib)
-        ghosts = node.ghost_memory(sit)
-        ghost_gpus = {f.gpus[0] for f in ghosts}
         findings += node.xids(sit)
         findings += processes.zombies(sit)
         findings += processes.dstate(sit)
+    if snap.error is None:
+        ghosts = node.ghost_memory(sit)
+        ghost_gpus = {f.gpus[0] for f in ghosts}
         findings += processes.orphans(sit)
         findings += processes.hidden_holders(sit, ghost_gpus)
         findings += processes.foreign_pids(sit)

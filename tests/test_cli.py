@@ -97,3 +97,28 @@ def test_snapshot_local_without_a_gpu_names_the_driver_and_lists_processes():
         pytest.skip("this machine has a GPU")
     assert "driver" in node["error"] and "\n" not in node["error"]
     assert any(p["pid"] == 1 for p in node["processes"])
+
+
+def test_real_zombie_is_reported_by_snapshot_local():
+    import sys
+    import time
+    # a parent that forks a child which exits at once, and never reaps it
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import os, sys, time\n"
+                               "pid = os.fork()\n"
+                               "if pid == 0:\n    os._exit(0)\n"
+                               "print(pid, flush=True)\n"
+                               "time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        zombie = int(parent.stdout.readline())
+        time.sleep(0.2)
+        r = run("snapshot", "--json", "local")
+        node = json.loads(r.stdout)["nodes"][0]
+        proc = next(p for p in node["processes"] if p["pid"] == zombie)
+        assert proc["state"] == "Z" and proc["ppid"] == parent.pid
+        found = [f for f in node["findings"] if f["kind"] == "zombie" and zombie in f["pids"]]
+        assert found, node["findings"]
+        assert str(parent.pid) in found[0]["summary"] + found[0]["next_step"]  # the non-reaping parent
+    finally:
+        parent.kill()
+        parent.wait()

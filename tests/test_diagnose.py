@@ -439,3 +439,22 @@ def test_diagnose_is_fast_on_a_big_node_with_five_minutes_of_history():
     started = time.perf_counter()
     diagnose(at(big, T0 + 1), history)
     assert time.perf_counter() - started < 0.25
+
+
+def test_zombies_and_d_threads_are_reported_even_when_the_driver_does_not_answer():
+    from console.diagnose import diagnose
+    from console.model import NodeSnapshot, Proc, ThreadInfo
+    snap = NodeSnapshot(
+        name="n", taken_at=1000.0, error="nvidia-smi timed out (the driver may be hung)",
+        processes=(
+            Proc(pid=1, ppid=0, state="S", user="root", name="systemd", cmdline="/sbin/init"),
+            Proc(pid=500, ppid=1, state="S", user="root", name="python3", cmdline="python3 train.py"),
+            Proc(pid=501, ppid=500, state="Z", user="root", name="python3", cmdline="",
+                 d_threads=(ThreadInfo(tid=502, state="D", wchan="uvm_va_space_destroy"),)),
+            Proc(pid=600, ppid=1, state="D", user="root", name="nvidia-smi", cmdline="nvidia-smi",
+                 d_threads=(ThreadInfo(tid=600, state="D", wchan="_nv000923rm"),)),
+        ))
+    kinds = {f.kind: f for f in diagnose(snap)}
+    assert 501 in kinds["zombie"].pids and "500" in kinds["zombie"].summary
+    assert any(600 in f.pids for f in diagnose(snap) if f.kind == "d-state")
+    assert "probe-hung" in kinds or "driver-error" in kinds
