@@ -6,8 +6,11 @@ report (``[N/A]``, ``[Not Supported]``, ``[Insufficient Permissions]``) are
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+_GPU_DEVICE_FILE = re.compile(r"/dev/nvidia(\d+)$")
 
 SEVERITIES = ("info", "low", "high", "critical")
 FINDING_KINDS = (
@@ -77,6 +80,12 @@ class Proc:
     @property
     def holds_devices(self) -> bool:
         return bool(self.device_files)
+
+    @property
+    def device_gpus(self) -> tuple[int, ...]:
+        """GPU indices of the per-GPU device files (/dev/nvidiaN) this process holds open."""
+        found = {int(m.group(1)) for f in self.device_files if (m := _GPU_DEVICE_FILE.search(f))}
+        return tuple(sorted(found))
 
     @property
     def threads_in_d(self) -> int:

@@ -108,8 +108,33 @@ async def test_a_dead_node_shows_its_error_while_the_live_one_updates(incident_d
         await wait_for(pilot, lambda: len(app.monitors[1].history) >= polls + 2)
         # choosing the dead node shows why, in one line, and empty tables
         assert app.current_node == dead.name
-        assert "unreachable" in str(app.query_one("#findings").render())
-        await pilot.press("tab", "down")
+        assert "unreachable" in str(app.query_one("#findings", DataTable).get_row("error")[0])
+        await pilot.press("tab", "tab", "down")   # procs -> findings -> nodes
         await pilot.pause()
         assert app.current_node == "demo"
         await wait_for(pilot, lambda: app.query_one("#gpus", DataTable).row_count == 8)
+
+
+async def test_enter_shows_the_whole_finding_with_the_exact_commands():
+    from textual.widgets import DataTable
+
+    from console.ui.details import DetailScreen
+    app = IncidentApp([SimSource(name="demo", scenario="renamed-workers", clock=FakeClock())])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#findings", DataTable).row_count > 0
+                       and "demo" in app.snapshots)
+        app.query_one("#findings", DataTable).focus()
+        await pilot.press("home", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen)
+        text = str(app.screen.query_one("Static").render())
+        top = app.snapshots["demo"].findings[0]
+        assert top.kind == "orphan" and top.summary in " ".join(text.split()) or top.summary[:60] in text
+        assert "$ kill -s TERM" in text            # the exact command line, before anything runs
+        await pilot.press("escape")
+        # Enter on a process shows its full command line and state
+        app.query_one("#procs", DataTable).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        text = str(app.screen.query_one("Static").render())
+        assert "VLLM::" in text and "parent" in text

@@ -56,7 +56,8 @@ class IncidentApp(App[int]):
         Binding("question_mark", "help", "Help", id="help"),
         Binding("a", "toggle_all", "All procs", id="toggle-all"),
     ]
-    HELP_ROWS = (("↑ ↓", "move"), ("tab", "switch panel (nodes, GPUs, processes)"),
+    HELP_ROWS = (("↑ ↓", "move"), ("tab", "switch panel (nodes, GPUs, processes, findings)"),
+                 ("enter", "everything about the row: process, GPU, finding (with its commands)"),
                  ("a", "show all processes / GPU-related only"), ("ctrl+p", "command palette"),
                  ("?", "this help screen"), ("q", "quit"))
 
@@ -103,7 +104,7 @@ class IncidentApp(App[int]):
                 yield DataTable(id="nodes", cursor_type="row")
             yield DataTable(id="gpus", cursor_type="row")
             yield DataTable(id="procs", cursor_type="row")
-            yield Static(id="findings")
+            yield DataTable(id="findings", cursor_type="row", show_header=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -113,6 +114,7 @@ class IncidentApp(App[int]):
             tables.sync_table(nodes, {s.name: tables.node_cells(s.name, None) for s in self.sources})
         tables.add_columns(self.query_one("#gpus", DataTable), tables.GPU_COLUMNS)
         tables.add_columns(self.query_one("#procs", DataTable), tables.PROC_COLUMNS)
+        self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         self.query_one("#procs", DataTable).focus()
         self._render_status()
         for w in self.theme_warnings:
@@ -164,7 +166,7 @@ class IncidentApp(App[int]):
         self._render_gpus(snap)
         self._render_procs(snap)
         width = max(20, self.size.width - 2)
-        self.query_one("#findings", Static).update(tables.findings_text(snap, width))
+        tables.sync_table(self.query_one("#findings", DataTable), tables.finding_rows(snap, width))
 
     def _render_status(self) -> None:
         line = Text()
@@ -220,6 +222,28 @@ class IncidentApp(App[int]):
             if top.proc.gpu_memory_total_mib > 0 or top.proc.holds_devices:
                 table.move_cursor(row=table.get_row_index(top.key), animate=False)
                 self._selected_initially.add(snap.name)
+
+    @on(DataTable.RowSelected)
+    def _show_detail(self, event: DataTable.RowSelected) -> None:
+        """Enter on a finding, process or GPU: everything about it, nothing cut."""
+        from .details import DetailScreen, finding_detail, gpu_detail, proc_detail
+        snap = self.snapshots.get(self.current_node)
+        key = event.row_key.value if event.row_key is not None else None
+        if snap is None or key is None:
+            return
+        body = None
+        table = event.data_table.id
+        if table == "procs":
+            proc = snap.proc(int(key.rsplit(":", 1)[1]))
+            body = proc_detail(proc, snap) if proc else None
+        elif table == "gpus" and ":lost:" not in key:
+            gpu = snap.gpu(int(key.rsplit(":", 1)[1]))
+            body = gpu_detail(gpu, snap) if gpu else None
+        elif table == "findings":
+            found = [f for f in snap.findings if tables.finding_key(f) == key]
+            body = finding_detail(found[0], snap) if found else None
+        if body is not None:
+            self.push_screen(DetailScreen(body))
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:

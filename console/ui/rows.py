@@ -77,5 +77,6 @@ def proc_rows(snaps: Sequence[NodeSnapshot], *, show_all: bool = False,
 
 
 def gpu_holders(snap: NodeSnapshot, index: int) -> list[Proc]:
+    """Processes with memory on GPU ``index`` or its device file (/dev/nvidiaN) open."""
     key = str(index)
-    return [p for p in snap.processes if key in p.gpu_memory_mib]
+    return [p for p in snap.processes if key in p.gpu_memory_mib or index in p.device_gpus]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from ..model import Gpu, NodeSnapshot, severity_rank
+from ..model import Finding, Gpu, NodeSnapshot, severity_rank
 from .rows import ProcRow, fmt_mib, gpu_holders
 from .text import literal, printable
 
@@ -60,7 +60,9 @@ def proc_cells(r: ProcRow) -> tuple:
     p = r.proc
     mib = p.gpu_memory_total_mib
     gpus = ",".join(sorted(p.gpu_memory_mib, key=lambda k: (len(k), k)))
-    mem = str(mib) if mib else ("dev" if p.holds_devices else "")
+    devs = p.device_gpus
+    mem = str(mib) if mib else ((f"dev g{devs[0]}" if len(devs) == 1 else f"dev ×{len(devs)}" if devs
+                                 else "dev") if p.holds_devices else "")
     if gpus and mib:
         mem = f"{mib} g{gpus}" if len(p.gpu_memory_mib) <= 2 else f"{mib} ×{len(p.gpu_memory_mib)}"
     indent = "  " * r.depth
@@ -70,21 +72,28 @@ def proc_cells(r: ProcRow) -> tuple:
             mem, literal(p.user or "?", limit=10), literal(name, limit=200))
 
 
-def findings_text(snap: NodeSnapshot | None, width: int, limit: int = 8) -> Text:
-    """Most severe first: one line of summary and one of next step each, never wrapped."""
-    lines: list[Text] = []
-    if snap is not None and snap.error:
-        lines.append(Text("ERROR    " + printable(snap.error, width - 9), style="bold red"))
-    findings = sorted(snap.findings if snap else (), key=lambda f: -severity_rank(f.severity))
-    for f in findings[:limit]:
-        head = Text(f"{f.severity.upper():<8} ", style=SEVERITY_STYLE.get(f.severity, ""))
-        head.append(printable(f.summary, width - 9))
-        lines.append(head)
+def finding_key(f: Finding) -> str:
+    """Stable across polls, so the cursor stays on the same finding."""
+    return f"{f.kind}:{','.join(map(str, f.pids))}:{','.join(map(str, f.gpus))}:{f.summary[:40]}"
+
+
+def finding_rows(snap: NodeSnapshot | None, width: int) -> dict[str, tuple]:
+    """Most severe first: a line of summary and a line of next step each (Enter shows all)."""
+    rows: dict[str, tuple] = {}
+    if snap is None:
+        rows["waiting"] = (Text(" waiting for the first poll…", style="dim"),)
+        return rows
+    if snap.error:
+        rows["error"] = (Text("ERROR    " + printable(snap.error, width - 9), style="bold red"),)
+    for f in sorted(snap.findings, key=lambda f: -severity_rank(f.severity)):
+        cell = Text(f"{f.severity.upper():<8} ", style=SEVERITY_STYLE.get(f.severity, ""))
+        cell.append(printable(f.summary, width - 9))
         if f.next_step:
-            lines.append(Text("       → " + printable(f.next_step, width - 9), style="italic"))
-    if not lines:
-        lines.append(Text(" no findings" if snap else " waiting for the first poll…", style="dim"))
-    return Text("\n").join(lines)
+            cell.append("\n       → " + printable(f.next_step, width - 9), style="italic")
+        rows[finding_key(f)] = (cell,)
+    if not rows:
+        rows["none"] = (Text(" no findings", style="dim"),)
+    return rows
 
 
 def selected_key(table: DataTable) -> str | None:
@@ -113,7 +122,7 @@ def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
                     table.update_cell(key, col, value, update_width=True)
             position[id(table.get_row(key)[0])] = i
         else:
-            table.add_row(*cells, key=key)
+            table.add_row(*cells, key=key, height=None)
             position[id(cells[0])] = i
     if [r.key.value for r in table.ordered_rows] != list(wanted):
         table.sort(key=lambda cells: position.get(id(cells[0]), 1 << 30))

@@ -1,0 +1,122 @@
+"""Full text of one finding, process or GPU (Enter on a row): nothing cut, markup shown literally."""
+from __future__ import annotations
+
+import datetime as dt
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from ..model import Finding, Gpu, NodeSnapshot, Proc
+from .rows import fmt_mib, gpu_holders
+from .tables import SEVERITY_STYLE
+from .text import printable
+
+
+def _field(out: Text, name: str, value: object, style: str = "") -> None:
+    out.append(f"{name:<14}", style="bold")
+    out.append(printable(value) + "\n", style=style)
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "?"
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def finding_detail(f: Finding, snap: NodeSnapshot) -> Text:
+    from ..ladder import commands_for, step_args
+    out = Text()
+    out.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
+    out.append(f"{f.kind} on {printable(snap.name)}\n\n", style="bold")
+    out.append(printable(f.summary) + "\n\n")
+    out.append("Next step\n", style="bold")
+    out.append(printable(f.next_step) + "\n")
+    if f.rung:
+        try:
+            commands = commands_for(f.rung, snap, *step_args(f))
+        except Exception as exc:  # noqa: BLE001 - never lose the screen over a rendering bug
+            commands = [f"(cannot render: {exc})"]
+        if commands:
+            out.append(f"\nRung '{f.rung}' would run, exactly:\n", style="bold")
+            for c in commands:
+                out.append("  $ " + printable(c) + "\n", style="italic")
+    if f.since:
+        _field(out, "\nsince", _when(f.since))
+    if f.pids:
+        _field(out, "PIDs", " ".join(map(str, f.pids)))
+    if f.gpus:
+        _field(out, "GPUs", " ".join(map(str, f.gpus)))
+    if f.evidence:
+        out.append("\nEvidence\n", style="bold")
+        for k, v in f.evidence.items():
+            _field(out, f"  {k}", v)
+    return out
+
+
+def proc_detail(p: Proc, snap: NodeSnapshot) -> Text:
+    out = Text()
+    out.append(f"PID {p.pid} on {printable(snap.name)}\n\n", style="bold")
+    _field(out, "command", p.cmdline or f"[{p.name}]")
+    _field(out, "name (comm)", p.name)
+    _field(out, "state", p.state + (" (zombie: <defunct>)" if p.state == "Z" else ""))
+    parent = snap.proc(p.ppid)
+    _field(out, "parent", f"{p.ppid}" + (f" {parent.name}" if parent else ""))
+    _field(out, "user", p.user or "?")
+    _field(out, "started", _when(p.create_time))
+    if p.num_threads is not None:
+        _field(out, "threads", p.num_threads)
+    if p.gpu_memory_mib:
+        _field(out, "GPU memory", ", ".join(f"GPU{k} {fmt_mib(v)}" for k, v in sorted(p.gpu_memory_mib.items())))
+    if p.device_files:
+        _field(out, "device files", " ".join(p.device_files))
+    if p.pid_ns:
+        _field(out, "pid namespace", p.pid_ns)
+    for t in p.d_threads:
+        _field(out, "thread in D", f"TID {t.tid} {t.name or ''} waiting in {t.wchan or '?'}", "bold red")
+    related = [f for f in snap.findings if p.pid in f.pids]
+    if related:
+        out.append("\nFindings\n", style="bold")
+        for f in related:
+            out.append(f"  {f.severity.upper():<8} ", style=SEVERITY_STYLE.get(f.severity, ""))
+            out.append(printable(f.summary) + "\n")
+    if p.pid in snap.own_pids:
+        out.append("\nThis is the console itself or its session: never signalled.\n", style="yellow")
+    return out
+
+
+def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
+    out = Text()
+    out.append(f"GPU {g.index} on {printable(snap.name)}\n\n", style="bold")
+    _field(out, "name", g.name)
+    _field(out, "uuid", g.uuid)
+    _field(out, "bus id", g.bus_id)
+    _field(out, "memory", f"{fmt_mib(g.memory_used_mib)} / {fmt_mib(g.memory_total_mib)}")
+    if g.memory_reserved_mib is not None:
+        _field(out, "reserved", fmt_mib(g.memory_reserved_mib))
+    _field(out, "utilization", "N/A" if g.utilization_pct is None else f"{g.utilization_pct}%")
+    _field(out, "persistence", {True: "on", False: "off", None: "N/A"}[g.persistence_mode])
+    if g.mig_mode:
+        _field(out, "MIG", ", ".join(f"{m.profile} ({m.uuid})" for m in g.mig_instances) or "enabled")
+    holders = gpu_holders(snap, g.index)
+    out.append(f"\nHolders ({len(holders)})\n", style="bold")
+    for p in holders:
+        mib = p.gpu_memory_mib.get(str(g.index))
+        out.append(f"  {p.pid:>8} {p.state} {fmt_mib(mib) if str(g.index) in p.gpu_memory_mib else 'device':>10}  ")
+        out.append(printable(p.cmdline or p.name, 60) + "\n")
+    return out
+
+
+class DetailScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close")]
+
+    def __init__(self, body: Text) -> None:
+        super().__init__()
+        self._body = body
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static(self._body)
