@@ -138,3 +138,81 @@ async def test_enter_shows_the_whole_finding_with_the_exact_commands():
         await pilot.pause()
         text = str(app.screen.query_one("Static").render())
         assert "VLLM::" in text and "parent" in text
+
+
+async def test_the_seed_moment_hypothesis_wait_verdict(incident_dir):
+    """h: 'the memory needs more time'; w: 5 s later nothing came back; v: refuted is suggested."""
+    from console import timeline
+    from console.ui.details import DetailScreen
+    from console.ui.prompts import VerdictScreen
+    tl = timeline.open_incident(incident_dir)
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("h")
+        await pilot.pause()
+        await pilot.press(*"the memory needs more time to be released")
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("w")
+        await wait_for(pilot, lambda: any(e.kind == "check" for e in tl.entries))
+        check = [e for e in tl.entries if e.kind == "check"][-1]
+        hyp = [e for e in tl.entries if e.kind == "hypothesis"][-1]
+        assert check.hypothesis == hyp.seq
+        assert check.command.endswith("nvidia-smi --query-gpu=index,memory.used --format=csv,noheader")
+        assert check.gpu_memory_after["0"] == 76109 and check.gpu_memory_after == check.gpu_memory_before
+        assert "no memory came back in 5 s" in check.text
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+        await pilot.press("escape")
+        await pilot.press("v")
+        await pilot.pause()
+        assert isinstance(app.screen, VerdictScreen) and app.screen.suggested == "refuted"
+        await pilot.press("enter")
+        await pilot.pause()
+        verdict = tl.entries[-1]
+        assert verdict.kind == "verdict" and verdict.verdict == "refuted" and verdict.hypothesis == hyp.seq
+        # with no open hypothesis, v says so and writes nothing
+        count = len(tl.entries)
+        await pilot.press("v")
+        await pilot.pause()
+        assert len(tl.entries) == count and not isinstance(app.screen, VerdictScreen)
+
+
+async def test_check_picker_runs_port_check_and_records_it(incident_dir):
+    from console import timeline
+    tl = timeline.open_incident(incident_dir)
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("c")
+        await pilot.pause()
+        from textual.widgets import OptionList
+        options = app.screen.query_one(OptionList)
+        names = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        options.highlighted = names.index("port")
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("enter")          # the port prompt, 8000 prefilled
+        await wait_for(pilot, lambda: any(e.kind == "check" for e in tl.entries))
+        entry = [e for e in tl.entries if e.kind == "check"][-1]
+        assert entry.text.startswith("port:") and "8000" in entry.text and "not" in entry.text.lower()
+
+
+async def test_space_tags_and_filter_narrows(incident_dir):
+    from textual.widgets import DataTable
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 3)
+        first = app.selected_process_key
+        await pilot.press("space")
+        await pilot.press("space")
+        await pilot.pause()
+        assert len(app.tagged) == 2 and first in app.tagged
+        assert app.selected_pids() == sorted(int(k.split(":")[1]) for k in app.tagged)
+        await pilot.press("slash")
+        await pilot.pause()
+        await pilot.press(*"TP3", "enter")
+        await pilot.pause()
+        procs = app.query_one("#procs", DataTable)
+        shown = [str(procs.get_row(r.key)[-1]).strip() for r in procs.ordered_rows]
+        assert shown == ["sglang::scheduler_TP3"], shown

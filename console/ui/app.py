@@ -14,6 +14,7 @@ from textual.theme import Theme
 from textual.widgets import DataTable, Footer, Static
 
 from ..engine import NodeMonitor
+from ..incident import IncidentLog
 from ..model import NodeSnapshot
 from ..sources.base import Source
 from ..theming import DEFAULT_THEME, load_themes
@@ -52,14 +53,28 @@ class IncidentApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
+        Binding("w", "wait_recheck", "Wait 5s", id="wait"),
+        Binding("c", "check", "Check", id="check"),
+        Binding("h", "hypothesis", "Hypothesis", id="hypothesis"),
+        Binding("v", "verdict", "Verdict", id="verdict"),
+        Binding("n", "note", "Note", id="note"),
+        Binding("e", "export", "Export", id="export"),
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("space", "tag", "Tag", id="tag", show=False),
+        Binding("a", "toggle_all", "All procs", id="toggle-all", show=False),
         Binding("question_mark", "help", "Help", id="help"),
-        Binding("a", "toggle_all", "All procs", id="toggle-all"),
+        Binding("q", "quit", "Quit", id="quit"),
     ]
     HELP_ROWS = (("↑ ↓", "move"), ("tab", "switch panel (nodes, GPUs, processes, findings)"),
                  ("enter", "everything about the row: process, GPU, finding (with its commands)"),
+                 ("space", "tag the selected process (multi-select)"),
+                 ("w", "wait-and-recheck: 5 s, then per-GPU memory again (a check)"),
+                 ("c", "run a check (picker): holders, states, kernel log, blockers, port, stack…"),
+                 ("h", "state a hypothesis"), ("v", "verdict on the open hypothesis (c/r/i)"),
+                 ("n", "note"), ("e", "export the timeline as Markdown"), ("/", "filter processes"),
                  ("a", "show all processes / GPU-related only"), ("ctrl+p", "command palette"),
                  ("?", "this help screen"), ("q", "quit"))
+    WAIT_S = 5
 
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
@@ -82,6 +97,9 @@ class IncidentApp(App[int]):
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.current_node = self.sources[0].name if self.sources else ""
         self.show_all = False
+        self.proc_filter = ""
+        self.tagged: set[str] = set()
+        self.incident = IncidentLog(timeline)
         self._selected_initially: set[str] = set()
         themes, self.theme_warnings = load_themes()
         for name, spec in themes.items():
@@ -199,6 +217,10 @@ class IncidentApp(App[int]):
                     line.append(f"  probe {snap.probe_ms:.0f}ms", style="dim")
                 if snap.warnings:
                     line.append(f"  ⚠ {printable(snap.warnings[0], 60)}", style="yellow")
+        if self.proc_filter:
+            line.append(f"  filter: {printable(self.proc_filter, 30)}", style="bold cyan")
+        if self.tagged:
+            line.append(f"  {len(self.tagged)} tagged", style="bold cyan")
         mode = self._mode_text()
         if mode:
             line.append("  " + mode, style="bold yellow")
@@ -215,8 +237,8 @@ class IncidentApp(App[int]):
 
     def _render_procs(self, snap: NodeSnapshot | None) -> None:
         table = self.query_one("#procs", DataTable)
-        rows = proc_rows([snap], show_all=self.show_all) if snap is not None else []
-        tables.sync_table(table, {r.key: tables.proc_cells(r) for r in rows})
+        rows = proc_rows([snap], show_all=self.show_all, text_filter=self.proc_filter) if snap is not None else []
+        tables.sync_table(table, {r.key: tables.proc_cells(r, r.key in self.tagged) for r in rows})
         if snap is not None and snap.name not in self._selected_initially and rows:
             top = max(rows, key=lambda r: (r.proc.gpu_memory_total_mib, r.proc.holds_devices))
             if top.proc.gpu_memory_total_mib > 0 or top.proc.holds_devices:
@@ -252,6 +274,163 @@ class IncidentApp(App[int]):
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all
         self.refresh_node_view()
+
+    # ---- reasoning: hypotheses, checks, verdicts, notes (non-destructive)
+    def _current(self) -> tuple[Source | None, NodeSnapshot | None]:
+        src = next((s for s in self.sources if s.name == self.current_node), None)
+        return src, self.snapshots.get(self.current_node)
+
+    def selected_pids(self) -> list[int]:
+        """Tagged processes of the current node, else the one under the cursor."""
+        keys = [k for k in self.tagged if k.rsplit(":", 1)[0] == self.current_node]
+        if not keys and self.selected_process_key:
+            keys = [self.selected_process_key]
+        return sorted(int(k.rsplit(":", 1)[1]) for k in keys)
+
+    def action_wait_recheck(self) -> None:
+        self._run_check("wait-and-reread", {"seconds": self.WAIT_S})
+
+    def action_check(self) -> None:
+        from ..checks import CHECKS
+        from .prompts import CheckPicker
+
+        def chosen(name: str | None) -> None:
+            if name:
+                self._ask_params(name)
+        self.push_screen(CheckPicker([(c.name, c.description) for c in CHECKS.values()]), chosen)
+
+    def _ask_params(self, name: str) -> None:
+        """Fill a check's parameters: PIDs from the selection, the rest asked for."""
+        from ..checks import CHECKS
+        from .prompts import TextPrompt
+        check = CHECKS[name]
+        params: dict[str, object] = {}
+        pending = []
+        pids = self.selected_pids()
+        for p in check.params:
+            if p.kind == "pids" and pids:
+                params[p.name] = tuple(pids)
+            elif p.name == "pid" and pids:
+                params[p.name] = pids[0]
+            elif p.required or p.name in ("port", "seconds"):
+                pending.append(p)
+
+        def ask(index: int) -> None:
+            if index == len(pending):
+                self._run_check(name, params)
+                return
+            p = pending[index]
+
+            def got(value: str | None) -> None:
+                if value is None:
+                    return
+                params[p.name] = value if value.strip() or p.default is None else p.default
+                ask(index + 1)
+            default = "" if p.default in (None, ()) else str(p.default)
+            self.push_screen(TextPrompt(f"{name}: {p.help or p.name}", value=default,
+                                        hint="enter runs the check, escape cancels"), got)
+        ask(0)
+
+    def _run_check(self, name: str, params: dict) -> None:
+        from ..checks import render, run_check
+        source, snap = self._current()
+        if source is None:
+            return
+        try:
+            command = render(name, **params)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{source.name}: running {name}: {printable(command, 120)}", timeout=4)
+
+        async def work() -> None:
+            try:
+                result = await run_check(source, name, snap, **params)
+            except ValueError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            entry = self.incident.record_check(result)
+            self._show_check(result, entry.seq if entry else None)
+        self.run_worker(work(), group="checks", exclusive=False)
+
+    def _show_check(self, result, seq: int | None) -> None:
+        from .details import DetailScreen
+        body = Text()
+        body.append(f"{result.name} on {printable(result.node)}", style="bold")
+        body.append(f"   (timeline #{seq})\n\n" if seq else "\n\n", style="dim")
+        body.append(printable(result.summary) + "\n\n")
+        body.append("$ " + printable(result.command) + "\n", style="italic")
+        body.append(f"exit status {result.rc}\n\n" if result.rc is not None else "did not finish\n\n",
+                    style="dim")
+        for line in result.raw.splitlines()[:200]:
+            body.append(printable(line) + "\n")
+        self.push_screen(DetailScreen(body))
+
+    def action_hypothesis(self) -> None:
+        from .prompts import TextPrompt
+
+        def got(text: str | None) -> None:
+            if text and text.strip():
+                entry = self.incident.hypothesis(self.current_node, text)
+                self.notify(f"hypothesis #{entry.seq if entry else '?'} open: test it with w or c, then v")
+        self.push_screen(TextPrompt("State a hypothesis", placeholder="e.g. the memory needs more time to come back",
+                                    hint="it stays open until you give a verdict (v)"), got)
+
+    def action_verdict(self) -> None:
+        from .prompts import VerdictScreen
+        hyp = self.incident.open_hypothesis()
+        if hyp is None:
+            self.notify("no open hypothesis: state one first (h)", severity="warning")
+            return
+        suggested, why = self.incident.suggest_verdict()
+
+        def got(verdict: str | None) -> None:
+            if verdict:
+                self.incident.verdict(self.current_node, verdict)
+                self.notify(f"hypothesis #{hyp.seq}: {verdict}")
+        self.push_screen(VerdictScreen(hyp.text, suggested, why), got)
+
+    def action_note(self) -> None:
+        from .prompts import TextPrompt
+
+        def got(text: str | None) -> None:
+            if text and text.strip():
+                self.incident.note(self.current_node, text)
+        self.push_screen(TextPrompt("Note", placeholder="what you see, what you decided"), got)
+
+    def action_export(self) -> None:
+        from ..export import as_markdown
+        if self.timeline is None:
+            self.notify("no timeline to export", severity="warning")
+            return
+        path = self.timeline.path.with_suffix(".md")
+        try:
+            path.write_text(as_markdown(self.timeline.entries, incident_id=self.timeline.incident_id),
+                            encoding="utf-8")
+            path.chmod(0o600)
+        except OSError as exc:
+            self.notify(f"export failed: {exc}", severity="error")
+            return
+        self.notify(f"postmortem written: {path}", timeout=8)
+
+    def action_filter(self) -> None:
+        from .prompts import TextPrompt
+
+        def got(text: str | None) -> None:
+            if text is not None:
+                self.proc_filter = text.strip()
+                self._render_status()
+                self.refresh_node_view()
+        self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
+                                    value=self.proc_filter), got)
+
+    def action_tag(self) -> None:
+        key = self.selected_process_key
+        if key is None:
+            return
+        self.tagged.symmetric_difference_update({key})
+        self.refresh_node_view()
+        self.query_one("#procs", DataTable).action_cursor_down()
 
     async def action_quit(self) -> None:
         if self.timeline is not None:

@@ -56,7 +56,7 @@ def lost_gpu_cells(bus: str) -> tuple:
     return (Text("?"), Text("GPU is lost", style="bold red"), "", "", literal(bus))
 
 
-def proc_cells(r: ProcRow) -> tuple:
+def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
     p = r.proc
     mib = p.gpu_memory_total_mib
     gpus = ",".join(sorted(p.gpu_memory_mib, key=lambda k: (len(k), k)))
@@ -67,7 +67,8 @@ def proc_cells(r: ProcRow) -> tuple:
         mem = f"{mib} g{gpus}" if len(p.gpu_memory_mib) <= 2 else f"{mib} ×{len(p.gpu_memory_mib)}"
     indent = "  " * r.depth
     name = indent + (f"{p.name} <defunct>" if p.state == "Z" else (p.cmdline or f"[{p.name}]"))
-    return (Text(str(p.pid)), Text(p.state, style=STATE_STYLE.get(p.state, "")),
+    return (Text(f"*{p.pid}" if tagged else str(p.pid), style="bold reverse" if tagged else ""),
+            Text(p.state, style=STATE_STYLE.get(p.state, "")),
             Text(str(p.threads_in_d) if p.threads_in_d else "", style="bold red"),
             mem, literal(p.user or "?", limit=10), literal(name, limit=200))
 

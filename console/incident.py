@@ -1,0 +1,88 @@
+"""The reasoning half of an incident: hypotheses, checks, verdicts and notes in the timeline.
+
+Free of Textual: the console's keys (h, c, w, v, n) call this, and so can scripts.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .checks import CheckResult
+from .model import TimelineEntry
+from .timeline import Timeline
+
+OUTPUT_LIMIT = 8000            # characters of raw output kept per check entry
+_PATIENCE = re.compile(r"\b(time|wait|slow|later|teardown|releas|pinned|clean ?up|settl)", re.IGNORECASE)
+
+
+class IncidentLog:
+    def __init__(self, timeline: Timeline | None) -> None:
+        self.timeline = timeline
+
+    @property
+    def entries(self) -> list[TimelineEntry]:
+        return self.timeline.entries if self.timeline is not None else []
+
+    def open_hypothesis(self) -> TimelineEntry | None:
+        """The newest hypothesis that has no verdict yet."""
+        judged = {e.hypothesis for e in self.entries if e.kind == "verdict"}
+        for e in reversed(self.entries):
+            if e.kind == "hypothesis" and e.seq not in judged:
+                return e
+        return None
+
+    def _append(self, kind: str, text: str, node: str | None, **fields: Any) -> TimelineEntry | None:
+        if self.timeline is None:
+            return None
+        return self.timeline.append(kind, text, node=node, **fields)
+
+    def hypothesis(self, node: str | None, text: str) -> TimelineEntry | None:
+        return self._append("hypothesis", text.strip(), node)
+
+    def note(self, node: str | None, text: str) -> TimelineEntry | None:
+        return self._append("note", text.strip(), node)
+
+    def record_check(self, result: CheckResult) -> TimelineEntry | None:
+        """A check entry, linked to the open hypothesis; memory before/after when it read them."""
+        fields: dict[str, Any] = {}
+        before, after = result.data.get("before"), result.data.get("after")
+        if isinstance(before, dict) and before:
+            fields["gpu_memory_before"] = dict(before)
+        if isinstance(after, dict) and after:
+            fields["gpu_memory_after"] = dict(after)
+        freed = result.data.get("freed_total_mib")
+        if isinstance(freed, int):
+            fields["freed_mib"] = freed
+        hyp = self.open_hypothesis()
+        output = result.raw if len(result.raw) <= OUTPUT_LIMIT else result.raw[:OUTPUT_LIMIT] + "\n[…cut]"
+        return self._append("check", f"{result.name}: {result.summary}", result.node,
+                            hypothesis=hyp.seq if hyp else None, command=result.command, rc=result.rc,
+                            output=output, **fields)
+
+    def suggest_verdict(self) -> tuple[str, str]:
+        """(verdict, why) for the open hypothesis, from the checks linked to it.
+
+        A hypothesis of patience ("memory needs more time") is refuted by a
+        wait-and-reread that saw nothing come back and confirmed by one that
+        saw memory freed; anything else stays inconclusive until the person says.
+        """
+        hyp = self.open_hypothesis()
+        if hyp is None:
+            return "inconclusive", "no open hypothesis"
+        checks = [e for e in self.entries if e.kind == "check" and e.hypothesis == hyp.seq]
+        if not checks:
+            return "inconclusive", "no check was run for it yet"
+        last = checks[-1]
+        if _PATIENCE.search(hyp.text) and last.text.startswith("wait-and-reread"):
+            if last.freed_mib:
+                return "confirmed", f"check #{last.seq}: memory came back while waiting"
+            if last.gpu_memory_after:
+                return "refuted", f"check #{last.seq}: no memory came back while waiting"
+        return "inconclusive", f"check #{last.seq} does not decide it on its own"
+
+    def verdict(self, node: str | None, verdict: str, text: str = "") -> TimelineEntry | None:
+        hyp = self.open_hypothesis()
+        if hyp is None:
+            raise ValueError("no open hypothesis: state one first (h)")
+        return self._append("verdict", text or f"{verdict}: {hyp.text}", node, hypothesis=hyp.seq,
+                            verdict=verdict)
