@@ -123,7 +123,7 @@ def driver_gpus(snap: NodeSnapshot, pid: int) -> set[int]:
     """GPUs the driver lists this PID on."""
     by_uuid = {g.uuid: g.index for g in snap.gpus}
     out = set()
-    for dp in snap.driver_processes:
+    for dp in snap.driver_processes_here():
         if dp.pid == pid:
             idx = dp.gpu_index if dp.gpu_index is not None else by_uuid.get(dp.gpu_uuid)
             if idx is not None:
@@ -138,7 +138,7 @@ def holder_pids(snap: NodeSnapshot, gpus: Iterable[int] = ()) -> list[int]:
     """
     want = set(gpus)
     out = []
-    listed = {dp.pid for dp in snap.driver_processes}
+    listed = {dp.pid for dp in snap.driver_processes_here()}
     for proc in snap.processes:
         if not (proc.holds_devices or proc.pid in listed):
             continue

@@ -108,6 +108,9 @@ class DriverProc:
     gpu_uuid: str
     used_memory_mib: int | None
     name: str
+    # False: the PID exists here but is another process (a host PID seen from a container that
+    # collides with a local one); None: not decided (treated as here when /proc has the PID)
+    local: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,11 @@ class NodeSnapshot:
             if g.index == index:
                 return g
         return None
+
+    def driver_processes_here(self) -> tuple[DriverProc, ...]:
+        """The driver's processes that are the /proc processes of the same PID on this node."""
+        pids = {p.pid for p in self.processes}
+        return tuple(d for d in self.driver_processes if d.local is not False and d.pid in pids)
 
     @property
     def holders(self) -> tuple[Proc, ...]:

@@ -62,6 +62,7 @@ class FakeNvml:
         self.v2_missing = v2_missing
         self.system_errors = dict(system_errors or {})
         self.hang: dict[str, threading.Event] = {}    # call name -> blocks until set
+        self.process_names: dict[int, str | None] = {}  # pid -> name (None: NOT_FOUND)
         self.calls: list[str] = []
         self.raised: list[tuple[int | None, str, int]] = []   # (GPU index, call, code)
         self.initialized = 0
@@ -101,8 +102,22 @@ class FakeNvml:
         return self.driver
 
     def nvmlSystemGetProcessName(self, pid: int) -> str:
+        """Like the driver: argv[0] of a process it can see, NOT_FOUND for one it cannot
+        (a host PID seen from a container); ``process_names`` overrides per PID."""
         self._enter("nvmlSystemGetProcessName")
-        raise nvml_error(_real.NVML_ERROR_NOT_FOUND)
+        if pid in self.process_names:
+            name = self.process_names[pid]
+            if name is None:
+                raise nvml_error(_real.NVML_ERROR_NOT_FOUND)
+            return name
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv0 = fh.read().split(b"\0", 1)[0].decode(errors="replace")
+        except OSError:
+            raise nvml_error(_real.NVML_ERROR_NOT_FOUND) from None
+        if not argv0:
+            raise nvml_error(_real.NVML_ERROR_NOT_FOUND)
+        return argv0
 
     def nvmlDeviceGetCount(self) -> int:
         self._enter("nvmlDeviceGetCount")

@@ -42,8 +42,8 @@ async def test_eight_busy_gpus_with_driver_processes_mapped_onto_procs():
     assert me_proc.pid_ns and me_proc.pid_ns.startswith("pid:[")
     assert {(d.pid, d.gpu_index, d.used_memory_mib) for d in snap.driver_processes} == {
         (me, 0, 75800), (me, 3, 100)}
-    # name comes from /proc when the driver cannot name it
-    assert all(d.name == me_proc.name for d in snap.driver_processes)
+    # the driver names it by argv[0], as NVML does: it is this very process
+    assert all(d.local for d in snap.driver_processes)
 
 
 async def test_memory_v1_fallback_has_no_reserved():
@@ -316,3 +316,29 @@ def test_read_nvml_survives_any_mix_of_device_errors(errors, mig):
             assert g.memory_used_mib in (None, 76109)     # never a made-up 0
     else:
         assert "driver" in reading.error.lower()
+
+
+async def test_a_host_pid_that_collides_with_a_local_process_is_not_credited():
+    """In a container the driver lists host PIDs; one may be a local, innocent process."""
+    import subprocess
+    innocent = subprocess.Popen(["sleep", "60"])
+    try:
+        gpus = eight_gpus()
+        gpus[0].compute = [(innocent.pid, 75800 * MIB)]
+        fake = FakeNvml(gpus)
+        fake.process_names[innocent.pid] = None          # the driver cannot name a foreign PID
+        snap = await source(fake).poll()
+        proc = snap.proc(innocent.pid)
+        assert proc is not None and dict(proc.gpu_memory_mib) == {}
+        assert [d.local for d in snap.driver_processes if d.pid == innocent.pid] == [False]
+        from console.diagnose import diagnose
+        from console.ladder import commands_for, holder_pids
+        findings = diagnose(snap)
+        assert any(f.kind == "foreign-pid" and innocent.pid in f.pids for f in findings)
+        assert innocent.pid not in holder_pids(snap)
+        for f in findings:
+            for rung in ("sigterm", "sigkill", "kill-holders"):
+                assert all(str(innocent.pid) not in c.split() for c in commands_for(rung, snap, gpus=(0,)))
+    finally:
+        innocent.kill()
+        innocent.wait()

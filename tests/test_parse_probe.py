@@ -143,3 +143,18 @@ def test_real_probe_on_this_machine_lists_our_own_process():
     assert p.create_time is not None and abs(p.create_time - time.time()) < 60
     if snap.gpus == ():
         assert snap.error  # no GPU here: the node says why in one line
+
+
+def test_driver_pid_colliding_with_another_local_program_is_foreign():
+    # the driver's 72169 is "python3"; here 72169 is a postgres that holds no device file
+    stat = STAT_72169.replace("(python3)", "(postgres)")
+    ps = "  72169 postgres postgres: checkpointer\n"
+    apps = "72169, GPU-5a1c0c7e-1111-2222-3333-444455556666, 75800, python3\n"
+    snap = parse.parse_probe("n", probe_text(apps=apps, stat=stat, ps=ps), MARK, taken_at=0)
+    assert snap.proc(72169).gpu_memory_mib == {}
+    assert [d.local for d in snap.driver_processes] == [False]
+    assert snap.driver_processes_here() == ()
+    # the same PID with a device file open is the GPU process (CUDA holds /dev/nvidia*)
+    snap = parse.parse_probe("n", probe_text(apps=apps, stat=stat, ps=ps, fds="/proc/72169/fd /dev/nvidia0"),
+                             MARK, taken_at=0)
+    assert snap.proc(72169).gpu_memory_mib == {"0": 75800}

@@ -39,8 +39,8 @@ def node_b(sshd):
 async def test_poll_reads_gpus_and_joins_gpu_memory_to_real_processes(sshd, node_a, tmp_path, ssh_home,
                                                                          gpu_workers):
     w0, w1 = gpu_workers(2)
-    node_a.smi.set(used=(61000, 30500), apps=[(w0, 0, 60000, "python3"), (w1, 1, 30000, "VLLM::EngineCor"),
-                                              (w1, 0, None, "VLLM::EngineCor")])
+    node_a.smi.set(used=(61000, 30500), apps=[(w0, 0, 60000, "/usr/bin/sleep"), (w1, 1, 30000, "sleep"),
+                                              (w1, 0, None, "sleep")])
     src = SshSource(node_a.target, options(sshd, tmp_path))
     try:
         snap = await src.poll()
@@ -57,7 +57,7 @@ async def test_poll_reads_gpus_and_joins_gpu_memory_to_real_processes(sshd, node
         assert any(p and p.name == "sshd" and p.cmdline.startswith("sshd: root@") for p in own)
         assert not any(p and "[listener]" in p.cmdline for p in own)
         # the next poll reuses the connection and sees the change
-        node_a.smi.set(used=(1200, 30500), apps=[(w1, 1, 30000, "VLLM::EngineCor")])
+        node_a.smi.set(used=(1200, 30500), apps=[(w1, 1, 30000, "sleep")])
         snap = await src.poll()
         assert snap.gpu(0).memory_used_mib == 1200 and snap.proc(w0).gpu_memory_mib == {}
         assert src.connects == 1

@@ -73,7 +73,7 @@ class Situation:
     def name(self, proc: Proc) -> str:
         """A readable name; a zombie has no argv left, so the driver's name for it is used."""
         if not proc.cmdline.strip() or proc.cmdline.rstrip().endswith("<defunct>"):
-            for dp in self.snap.driver_processes:
+            for dp in self.snap.driver_processes_here():
                 if dp.pid == proc.pid and dp.name:
                     return dp.name.rsplit("/", 1)[-1]
         return label(proc)
@@ -83,7 +83,7 @@ class Situation:
 
     def driver_pids(self) -> set[int]:
         if self._listed is None:
-            self._listed = {dp.pid for dp in self.snap.driver_processes}
+            self._listed = {dp.pid for dp in self.snap.driver_processes_here()}
         return self._listed
 
     def gpus_of(self, proc: Proc) -> set[int]:
@@ -95,7 +95,7 @@ class Situation:
     def mib_of(self, proc: Proc) -> int:
         if proc.gpu_memory_mib:
             return proc.gpu_memory_total_mib
-        return sum(dp.used_memory_mib or 0 for dp in self.snap.driver_processes if dp.pid == proc.pid)
+        return sum(dp.used_memory_mib or 0 for dp in self.snap.driver_processes_here() if dp.pid == proc.pid)
 
     def holds_gpu(self, proc: Proc) -> bool:
         return proc.is_gpu_holder or proc.pid in self.driver_pids() or bool(proc.d_threads and self.gpus_of(proc))

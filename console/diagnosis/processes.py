@@ -190,7 +190,7 @@ def foreign_pids(sit: Situation) -> list[Finding]:
     if not sit.snap.processes:
         return []
     pmap = sit.pmap(sit.snap)
-    missing = [dp for dp in sit.snap.driver_processes if dp.pid not in pmap]
+    missing = [dp for dp in sit.snap.driver_processes if dp.pid not in pmap or dp.local is False]
     if not missing:
         return []
     by_uuid = {g.uuid: g.index for g in sit.snap.gpus}
@@ -202,7 +202,7 @@ def foreign_pids(sit: Situation) -> list[Finding]:
                     if dp.name.strip() and not (dp.name.startswith("[") and dp.name.endswith("]"))})
     named = f" ({', '.join(names[:3])})" if names else ""
     summary = (f"the driver lists {t.plural(len(pids), 'PID')} {t.pids(pids)}{named} "
-               f"that /proc does not have — another PID namespace (a container); {t.mib(held)} on {t.gpus(gpus)}")
+               f"that /proc does not have (or has as another process) — another PID namespace (a container); {t.mib(held)} on {t.gpus(gpus)}")
     host_side = [p for p in sit.live_holders(gpus) if p.pid not in sit.driver_pids()]
     if host_side:
         step = kill_step(sit, host_side, gpus, f"the processes holding these GPUs' device files here, "

@@ -36,6 +36,7 @@ import psutil
 from ..model import CommandResult, DriverProc, NodeSnapshot, Proc, ThreadInfo
 from . import nvml as _nvml
 from .base import DEFAULT_COMMAND_TIMEOUT_S, Source, logged
+from .parse import credit_driver_memory
 
 DEFAULT_DEVICE_GLOB = "/dev/nvidia*"
 DMESG_EVERY_S = 30.0
@@ -282,24 +283,15 @@ def _own_pids_now() -> tuple[int, ...]:
 # --------------------------------------------------------------------------- the source
 
 def _merge_gpu_memory(procs: list[Proc], dprocs: Sequence[DriverProc],
-                      scanner: ProcScanner) -> list[Proc]:
-    by_pid: dict[int, dict[str, int | None]] = {}
-    for d in dprocs:
-        key = str(d.gpu_index) if d.gpu_index is not None else d.gpu_uuid
-        mem = by_pid.setdefault(d.pid, {})
-        old = mem.get(key)
-        if key not in mem or (d.used_memory_mib is not None and (old or 0) < d.used_memory_mib):
-            mem[key] = d.used_memory_mib
-    if not by_pid:
-        return procs
-    out = []
-    for p in procs:
-        mem = by_pid.get(p.pid)
-        if mem:
-            p = dataclasses.replace(p, gpu_memory_mib=mem,
-                                    pid_ns=p.pid_ns or scanner.pid_ns(p.pid))
-        out.append(p)
-    return out
+                      scanner: ProcScanner) -> tuple[list[Proc], list[DriverProc]]:
+    """Driver memory onto processes (parse.credit_driver_memory); NVML lists a process doing
+    compute and graphics twice with the same figure: counted once."""
+    unique = list({(d.pid, d.gpu_index, d.gpu_uuid, d.used_memory_mib): d for d in dprocs}.values())
+    procs, marked = credit_driver_memory(procs, unique)
+    credited = {d.pid for d in marked if d.local}
+    procs = [dataclasses.replace(p, pid_ns=p.pid_ns or scanner.pid_ns(p.pid)) if p.pid in credited else p
+             for p in procs]
+    return procs, marked
 
 
 def _signal_number(signame: str) -> _signal.Signals | None:
@@ -404,17 +396,15 @@ class LocalSource(Source):
         try:
             reading, scan, (klog, kwarn) = await asyncio.gather(
                 self._nvml(), self._scan(), self._kernel_log())
-            procs = scan.processes
+            procs, dprocs = _merge_gpu_memory(scan.processes, reading.driver_processes, self._scanner)
             names = {p.pid: p.name for p in procs}
-            dprocs = tuple(d if d.name or d.pid not in names
-                           else dataclasses.replace(d, name=names[d.pid])
-                           for d in reading.driver_processes)
-            procs = _merge_gpu_memory(procs, dprocs, self._scanner)
+            dprocs = [d if d.name or not d.local else dataclasses.replace(d, name=names[d.pid])
+                      for d in dprocs]
             warnings = [*reading.warnings, *scan.warnings] + ([kwarn] if kwarn else [])
             return NodeSnapshot(
                 name=self.name, taken_at=time.time(), error=reading.error,
                 warnings=tuple(warnings), probe_ms=round((time.monotonic() - started) * 1000, 1),
-                gpus=reading.gpus, processes=tuple(procs), driver_processes=dprocs,
+                gpus=reading.gpus, processes=tuple(procs), driver_processes=tuple(dprocs),
                 lost_gpus=reading.lost_gpus, kernel_log=klog, hostname=self._hostname,
                 own_pids=scan.own_pids, driver_version=reading.driver_version)
         except Exception as exc:  # noqa: BLE001 — poll never raises

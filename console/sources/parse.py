@@ -6,6 +6,7 @@ Garbage becomes a warning line, a value the driver cannot report becomes None.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -326,6 +327,58 @@ def parse_driver_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+# ---------------------------------------------------------------- driver memory -> processes
+
+def _base(name: str) -> str:
+    word = name.strip().split(" ", 1)[0] if name.strip() else ""
+    return word.rsplit("/", 1)[-1]
+
+
+def same_process(proc: Proc, driver_name: str) -> bool:
+    """Is the driver's PID this /proc process, or another one that has the same number?
+
+    In a container the driver lists host PIDs; one may collide with a local process. A GPU
+    process holds /dev/nvidia* open (when we can see it), or the driver's name for it is its
+    program: argv[0] or the kernel's 15-character comm.
+    """
+    if proc.holds_devices:
+        return True
+    base = _base(driver_name)
+    if not base or (base.startswith("[") and base.endswith("]")):
+        return False
+    comm = proc.name
+    argv0 = _base(proc.cmdline)
+    return (base == argv0 or base[:15] == comm[:15] or (len(comm) >= 15 and base.startswith(comm))
+            or driver_name.strip() == proc.cmdline.strip()[: len(driver_name.strip())])
+
+
+def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tuple[DriverProc, ...]
+                         ) -> tuple[list[Proc], list[DriverProc]]:
+    """Per-process GPU memory from the driver's list, summed per GPU (MIG instances add up).
+
+    A driver PID whose /proc process is evidently another program is not credited: its
+    DriverProc is marked ``local=False`` (a foreign PID), so no action ever targets the
+    innocent local process that happens to share the number.
+    """
+    by_pid = {p.pid: p for p in procs}
+    marked: list[DriverProc] = []
+    mem: dict[int, dict[str, int | None]] = {}
+    for dp in driver_procs:
+        proc = by_pid.get(dp.pid)
+        here = proc is not None and same_process(proc, dp.name)
+        marked.append(dataclasses.replace(dp, local=here))
+        if not here:
+            continue
+        key = str(dp.gpu_index) if dp.gpu_index is not None else dp.gpu_uuid
+        per = mem.setdefault(dp.pid, {})
+        if dp.used_memory_mib is None:
+            per.setdefault(key, None)
+        else:
+            per[key] = (per.get(key) or 0) + dp.used_memory_mib
+    out = [dataclasses.replace(p, gpu_memory_mib=mem[p.pid]) if p.pid in mem else p for p in procs]
+    return out, marked
+
+
 # ---------------------------------------------------------------- the whole probe
 
 def parse_probe(name: str, text: str, mark: str, *, taken_at: float,
@@ -377,15 +430,6 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     xid_lines, w = parse_xid(body("xid")[1])
     warnings += w
 
-    gpu_mem: dict[int, dict[str, int | None]] = {}
-    for dp in driver_procs:
-        key = str(dp.gpu_index) if dp.gpu_index is not None else dp.gpu_uuid
-        per = gpu_mem.setdefault(dp.pid, {})
-        if dp.used_memory_mib is None:
-            per.setdefault(key, None)
-        else:
-            per[key] = (per.get(key) or 0) + dp.used_memory_mib
-
     # /proc/*/stat is read first: a PID only ps knows was born after it (the probe's own
     # `timeout`/`ps` among them) and shows up in the next poll. Without stat lines, ps alone.
     pids = sorted(stats) if stats else sorted(ps)
@@ -403,9 +447,10 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
             pid=pid, ppid=st.ppid if st else 0, state=st.state if st else "?", user=user,
             name=st.comm if st else (args.split()[0] if args.split() else "?"), cmdline=args,
             create_time=create_time, start_ticks=st.start_ticks if st else None,
-            gpu_memory_mib=gpu_mem.get(pid, {}), device_files=fds.get(pid, ()),
+            device_files=fds.get(pid, ()),
             d_threads=tuple(dthreads.get(pid, ())), num_threads=st.num_threads if st else None,
             pid_ns=pidns.get(pid)))
+    procs, driver_procs = credit_driver_memory(procs, driver_procs)
     own = (meta.shell_pid,) if meta.shell_pid else ()
     return NodeSnapshot(
         name=name, taken_at=taken_at, error=error, warnings=tuple(dict.fromkeys(warnings)),
