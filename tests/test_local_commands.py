@@ -130,10 +130,18 @@ async def test_own_pid_parent_and_init_are_refused(src):
 
 async def test_gone_process_is_no_such_process(src, child):
     p = child()
+    created = psutil.Process(p.pid).create_time()
     p.kill()
     p.wait()
-    res = await src.signal(p.pid, "TERM")
+    res = await src.signal(p.pid, "TERM", create_time=created)
     assert res.rc == 1 and "No such process" in res.stderr
+
+
+async def test_a_signal_without_a_known_start_time_is_refused(src, child):
+    p = child()
+    res = await src.signal(p.pid, "TERM")
+    assert res.rc == 3 and "PID-reuse guard" in res.stderr
+    assert p.poll() is None
 
 
 async def test_bad_signal_name(src, child):

@@ -215,3 +215,17 @@ def test_any_command_line_gives_a_result_never_an_exception(words):
     r = asyncio.run(node.exec(line, 5))
     assert r.rc is None or isinstance(r.rc, int)
     assert isinstance(r.stdout, str) and isinstance(r.stderr, str)
+
+
+async def test_shell_source_refuses_a_signal_without_a_start_time():
+    from console.sim.clock import FakeClock
+    from console.sources.sim import SimSource
+    src = SimSource(scenario="graceful", clock=FakeClock())
+    snap = await src.poll()
+    target = next(p for p in snap.processes if p.gpu_memory_mib)
+    res = await src.signal(target.pid, "TERM")
+    assert res.rc == 3 and "PID-reuse guard" in res.stderr
+    after = await src.poll()
+    assert after.proc(target.pid).state == target.state and after.gpus == snap.gpus
+    res = await src.signal(1, "KILL", start_ticks=1)
+    assert res.rc == 3 and "init" in res.stderr

@@ -53,6 +53,11 @@ class Source(abc.ABC):
             return logged(self.name, CommandResult(
                 command=f"kill -s {signame} {pid}", rc=3,
                 stderr=f"refused: PID {pid} is init or a process group, never signalled by this console"))
+        if start_ticks is None:
+            return logged(self.name, CommandResult(
+                command=f"kill -s {signame} {pid}", rc=3,
+                stderr=f"refused: the start time of PID {pid} is unknown, so a reused PID could not "
+                       "be told apart (PID-reuse guard)"))
         return await self.run(guarded_kill_command(pid, signame, start_ticks))
 
     async def close(self) -> None:

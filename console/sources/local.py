@@ -442,6 +442,9 @@ class LocalSource(Source):
         if pid in own:
             return done(REFUSED_RC, f"refused: PID {pid} is this console or the session "
                                     "it runs in")
+        if start_ticks is None and create_time is None:
+            return done(REFUSED_RC, f"refused: the start time of PID {pid} is unknown, so a reused "
+                                    "PID could not be told apart (PID-reuse guard)")
         try:
             return logged(self.name, await asyncio.to_thread(self._send, pid, sig, start_ticks,
                                                              create_time, done))
