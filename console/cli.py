@@ -103,10 +103,11 @@ def build_sub_parser(name: str) -> Parser:
         p.add_argument("file", metavar="FILE")
         p.add_argument("--theme", default=None)
     elif name == "bench":
-        p.add_argument("--quick", action="store_true")
-        p.add_argument("--json", action="store_true")
-        p.add_argument("--nodes", type=int, default=None)
-        p.add_argument("--target", metavar="DEST")
+        p.add_argument("--quick", action="store_true", help="a short run (seconds, not minutes)")
+        p.add_argument("--json", action="store_true", help="results as JSON on stdout")
+        p.add_argument("--nodes", type=int, default=None, help="simulated SSH nodes to poll")
+        p.add_argument("--target", metavar="DEST", help="also measure a real SSH node")
+        _add_ssh_options(p)
     return p
 
 
@@ -220,15 +221,23 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     return 0
 
 
-def _not_yet(name: str):
-    def run(args: argparse.Namespace) -> int:
-        print(f"gpu-incident {name}: not available in this version yet", file=sys.stderr)
-        return 2
-    return run
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .ui.timeline_view import run_replay  # Textual only from here on
+    return run_replay(args.file, args.theme)
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    from .ui.timeline_view import run_follow  # Textual only from here on
+    return run_follow(args.file, args.theme)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import run_bench
+    return run_bench(args)
 
 
 COMMANDS = {"snapshot": cmd_snapshot, "timeline": cmd_timeline, "simulate": cmd_simulate,
-            "replay": _not_yet("replay"), "follow": _not_yet("follow"), "bench": _not_yet("bench")}
+            "replay": cmd_replay, "follow": cmd_follow, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -251,6 +260,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `gpu-incident snapshot --json | head`: the reader left, fine
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except OSError as exc:  # a path the user gave that cannot be used (--debug-log DIR, -o FILE)
+        print(f"gpu-incident: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in --debug-log
         logging.getLogger("gpu_incident").exception("internal error")
         print(f"gpu-incident: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -3,11 +3,27 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import re
+
 from .model import TimelineEntry
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _clean(text: str | None) -> str:
+    """Untrusted text (process names, command output) with control characters and escape
+    sequences shown as \\xNN, never sent raw to a terminal or a Markdown viewer."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text or "")
 
 
 def _one_line(text: str | None) -> str:
-    return " ".join((text or "").split())
+    return " ".join(_clean(text).split())
+
+
+def _fence(body: str) -> str:
+    """A code fence longer than any run of backticks inside the block."""
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def _memory(m) -> str:
@@ -19,12 +35,12 @@ def _memory(m) -> str:
 def as_text(entries: Sequence[TimelineEntry]) -> str:
     lines = []
     for e in entries:
-        head = f"#{e.seq:<4} {e.ts}  {e.kind:<11} {e.node or '-':<12} {e.by}"
+        head = f"#{e.seq:<4} {_one_line(e.ts)}  {_one_line(e.kind):<11} {_one_line(e.node) or '-':<12} {_one_line(e.by)}"
         lines.append(head)
         if e.text:
             lines.append(f"      {_one_line(e.text)}")
         if e.command:
-            lines.append(f"      $ {e.command}" + (f"   (rc {e.rc})" if e.rc is not None else ""))
+            lines.append(f"      $ {_one_line(e.command)}" + (f"   (rc {e.rc})" if e.rc is not None else ""))
         if e.freed_mib is not None:
             lines.append(f"      freed {e.freed_mib} MiB" +
                          (f" in {e.seconds_to_free:.1f} s" if e.seconds_to_free is not None else ""))
@@ -38,8 +54,9 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "") -> s
     if entries:
         people = sorted({e.by for e in entries})
         nodes = sorted({e.node for e in entries if e.node})
-        out += [f"- Started: {entries[0].ts}", f"- Last entry: {entries[-1].ts}",
-                f"- Nodes: {', '.join(nodes) or '-'}", f"- By: {', '.join(people)}", ""]
+        out += [f"- Started: {_one_line(entries[0].ts)}", f"- Last entry: {_one_line(entries[-1].ts)}",
+                f"- Nodes: {', '.join(map(_one_line, nodes)) or '-'}",
+                f"- By: {', '.join(map(_one_line, people))}", ""]
     hyps = [e for e in entries if e.kind == "hypothesis"]
     if hyps:
         out += ["## Hypotheses", ""]
@@ -50,11 +67,14 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "") -> s
         out.append("")
     out += ["## Timeline", ""]
     for e in entries:
-        out.append(f"### #{e.seq} {e.kind} — {e.ts} — {e.node or ''} ({e.by})".replace(" —  (", " — ("))
+        out.append(f"### #{e.seq} {_one_line(e.kind)} — {_one_line(e.ts)} — {_one_line(e.node)} "
+                   f"({_one_line(e.by)})".replace(" —  (", " — ("))
         if e.text:
             out += ["", _one_line(e.text)]
         if e.command:
-            out += ["", "```", f"$ {e.command}", *((e.output or "").splitlines()[:40]), "```"]
+            block = [f"$ {_clean(e.command)}", *_clean(e.output).splitlines()[:40]]
+            fence = _fence("\n".join(block))
+            out += ["", fence, *block, fence]
             if e.rc is not None:
                 out.append(f"exit status {e.rc}")
         if e.gpu_memory_before or e.gpu_memory_after:

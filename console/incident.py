@@ -5,7 +5,7 @@ Free of Textual: the console's keys (h, c, w, v, n) call this, and so can script
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from .checks import CheckResult
 from .model import TimelineEntry
@@ -16,8 +16,9 @@ _PATIENCE = re.compile(r"\b(time|wait|slow|later|teardown|releas|pinned|clean ?u
 
 
 class IncidentLog:
-    def __init__(self, timeline: Timeline | None) -> None:
+    def __init__(self, timeline: Timeline | None, on_error: Callable[[str], None] | None = None) -> None:
         self.timeline = timeline
+        self.on_error = on_error
 
     @property
     def entries(self) -> list[TimelineEntry]:
@@ -34,7 +35,12 @@ class IncidentLog:
     def _append(self, kind: str, text: str, node: str | None, **fields: Any) -> TimelineEntry | None:
         if self.timeline is None:
             return None
-        return self.timeline.append(kind, text, node=node, **fields)
+        try:
+            return self.timeline.append(kind, text, node=node, **fields)
+        except OSError as exc:  # disk full, directory gone: say so, keep the console running
+            if self.on_error is not None:
+                self.on_error(f"timeline write failed ({exc.strerror or exc}): {kind} not recorded")
+            return None
 
     def hypothesis(self, node: str | None, text: str) -> TimelineEntry | None:
         return self._append("hypothesis", text.strip(), node)

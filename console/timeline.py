@@ -67,9 +67,42 @@ def entry_to_json(entry: TimelineEntry) -> str:
     return json.dumps(dataclasses.asdict(entry), ensure_ascii=False, separators=(",", ":"))
 
 
+_TYPES: dict[str, tuple[type, ...]] = {
+    "ts": (str,), "seq": (int,), "by": (str,), "kind": (str,), "node": (str, type(None)),
+    "text": (str,), "hypothesis": (int, type(None)), "action": (int, type(None)),
+    "command": (str, type(None)), "rc": (int, type(None)), "output": (str, type(None)),
+    "gpu_memory_before": (dict, type(None)), "gpu_memory_after": (dict, type(None)),
+    "freed_mib": (int, type(None)), "seconds_to_free": (int, float, type(None)),
+    "verdict": (str, type(None)),
+}
+
+
 def entry_from_dict(data: dict[str, Any]) -> TimelineEntry:
+    """A line's object as an entry; ValueError when a field has the wrong type."""
     known = {k: v for k, v in data.items() if k in _FIELDS}
+    for key in ("ts", "seq", "by", "kind"):
+        if key not in known:
+            raise ValueError(f"missing {key}")
+    for key, value in known.items():
+        if not isinstance(value, _TYPES[key]) or (isinstance(value, bool) and bool not in _TYPES[key]):
+            raise ValueError(f"{key} has the wrong type")
+    for key in ("gpu_memory_before", "gpu_memory_after"):
+        if known.get(key) and not all(isinstance(v, int) or v is None for v in known[key].values()):
+            raise ValueError(f"{key} has the wrong type")
     return TimelineEntry(**known)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def load(path: str | os.PathLike[str]) -> tuple[list[TimelineEntry], list[str]]:
@@ -89,7 +122,7 @@ def load(path: str | os.PathLike[str]) -> tuple[list[TimelineEntry], list[str]]:
             if not isinstance(data, dict):
                 raise ValueError("not an object")
             entries.append(entry_from_dict(data))
-        except (ValueError, TypeError, UnicodeDecodeError):
+        except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
             where = "torn last line" if number == last + 1 else f"unreadable line {number}"
             warnings.append(f"{Path(path).name}: {where} skipped")
     return entries, warnings
@@ -106,7 +139,10 @@ class Timeline:
         self._lock = threading.Lock()
         if self.path.exists():
             self.entries, self.warnings = load(self.path)
+        created = not self.path.exists()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if created:
+            _fsync_dir(self.path.parent)   # the new file's name is durable too
         if self.path.exists() and self.path.stat().st_size and not self._ends_with_newline():
             os.write(self._fd, b"\n")  # seal a torn line so the next entry starts clean
         self._seq = max((e.seq for e in self.entries), default=0)
@@ -130,14 +166,29 @@ class Timeline:
         if unknown:
             raise ValueError(f"unknown timeline fields {sorted(unknown)}")
         with self._lock:
-            self._seq += 1
-            entry = TimelineEntry(ts=now_iso(), seq=self._seq, by=self.by, kind=kind, node=node,
+            entry = TimelineEntry(ts=now_iso(), seq=self._seq + 1, by=self.by, kind=kind, node=node,
                                   text=text, **fields)
-            data = (entry_to_json(entry) + "\n").encode("utf-8")
-            os.write(self._fd, data)
-            os.fsync(self._fd)
+            self._write((entry_to_json(entry) + "\n").encode("utf-8"))
+            self._seq += 1            # only once the line is on disk
             self.entries.append(entry)
         return entry
+
+    def _write(self, data: bytes) -> None:
+        """The whole line, fsynced; on failure (disk full) the file is cut back to where it
+        was, so the next entry does not land glued to a torn fragment."""
+        size = os.fstat(self._fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+        except OSError:
+            try:
+                os.ftruncate(self._fd, size)
+            except OSError:
+                pass
+            raise
 
     def close(self) -> None:
         with self._lock:

@@ -28,6 +28,10 @@ def test_version():
     ["snapshot", "--json", "gpu[01-"],          # unbalanced hostlist
     ["snapshot", "--json", "demo:no-such-scenario"],
     ["--config", "/nonexistent/config.toml", "demo"],
+    ["replay", "/nonexistent/incident.jsonl"],
+    ["follow", "/nonexistent/incident.jsonl"],
+    ["replay", "/tmp"],
+    ["snapshot", "--json", "demo", "--debug-log", "/"],
 ])
 def test_bad_usage_exits_2_with_one_line(args, tmp_path):
     r = run(*args, "--incident-dir", str(tmp_path)) if args[0] == "timeline" else run(*args)
@@ -122,3 +126,11 @@ def test_real_zombie_is_reported_by_snapshot_local():
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_snapshot_piped_into_head_exits_quietly():
+    import shlex
+    cmd = " ".join(shlex.quote(c) for c in gpu_incident_cmd())
+    r = subprocess.run(f"{cmd} snapshot --json demo demo:graceful | head -c 10", shell=True,
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout == '{\n "taken_' and "Traceback" not in r.stderr and "internal error" not in r.stderr

@@ -82,3 +82,49 @@ def test_list_resolve_and_markdown_export(incident_dir):
     assert "SIGKILL was enough — **refuted**" in md
     with pytest.raises(FileNotFoundError):
         timeline.resolve("nope", incident_dir)
+
+
+def test_a_failed_write_leaves_no_fragment_and_no_gap(incident_dir, monkeypatch):
+    tl = timeline.open_incident(incident_dir, "full")
+    tl.append("note", "before the disk filled")
+    real_write = os.write
+    calls = {"n": 0}
+
+    def half_then_enospc(fd, data):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))   # a short write…
+        raise OSError(28, "No space left on device")               # …then the disk is full
+    monkeypatch.setattr(os, "write", half_then_enospc)
+    with pytest.raises(OSError):
+        tl.append("note", "lost to a full disk")
+    monkeypatch.setattr(os, "write", real_write)
+    tl.append("note", "after space was freed")
+    tl.close()
+    entries, warnings = timeline.load(tl.path)
+    assert [(e.seq, e.text) for e in entries] == [(1, "before the disk filled"), (2, "after space was freed")]
+    assert warnings == []
+
+
+def test_lines_with_wrong_types_are_skipped_not_fatal(incident_dir):
+    path = incident_dir / "x.jsonl"
+    incident_dir.mkdir(mode=0o700)
+    path.write_text('{"ts":"t","seq":1,"by":"a","kind":null}\n'
+                    '{"ts":"t","seq":2,"by":"a","kind":"note","seconds_to_free":"3"}\n'
+                    '{"ts":"t","seq":3,"by":"a","kind":"note","text":"fine"}\n')
+    entries, warnings = timeline.load(path)
+    assert [e.seq for e in entries] == [3]
+    assert warnings == ["x.jsonl: unreadable line 1 skipped", "x.jsonl: unreadable line 2 skipped"]
+
+
+def test_exports_never_pass_escape_sequences_and_keep_fences_intact(incident_dir):
+    from console import export
+    with timeline.open_incident(incident_dir, "esc") as tl:
+        tl.append("check", "evil \x1b]0;pwned\x07 name", node="n\x1b[31m",
+                  command="printf '\x1b[2J'", rc=0, output="```\nnot the end of the block\n```")
+    entries, _ = timeline.load(tl.path)
+    for text in (export.as_text(entries), export.as_markdown(entries, incident_id="esc")):
+        assert "\x1b" not in text and "\x07" not in text
+        assert "\\x1b]0;pwned\\x07" in text
+    md = export.as_markdown(entries, incident_id="esc")
+    assert "````\n$ printf" in md and md.count("````") == 2

@@ -99,7 +99,7 @@ class IncidentApp(App[int]):
         self.show_all = False
         self.proc_filter = ""
         self.tagged: set[str] = set()
-        self.incident = IncidentLog(timeline)
+        self.incident = IncidentLog(timeline, on_error=lambda msg: self.notify(msg, severity="error"))
         self._selected_initially: set[str] = set()
         themes, self.theme_warnings = load_themes()
         for name, spec in themes.items():
@@ -140,7 +140,7 @@ class IncidentApp(App[int]):
         if self.timeline is not None:
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
-            self.timeline.append("note", "console started watching " + ", ".join(s.name for s in self.sources))
+            self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
         if self.autostart:
             for m in self.monitors:
                 m.start()
@@ -433,8 +433,7 @@ class IncidentApp(App[int]):
         self.query_one("#procs", DataTable).action_cursor_down()
 
     async def action_quit(self) -> None:
-        if self.timeline is not None:
-            self.timeline.append("note", "console stopped")
+        self.incident.note(None, "console stopped")
         self.exit(0)
 
     @property

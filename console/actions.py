@@ -1,0 +1,301 @@
+"""The action layer: what a key does to a node, shown before it runs, guarded while it runs.
+
+``plan_action`` turns a snapshot, a rung and the operator's selection into an ``ActionPlan``:
+the exact command lines as a shell would read them (even where signals go through psutil or
+a pidfd), one row per process it touches, and why any selected process was left out (PID 1,
+the console itself or its SSH session, kernel threads, processes no longer there). It is pure.
+
+``execute`` (console/actions_run.py) runs a plan under an ``ActionPolicy`` (``--read-only``
+refuses, ``--dry-run`` records without running), re-checks every target's start time as it
+signals it, re-reads the node to verify the effect and writes the timeline entries::
+
+    plan = plan_action(snap, "sigkill", pids=tagged)
+    outcome = await execute(plan, source, policy=ActionPolicy(), timeline=tl, monitor=mon)
+    outcome.entry.freed_mib          # what the first verification window saw
+    outcome.watch                    # still watching until the rung's deadline (cancel() on quit)
+
+Rungs: the ladder's (console/ladder.py) except "wait" (that is the wait-and-reread check),
+plus "reload-driver" (palette only, like reboot; both ask for the node's name).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from . import ladder
+from .diagnosis import text as t
+from .model import NodeSnapshot, Proc
+
+RELOAD_DRIVER_COMMAND = "modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"
+ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot")
+SIGNAL_RUNGS = {"sigterm": "TERM", "sigkill": "KILL", "kill-holders": "KILL"}
+#: rungs that need the node's name typed before they run (palette only)
+TYPED_RUNGS = frozenset({"reload-driver", "reboot"})
+#: rungs that must release a local NVML handle first (the driver refuses while a client holds it)
+RELEASES_NVML = frozenset({"reset", "reload-driver"})
+#: the operator's keys for the rungs that have one (DESIGN.md §1 Keys)
+KEY_RUNGS = {"t": "sigterm", "k": "sigkill", "F": "kill-holders", "B": "clear-blockers", "R": "reset"}
+
+VERIFY_WINDOW_S = 10.0
+#: how long after an action later changes are still attributed to it (observations)
+RUNG_DEADLINE_S = {"sigterm": 30.0, "sigkill": ladder.TEARDOWN_WINDOW_S,
+                   "kill-holders": ladder.TEARDOWN_WINDOW_S, "clear-blockers": 30.0, "reset": 60.0,
+                   "reload-driver": 120.0, "reboot": 600.0}
+
+
+@dataclass(frozen=True)
+class ActionTarget:
+    """One process an action touches, as the Confirm modal lists it (and the guard checks it)."""
+    pid: int
+    user: str | None
+    state: str
+    name: str                       # readable name (renamed workers show as in argv)
+    cmdline: str
+    gpu_memory_mib: Mapping[str, int | None] = field(default_factory=dict)
+    start_ticks: int | None = None  # /proc/PID/stat field 22 at plan time (PID-reuse guard)
+    create_time: float | None = None
+    threads_in_d: int = 0
+
+    @property
+    def gpu_total_mib(self) -> int:
+        return sum(v for v in self.gpu_memory_mib.values() if v)
+
+    @classmethod
+    def of(cls, proc: Proc) -> "ActionTarget":
+        return cls(pid=proc.pid, user=proc.user, state=proc.state, name=ladder.label(proc),
+                   cmdline=proc.cmdline, gpu_memory_mib=dict(proc.gpu_memory_mib),
+                   start_ticks=proc.start_ticks, create_time=proc.create_time,
+                   threads_in_d=proc.threads_in_d)
+
+
+@dataclass(frozen=True)
+class ActionPlan:
+    node: str
+    rung: str
+    title: str                                  # "SIGKILL 9 processes"
+    commands: tuple[str, ...]                   # exactly as a shell would read them
+    targets: tuple[ActionTarget, ...] = ()      # processes signalled (or, for B, stopped)
+    gpus: tuple[int, ...] = ()                  # GPUs of interest (verified before/after)
+    refusals: tuple[str, ...] = ()              # why selected processes were left out
+    notes: tuple[str, ...] = ()                 # preconditions not met (shown, not enforced)
+    destructive: bool = True
+    typed_confirmation: str | None = None       # the node name to type (driver reload, reboot)
+    memory_before: Mapping[str, int | None] = field(default_factory=dict)   # from the snapshot
+    expected_mib: Mapping[str, int | None] = field(default_factory=dict)    # targets' share per GPU
+    taken_at: float | None = None               # the snapshot's time
+    deadline_s: float = VERIFY_WINDOW_S
+
+    @property
+    def runnable(self) -> bool:
+        return bool(self.commands)
+
+    @property
+    def signal(self) -> str | None:
+        """TERM/KILL for the signalling rungs, else None."""
+        return SIGNAL_RUNGS.get(self.rung)
+
+
+@dataclass(frozen=True)
+class ActionPolicy:
+    read_only: bool = False     # --read-only: every destructive plan is refused here
+    dry_run: bool = False       # --dry-run: commands go to the timeline, nothing runs
+
+    def refusal(self, plan: ActionPlan) -> str | None:
+        if self.read_only and plan.destructive:
+            return (f"read-only: {plan.title} on {plan.node} not run "
+                    "(the console was started with --read-only)")
+        return None
+
+
+# ---------------------------------------------------------------- planning
+
+def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
+                gpus: Sequence[int] = ()) -> ActionPlan:
+    """The plan for one rung on one node, from the latest snapshot. Pure; never signals anything.
+
+    - sigterm/sigkill: the selected/tagged ``pids`` (nothing is ever chosen by name).
+    - kill-holders: ``pids`` when given (a finding's targets), else every process the snapshot
+      found holding the ``gpus``' device files or listed by the driver on them (all GPUs when
+      empty), each listed by PID; reset-blocker daemons are left to clear-blockers.
+    - clear-blockers: stop persistenced / MPS / DCGM / fabric manager where running, then
+      persistence mode off on the ``gpus`` (all with it on when empty).
+    - reset: ``nvidia-smi -r -i N`` for the ``gpus`` (default: every GPU still holding memory).
+    - reload-driver / reboot: the node's name must be typed to confirm.
+    PID 0-2, kernel threads and ``snap.own_pids`` are refused with a reason, whatever is asked.
+    """
+    if rung not in ACTION_RUNGS:
+        extra = " ('wait' is the wait-and-reread check)" if rung == "wait" else ""
+        raise ValueError(f"unknown action {rung!r}; one of {', '.join(ACTION_RUNGS)}{extra}")
+    gpus = tuple(sorted(dict.fromkeys(int(g) for g in gpus)))
+    pids = tuple(dict.fromkeys(int(p) for p in pids))
+    if rung in SIGNAL_RUNGS:
+        return _signal_plan(snap, rung, pids, gpus)
+    if rung == "clear-blockers":
+        return _blockers_plan(snap, gpus)
+    if rung == "reset":
+        return _reset_plan(snap, gpus)
+    return _node_plan(snap, rung)
+
+
+def _finish(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,
+            targets: Sequence[ActionTarget] = (), refusals: Sequence[str] = (), notes: Sequence[str] = (),
+            expected: Mapping[str, int | None] | None = None, typed: str | None = None) -> ActionPlan:
+    from .actions_verify import memory_of
+    gpus = tuple(sorted(set(gpus)))
+    return ActionPlan(node=snap.name, rung=rung, title=title, commands=tuple(commands), targets=tuple(targets),
+                      gpus=gpus, refusals=tuple(refusals), notes=tuple(notes), destructive=True,
+                      typed_confirmation=typed, memory_before=memory_of(snap, gpus),
+                      expected_mib=dict(expected or {}), taken_at=snap.taken_at,
+                      deadline_s=RUNG_DEADLINE_S[rung])
+
+
+def refusal_reason(snap: NodeSnapshot, pid: int) -> str | None:
+    """Why this PID must not be signalled from this snapshot, or None when it may be."""
+    if pid <= 0:
+        return f"PID {pid} is not a process"
+    if pid == 1:
+        return "PID 1 (init) is never signalled"
+    if pid in snap.own_pids:
+        return f"PID {pid} is this console or the session it runs in"
+    proc = snap.proc(pid)
+    if pid == 2 or (proc is not None and proc.ppid == 2):
+        return f"PID {pid} is a kernel thread"
+    if proc is None:
+        if any(dp.pid == pid for dp in snap.driver_processes):
+            return (f"PID {pid} is listed by the driver but not visible here (another PID namespace); "
+                    "its holders are found through their device files")
+        return f"PID {pid} is gone (not in the latest snapshot)"
+    if proc.start_ticks is None and proc.create_time is None:
+        return f"PID {pid}: start time unknown, so a reused PID could not be told apart"
+    return None
+
+
+def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tuple[int, ...]) -> ActionPlan:
+    refusals: list[str] = []
+    if rung == "kill-holders" and not pids:
+        pids = tuple(_holder_candidates(snap, gpus, refusals))
+    ok: list[int] = []
+    for pid in pids:
+        reason = refusal_reason(snap, pid)
+        if reason is None and rung == "kill-holders" and ladder.blocker_daemon(snap.proc(pid)) is not None:
+            reason = (f"PID {pid} ({ladder.label(snap.proc(pid))}) is a reset blocker: "
+                      "clear-blockers (B) stops it")
+        if reason is None:
+            ok.append(pid)
+        else:
+            refusals.append(reason)
+    targets = [ActionTarget.of(snap.proc(pid)) for pid in ok]
+    lines = ladder.commands_for(rung, snap, pids=ok) if ok else []
+    if not pids and not refusals:
+        refusals.append("no process selected" if rung != "kill-holders"
+                        else f"nothing holds {t.gpus(gpus) if gpus else 'the GPUs'}")
+    on = set(gpus)
+    expected: dict[str, int | None] = {}
+    for tgt in targets:
+        proc = snap.proc(tgt.pid)
+        held = {int(k) for k in tgt.gpu_memory_mib if str(k).isdigit()}
+        held |= ladder.device_gpus(proc) | ladder.driver_gpus(snap, tgt.pid)
+        if not gpus:
+            on |= held
+        for k, v in tgt.gpu_memory_mib.items():
+            if str(k).isdigit():
+                expected[str(k)] = (expected.get(str(k)) or 0) + (v or 0)
+    if expected:   # the targets' share is known: GPUs they hold nothing on have nothing to give back
+        expected = {str(g): expected.get(str(g), 0) for g in on}
+    sig = SIGNAL_RUNGS[rung]
+    n = len(targets)
+    noun = t.plural(n, "process", "processes")
+    if rung == "kill-holders":
+        title = f"SIGKILL {t.plural(n, 'holder')} of {t.gpus(gpus) if gpus else 'the GPUs'}"
+    else:
+        title = f"SIG{sig} {noun}"
+    return _finish(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, expected=expected)
+
+
+def _holder_candidates(snap: NodeSnapshot, gpus: Sequence[int], refusals: list[str]) -> list[int]:
+    """Every holder of the GPUs the snapshot found: open device files and the driver's list.
+
+    Protected processes and the blocker daemons stay in (the caller refuses them with a reason);
+    a superset of ladder.holder_pids, which leaves them out silently.
+    """
+    want = set(gpus)
+    out: list[int] = []
+    for proc in snap.processes:
+        listed = ladder.driver_gpus(snap, proc.pid)
+        if not (proc.holds_devices or listed):
+            continue
+        on = ladder.device_gpus(proc) | listed
+        if (on & want) if want else (on or proc.holds_devices):
+            out.append(proc.pid)
+    here = set(snap.driver_processes_here())
+    for dp in snap.driver_processes:
+        if dp in here or (want and dp.gpu_index not in want):
+            continue
+        if snap.proc(dp.pid) is None:
+            if dp.pid not in out:
+                out.append(dp.pid)      # refused by refusal_reason: another PID namespace
+        else:
+            note = (f"PID {dp.pid} as the driver lists it is a process of another PID namespace; "
+                    f"the PID {dp.pid} here is a different process and is left alone")
+            if note not in refusals:
+                refusals.append(note)
+    return out
+
+
+def _blockers_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
+    lines = ladder.commands_for("clear-blockers", snap, gpus=gpus)
+    daemons = [p for p in snap.processes if ladder.blocker_daemon(p) is not None and p.state != "Z"]
+    pm = [g.index for g in snap.gpus if g.persistence_mode and (not gpus or g.index in gpus)]
+    on = gpus or tuple(pm) or tuple(g.index for g in snap.gpus)
+    what = []
+    if daemons:
+        what.append(", ".join(dict.fromkeys(ladder.program_of(p) for p in daemons)))
+    if pm:
+        what.append(f"persistence mode on {t.gpus(pm)}")
+    title = "Clear the reset blockers" + (f": {' and '.join(what)}" if what else "")
+    refusals = [] if lines else [f"no reset blocker on {t.gpus(on)}"]
+    return _finish(snap, "clear-blockers", title, lines, on, targets=[ActionTarget.of(p) for p in daemons],
+                   refusals=refusals)
+
+
+def _reset_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
+    lines = ladder.commands_for("reset", snap, gpus=gpus)
+    on = [int(line.rsplit(" ", 1)[1]) for line in lines]
+    notes = []
+    holders = [p for p in (snap.proc(pid) for pid in ladder.holder_pids(snap, on)) if p is not None]
+    if holders:
+        notes.append(f"{t.plural(len(holders), 'process', 'processes')} still hold {t.gpus(on)} "
+                     f"({t.pid_list([p.pid for p in holders])}): the reset refuses while any does")
+    daemons = [p for p in snap.processes if ladder.blocker_daemon(p) is not None and p.state != "Z"]
+    pm = [g.index for g in snap.gpus if g.persistence_mode and g.index in on]
+    if daemons or pm:
+        bits = [f"persistence mode on {t.gpus(pm)}"] if pm else []
+        bits += [f"{ladder.label(p)} (PID {p.pid})" for p in daemons]
+        notes.append(f"reset blockers: {', '.join(bits)}; clear them first (B)")
+    refusals = [] if lines else ["no GPU selected and none holds memory"]
+    title = f"Reset {t.gpus(on)}" if on else "Reset"
+    return _finish(snap, "reset", title, lines, on, refusals=refusals, notes=notes)
+
+
+def _node_plan(snap: NodeSnapshot, rung: str) -> ActionPlan:
+    every = [g.index for g in snap.gpus]
+    holders = [snap.proc(pid) for pid in ladder.holder_pids(snap)]
+    notes = []
+    if holders:
+        notes.append(f"{t.plural(len(holders), 'process', 'processes')} hold the GPUs and will be lost "
+                     f"({t.pid_list([p.pid for p in holders])})")
+    if rung == "reboot":
+        title, lines = f"Reboot {snap.name}", ladder.commands_for("reboot", snap)
+    else:
+        title, lines = f"Reload the NVIDIA driver on {snap.name}", [RELOAD_DRIVER_COMMAND]
+        if holders:
+            notes.append("modprobe -r refuses while any process holds the driver (\"Module nvidia is in use\")")
+    return _finish(snap, rung, title, lines, every, targets=[ActionTarget.of(p) for p in holders if p],
+                   notes=notes, typed=snap.name)
+
+
+from .actions_run import ActionOutcome, ActionWatch, execute  # noqa: E402  (re-exported API)
+
+__all__ = ["ACTION_RUNGS", "KEY_RUNGS", "RELOAD_DRIVER_COMMAND", "RUNG_DEADLINE_S", "VERIFY_WINDOW_S",
+           "ActionOutcome", "ActionPlan", "ActionPolicy", "ActionTarget", "ActionWatch", "execute",
+           "plan_action", "refusal_reason"]

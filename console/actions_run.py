@@ -1,0 +1,424 @@
+"""Running an ActionPlan: policy, guarded signals, verification, and the timeline entries.
+
+``execute`` refuses under ``--read-only``, records only under ``--dry-run``, else runs the
+plan's commands — signals one target at a time through ``source.signal`` with the start time
+the plan saw, so a PID reused since is refused (rc 3) — then re-reads the node until the
+effect settles (the targets' memory back, the blockers gone) or the verification window
+passes. Only then is the ``action`` entry written, with what was seen; a cancelled execute
+(the console quitting) writes it with what was seen by then. What changes later, until the
+rung's deadline, a background ``ActionWatch`` writes as ``observation`` entries naming the
+action's seq. Time comes from an injectable clock (the simulator's FakeClock in tests).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+from . import actions_verify as av
+from . import ladder
+from .diagnosis import text as t
+from .model import ActionRecord, CommandResult, NodeSnapshot, TimelineEntry
+from .sim.clock import RealClock
+
+if TYPE_CHECKING:
+    from .actions import ActionPlan, ActionPolicy
+
+log = logging.getLogger("gpu_incident.actions")
+Reader = Callable[[], Awaitable[NodeSnapshot]]
+OUTPUT_LIMIT = 4000
+
+
+@dataclass(frozen=True)
+class ActionOutcome:
+    plan: "ActionPlan"
+    status: str                     # refused | dry-run | failed | settled | unsettled
+    text: str                       # title + one outcome line (the timeline entry's text)
+    refused: str | None = None      # why it did not run ("read-only: ...", typed name wrong, nothing to run)
+    results: tuple[CommandResult, ...] = ()
+    rc: int | None = None           # 0, the first failing command's rc, None when not run
+    output: str = ""
+    gpu_memory_before: Mapping[str, int | None] = field(default_factory=dict)
+    gpu_memory_after: Mapping[str, int | None] | None = None
+    freed_mib: int | None = None
+    seconds_to_free: float | None = None
+    settled_after_s: float | None = None   # when the effect was seen (blockers gone count too)
+    fates: av.TargetFates = av.TargetFates()
+    signalled: tuple[int, ...] = ()       # targets the signal reached (rc 0)
+    entry: TimelineEntry | None = None    # the `action` entry
+    watch: "ActionWatch | None" = None    # watching on until the deadline (None when settled)
+    timeline_error: str | None = None     # the entry could not be written (disk full, ...)
+
+
+class ActionWatch:
+    """The background watch after the first verification window; ``cancel()`` on quit."""
+
+    def __init__(self, action_seq: int | None) -> None:
+        self.action_seq = action_seq
+        self.observations: list[TimelineEntry] = []
+        self.settled = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._task is None or self._task.done()
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def wait(self) -> None:
+        """Until the watch ends (settled, deadline, or cancelled)."""
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+class _Seen:
+    """What verification has seen so far (kept outside the coroutine so a cancel can report it)."""
+
+    def __init__(self, plan: "ActionPlan") -> None:
+        self.plan = plan
+        self.after: dict[str, int | None] | None = None
+        self.fates = av.TargetFates()
+        self.elapsed = 0.0
+        self.settled_at: float | None = None
+
+    @property
+    def freed(self) -> int | None:
+        return None if self.after is None else av.freed_mib(self.plan.memory_before, self.after)
+
+    @property
+    def seconds_to_free(self) -> float | None:
+        return self.settled_at if self.settled_at is not None and (self.freed or 0) > 0 else None
+
+    def take(self, snap: NodeSnapshot | None, elapsed: float) -> bool:
+        """Record one reading; True when the effect has now settled."""
+        self.elapsed = elapsed
+        if snap is None or snap.error is not None:
+            return False
+        plan = self.plan
+        self.after = av.memory_of(snap, plan.gpus)
+        self.fates = av.target_fates(snap, plan.targets)
+        if self.settled_at is None and self._settled(snap):
+            self.settled_at = round(elapsed, 1)
+        return self.settled_at is not None
+
+    def _settled(self, snap: NodeSnapshot) -> bool:
+        plan = self.plan
+        if plan.rung == "clear-blockers":
+            return av.blockers_cleared(snap, plan.gpus)
+        if not plan.gpus:
+            return bool(plan.targets) and not self.fates.running
+        return av.memory_settled(plan.memory_before, self.after or {}, plan.expected_mib)
+
+
+# ---------------------------------------------------------------- execute
+
+async def execute(plan: "ActionPlan", source: Any, *, policy: "ActionPolicy | None" = None,
+                  timeline: Any = None, read: Reader | None = None, monitor: Any = None,
+                  clock: Any = None, typed: str | None = None, hypothesis: int | None = None,
+                  verify_window_s: float | None = None, deadline_s: float | None = None,
+                  poll_s: float = 1.0, watch_poll_s: float = 2.0,
+                  command_timeout: float = ladder.COMMAND_TIMEOUT_S) -> ActionOutcome:
+    """Run ``plan`` on ``source`` (a console.sources.base.Source); never raises for node trouble.
+
+    ``timeline``: a console.timeline.Timeline (or None: nothing is written).
+    ``read``: how to re-read the node (default ``source.poll``).
+    ``monitor``: a NodeMonitor (or anything with ``actions`` and ``poll_soon()``): the action is
+    recorded there so diagnosis knows its teardown window, and a poll is asked for at once.
+    ``clock``: ``now()`` epoch seconds + ``async sleep(s)``; default the simulator's clock for a
+    simulated node, else the real one. ``typed``: what the operator typed for a plan with
+    ``typed_confirmation`` (refused unless equal). ``deadline_s`` default: the rung's.
+    """
+    from .actions import VERIFY_WINDOW_S, ActionPolicy
+    policy = policy or ActionPolicy()
+    clock = clock or getattr(getattr(source, "node", None), "clock", None) or RealClock()
+    read = read or source.poll
+    window = VERIFY_WINDOW_S if verify_window_s is None else float(verify_window_s)
+    deadline = plan.deadline_s if deadline_s is None else float(deadline_s)
+    command = "\n".join(plan.commands)
+
+    timeline_errors: list[str] = []
+
+    def write(kind: str, text: str, **fields: Any) -> TimelineEntry | None:
+        if timeline is None:
+            return None
+        try:
+            return timeline.append(kind, text, node=plan.node, **fields)
+        except OSError as exc:    # disk full, file gone: the action happened all the same; say so
+            log.error("timeline write failed on %s: %s", plan.node, exc)
+            timeline_errors.append(f"timeline not written: {exc}")
+            return None
+
+    def refused(reason: str, entry: TimelineEntry | None = None) -> ActionOutcome:
+        return ActionOutcome(plan=plan, status="refused", text=f"{plan.title}: refused: {reason}",
+                             refused=reason, gpu_memory_before=dict(plan.memory_before), entry=entry,
+                             timeline_error=timeline_errors[0] if timeline_errors else None)
+
+    reason = policy.refusal(plan)
+    if reason is not None:
+        entry = write("action", f"[read-only] refused: {plan.title}", command=command, rc=None, output=reason,
+                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before))
+        return refused(reason, entry)
+    if plan.typed_confirmation is not None and (typed or "").strip() != plan.typed_confirmation:
+        return refused(f"type the node's name ({plan.typed_confirmation}) to confirm")
+    if not plan.commands:
+        return refused("nothing to run" + (f": {'; '.join(plan.refusals)}" if plan.refusals else ""))
+    if policy.dry_run:
+        text = f"[dry-run] {plan.title}: not run"
+        entry = write("action", text, command=command, rc=None, output="dry run: commands recorded, not run",
+                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before))
+        return ActionOutcome(plan=plan, status="dry-run", text=text, gpu_memory_before=dict(plan.memory_before),
+                             entry=entry, timeline_error=timeline_errors[0] if timeline_errors else None)
+
+    started = clock.now()
+    results: list[CommandResult] = []
+    seen = _Seen(plan)
+
+    def finish(cancelled: bool) -> tuple[TimelineEntry | None, str, int | None, str]:
+        rc = _overall_rc(results)
+        output = _output(plan, results)
+        line = _outcome_line(plan, results, seen, cancelled)
+        entry = write("action", f"{plan.title}: {line}", command=command, rc=rc, output=output,
+                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before),
+                      gpu_memory_after=seen.after, freed_mib=seen.freed, seconds_to_free=seen.seconds_to_free)
+        return entry, f"{plan.title}: {line}", rc, output
+
+    try:
+        await _run(plan, source, results, command_timeout)
+        ran = any(_issued(plan, r) for r in results)
+        signalled = tuple(tgt.pid for tgt, r in zip(plan.targets, results) if r.ok) if plan.signal else ()
+        if ran and monitor is not None:
+            monitor.actions.append(ActionRecord(rung=plan.rung, ts=started, node=plan.node,
+                                                pids=signalled, gpus=plan.gpus))
+        if monitor is not None:
+            monitor.poll_soon()
+        await _verify(seen, read, clock, started, window if ran else 0.0, poll_s, _read_timeout(source))
+        if not ran:
+            seen.settled_at = None      # whatever changed, this action did not do it
+    except asyncio.CancelledError:
+        seen.elapsed = clock.now() - started
+        finish(cancelled=True)
+        raise
+    entry, text, rc, output = finish(cancelled=False)
+    settled = seen.settled_at is not None
+    watch = None
+    if ran and not settled and deadline > seen.elapsed:
+        watch = ActionWatch(entry.seq if entry is not None else None)
+        watch._task = asyncio.get_running_loop().create_task(
+            _watch(watch, seen, read, clock, started, deadline, watch_poll_s, write, _read_timeout(source)),
+            name=f"watch {plan.rung} on {plan.node}")
+    return ActionOutcome(plan=plan, status="settled" if settled else ("unsettled" if ran else "failed"),
+                         text=text, results=tuple(results), rc=rc, output=output,
+                         gpu_memory_before=dict(plan.memory_before), gpu_memory_after=seen.after,
+                         freed_mib=seen.freed, seconds_to_free=seen.seconds_to_free,
+                         settled_after_s=seen.settled_at, fates=seen.fates, signalled=signalled,
+                         entry=entry, watch=watch, timeline_error=timeline_errors[0] if timeline_errors else None)
+
+
+async def _run(plan: "ActionPlan", source: Any, results: list[CommandResult], timeout: float) -> None:
+    """Signal each target (guarded by its start time) or run each command line, in order."""
+    if plan.signal:
+        for tgt in plan.targets:
+            res = await source.signal(tgt.pid, plan.signal, start_ticks=tgt.start_ticks,
+                                      create_time=tgt.create_time)
+            results.append(res)
+        return
+    from .actions import RELEASES_NVML
+    release = plan.rung in RELEASES_NVML and hasattr(source, "nvml_paused")
+    if release:   # this console is an NVML client too: the driver refuses a reset while it holds on
+        source.nvml_paused = True
+        await source.close()
+    try:
+        for line in plan.commands:
+            results.append(await source.run(line, timeout))
+    finally:
+        if release:
+            source.nvml_paused = False
+
+
+def _read_timeout(source: Any) -> float:
+    return float(getattr(source, "probe_timeout", 10.0)) + 5.0
+
+
+async def _read(read: Reader, timeout: float) -> NodeSnapshot | None:
+    try:
+        return await asyncio.wait_for(read(), timeout)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - a failed re-read is "not seen", never a crash
+        return None
+
+
+async def _verify(seen: _Seen, read: Reader, clock: Any, started: float, window: float, poll_s: float,
+                  timeout: float) -> None:
+    """Re-read at once, then every ``poll_s``, until settled or ``window`` seconds since the start."""
+    while True:
+        snap = await _read(read, timeout)
+        elapsed = clock.now() - started
+        if seen.take(snap, elapsed) or elapsed >= window:
+            return
+        await clock.sleep(min(poll_s, window - elapsed))
+
+
+async def _watch(watch: ActionWatch, seen: _Seen, read: Reader, clock: Any, started: float,
+                 deadline: float, poll_s: float, write: Callable[..., TimelineEntry | None],
+                 timeout: float) -> None:
+    plan = seen.plan
+    words = av.AFTER_WORDS.get(plan.rung, plan.rung)
+    reported = set(av.settled_gpus(plan.memory_before, seen.after or {}, plan.expected_mib)) \
+        if seen.after is not None else set()
+
+    def observe(text: str, seconds_to_free: float | None = None) -> None:
+        entry = write("observation", text, action=watch.action_seq, gpu_memory_before=dict(plan.memory_before),
+                      gpu_memory_after=seen.after, freed_mib=seen.freed, seconds_to_free=seconds_to_free)
+        if entry is not None:
+            watch.observations.append(entry)
+
+    try:
+        await _watch_loop(watch, seen, read, clock, started, deadline, poll_s, observe, reported, words, timeout)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - a background watch must never take the console down
+        log.exception("watching %s on %s failed", plan.rung, plan.node)
+
+
+async def _watch_loop(watch: ActionWatch, seen: _Seen, read: Reader, clock: Any, started: float,
+                      deadline: float, poll_s: float, observe: Callable[..., None], reported: set[int],
+                      words: str, timeout: float) -> None:
+    plan = seen.plan
+    while True:
+        elapsed = clock.now() - started
+        if elapsed >= deadline:
+            seen.elapsed = elapsed
+            observe(_deadline_text(seen, words))
+            return
+        await clock.sleep(min(poll_s, deadline - elapsed))
+        snap = await _read(read, timeout)
+        if seen.take(snap, clock.now() - started):
+            watch.settled = True
+            observe(_settled_text(seen, words), seen.seconds_to_free)
+            return
+        if seen.after is None or snap is None or snap.error is not None or plan.rung == "clear-blockers":
+            continue
+        newly = set(av.settled_gpus(plan.memory_before, seen.after, plan.expected_mib)) - reported
+        if newly:
+            reported |= newly
+            rest = [g for g in plan.gpus if g not in reported]
+            part = {str(g): plan.memory_before.get(str(g)) for g in newly}
+            now = {str(g): seen.after.get(str(g)) for g in newly}
+            rest_mib = av.used_mib({str(g): seen.after.get(str(g)) for g in rest})
+            observe(f"{t.gpus(newly)} freed {t.mib(av.freed_mib(part, now))} {av.secs(seen.elapsed)} after "
+                    f"{words}; {t.gpus(rest)} still hold {t.mib(rest_mib)}", round(seen.elapsed, 1))
+
+
+def _settled_text(seen: _Seen, words: str) -> str:
+    plan = seen.plan
+    fates = av.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
+    tail = f"; targets {fates}" if fates else ""
+    if plan.rung == "clear-blockers":
+        return f"reset blockers gone {av.secs(seen.elapsed)} after {words}"
+    if plan.gpus and (seen.freed or 0) > 0:
+        return f"{t.gpus(plan.gpus)} freed {t.mib(seen.freed)} {av.secs(seen.elapsed)} after {words}{tail}"
+    return f"the targets have exited {av.secs(seen.elapsed)} after {words}{tail}"
+
+
+def _deadline_text(seen: _Seen, words: str) -> str:
+    plan = seen.plan
+    if seen.after is None:
+        return f"{plan.node} did not answer in the {av.secs(seen.elapsed)} after {words}"
+    fates = av.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
+    if plan.rung == "clear-blockers":
+        return f"reset blockers still there {av.secs(seen.elapsed)} after {words}"
+    if not plan.gpus:
+        return f"targets {fates or 'unchanged'} {av.secs(seen.elapsed)} after {words}"
+    still = av.used_mib({k: seen.after.get(k) for k in plan.memory_before})
+    text = f"{t.gpus(plan.gpus)} still hold {t.mib(still)} {av.secs(seen.elapsed)} after {words}"
+    if seen.freed:
+        text += f" ({t.mib(seen.freed)} freed)"
+    return text + (f"; targets {fates}" if fates else "")
+
+
+# ---------------------------------------------------------------- texts
+
+def _going_down(plan: "ActionPlan", res: CommandResult) -> bool:
+    """A reboot's connection closing under it is the reboot happening, not a failure."""
+    return plan.rung == "reboot" and res.rc is None and res.error is not None
+
+
+def _issued(plan: "ActionPlan", res: CommandResult) -> bool:
+    return res.ok or _going_down(plan, res)
+
+
+def _overall_rc(results: list[CommandResult]) -> int | None:
+    for r in results:
+        if not r.ok:
+            return r.rc
+    return 0 if results else None
+
+
+def _shown(plan: "ActionPlan", res: CommandResult, index: int) -> str:
+    """The command as the operator was shown it (a guarded kill renders as plain `kill -s`)."""
+    if plan.signal and index < len(plan.targets):
+        return f"kill -s {plan.signal} {plan.targets[index].pid}"
+    return res.command
+
+
+def _output(plan: "ActionPlan", results: list[CommandResult]) -> str:
+    parts: list[str] = []
+    if plan.signal:
+        ok = sum(1 for r in results if r.ok)
+        parts.append(f"sent SIG{plan.signal} to {ok} of {len(plan.targets)}")
+        for i, r in enumerate(results):
+            if not r.ok:
+                why = r.error or r.output.strip() or "failed"
+                parts.append(f"{_shown(plan, r, i)}: {why} (rc {r.rc})")
+    else:
+        for r in results:
+            body = r.output.strip() + (f"\n{r.error}" if r.error else "")
+            parts.append(f"$ {r.command}\n{body}".rstrip() if len(plan.commands) > 1 else body.strip())
+    text = "\n".join(p for p in parts if p)
+    return text if len(text) <= OUTPUT_LIMIT else text[:OUTPUT_LIMIT] + "\n[output cut]"
+
+
+def _outcome_line(plan: "ActionPlan", results: list[CommandResult], seen: _Seen, cancelled: bool) -> str:
+    bits: list[str] = []
+    if plan.signal:
+        ok = [i for i, r in enumerate(results) if r.ok]
+        bad = [i for i, r in enumerate(results) if not r.ok]
+        bits.append(f"sent to {len(ok)} of {len(plan.targets)}")
+        refused = [plan.targets[i].pid for i in bad if results[i].rc == 3]
+        if refused:
+            bits.append(f"refused for {t.pid_list(refused)} (start time changed: not the same process)")
+        elif bad:
+            bits.append(f"failed for {t.pid_list([plan.targets[i].pid for i in bad])}")
+    else:
+        failed = [r for r in results if not r.ok]
+        if results and all(_going_down(plan, r) for r in results):
+            bits.append(f"issued; the connection closed ({results[0].error}): the node is going down")
+        elif failed:
+            first = failed[0]
+            why = (first.error or first.output.strip().splitlines()[0] if (first.error or first.output.strip())
+                   else "failed")
+            bits.append(f"failed (rc {first.rc}): {why}")
+        elif results:
+            bits.append("done")
+    if len(results) < (len(plan.targets) if plan.signal else len(plan.commands)):
+        bits.append("interrupted before every command ran")
+    if plan.rung == "clear-blockers":
+        if seen.settled_at is not None:
+            bits.append(f"blockers gone after {av.secs(seen.settled_at)}")
+        elif seen.after is not None:
+            bits.append(f"blockers still there after {av.secs(seen.elapsed)}")
+    else:
+        bits.append(av.memory_line(plan.gpus, plan.memory_before, seen.after, elapsed=seen.elapsed,
+                                   freed_at=seen.seconds_to_free))
+    if plan.signal:
+        bits.append(av.fates_text(seen.fates, len(plan.targets)) if seen.after is not None else "")
+    if cancelled:
+        bits.append(f"cancelled after {av.secs(seen.elapsed)}: what was seen by then")
+    return "; ".join(b for b in bits if b)
+
+
+__all__ = ["ActionOutcome", "ActionWatch", "execute"]

@@ -1,0 +1,186 @@
+"""`gpu-incident bench [--quick] [--json] [--nodes N] [--target DEST]`: how fast the console is.
+
+Four parts, every figure wall clock (perf_counter) with p50/p95/max, plus this
+process's CPU time (process_time):
+
+1. probe   the in-process simulated node's poll; parse_probe + diagnose per poll on the
+           seed node and on a generated 2000-process, 8-GPU node (bench_probe, bench_synth)
+2. ssh     N simulated nodes over SSH (default 16, --quick 4, --nodes 1..256): connect
+           storm, steady-state concurrent polls, CPU per second at a 1 s interval (bench_ssh)
+3. target  with --target: one real node, kept connection vs a fresh connection per poll
+4. ui      one NodeUpdated applied by the console, headless at 80x24 (bench_ui)
+
+The human table goes to stdout, or with --json the document
+``{"version", "machine": {"cpus", "python", ...}, "config": {...}, "results": [{"name", "unit",
+"p50", "p95", "max", "n", "mean", "about", ...}], "errors": [...], "run": {...}}``: unit "ms", or
+"ms/s" (CPU milliseconds per wall second) for ssh.cpu_per_s; ``cpu_ms`` is this process's CPU
+over that measurement; some results add details (processes, nodes, polls, simulator CPU).
+Progress lines go to stderr (not with --json).
+Bad usage raises ValueError with one line (the CLI exits 2). Exit 0 otherwise: an
+unreachable --target or a failed node is reported in ``errors``, as data.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+from . import __version__
+from .bench_stats import Result
+
+MAX_NODES = 256
+DEFAULT_NODES = 16
+QUICK_NODES = 4
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of everything one run measures."""
+    quick: bool
+    nodes: int
+    sim_polls: int          # in-process simulated node polls
+    seed_iterations: int    # parse + diagnose of the seed node
+    big_iterations: int     # parse + diagnose of the 2000-process node
+    rounds: int             # SSH rounds (all nodes) and --target polls per mode
+    cpu_seconds: int        # seconds of polling at 1 s for the CPU figure
+    ui_updates: int         # timed NodeUpdated per case (after the first)
+
+    @classmethod
+    def make(cls, quick: bool, nodes: int | None) -> "Plan":
+        if nodes is not None:
+            if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+                raise ValueError(f"--nodes must be between 1 and {MAX_NODES} (got {nodes})")
+        if quick:
+            return cls(True, nodes or QUICK_NODES, sim_polls=20, seed_iterations=30, big_iterations=6,
+                       rounds=5, cpu_seconds=3, ui_updates=3)
+        return cls(False, nodes or DEFAULT_NODES, sim_polls=100, seed_iterations=200, big_iterations=30,
+                   rounds=20, cpu_seconds=10, ui_updates=7)
+
+
+def _target_settings(args) -> tuple[str, object, str, float] | None:
+    """(destination, SshOptions, device glob, probe timeout) for --target; ValueError when bad."""
+    dest = getattr(args, "target", None)
+    if not dest:
+        return None
+    from .sources.probe import DEFAULT_DEVICE_GLOB
+    from .targets import SshOptions, is_special, parse_destination
+    if is_special(dest):
+        raise ValueError(f"--target needs an SSH destination [user@]host[:port], not {dest!r}")
+    parse_destination(dest)
+    identity = getattr(args, "identity", None) or ()
+    options = SshOptions(known_hosts=getattr(args, "known_hosts", None),
+                         identity=tuple([identity] if isinstance(identity, str) else identity),
+                         ssh_config=getattr(args, "ssh_config", None),
+                         accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)))
+    probe_timeout = getattr(args, "probe_timeout", None) or 10.0
+    if not probe_timeout > 0:
+        raise ValueError(f"--probe-timeout must be > 0 (got {probe_timeout})")
+    return dest, options, getattr(args, "device_glob", None) or DEFAULT_DEVICE_GLOB, float(probe_timeout)
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count() or 1, "python": platform.python_version(),
+            "implementation": platform.python_implementation(), "system": platform.system(),
+            "machine": platform.machine()}
+
+
+async def _run(plan: Plan, target, progress) -> tuple[list[Result], list[str]]:
+    from . import bench_probe, bench_ssh, bench_ui
+    results, snaps = await bench_probe.measure(plan.sim_polls, plan.seed_iterations, plan.big_iterations,
+                                               progress)
+    results += await bench_ui.measure(snaps, plan.ui_updates, progress)
+    ssh_results, errors = await bench_ssh.measure_sim(plan.nodes, plan.rounds, plan.cpu_seconds, progress)
+    results += ssh_results
+    if target is not None:
+        dest, options, glob, probe_timeout = target
+        target_results, target_errors = await bench_ssh.measure_target(
+            dest, options, device_glob=glob, probe_timeout=probe_timeout, rounds=plan.rounds,
+            progress=progress)
+        results += target_results
+        errors += target_errors
+    return results, errors
+
+
+def document(plan: Plan, results: list[Result], errors: list[str], wall_s: float,
+             target: str | None = None) -> dict:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "version": __version__,
+        "machine": machine(),
+        "config": {"quick": plan.quick, "nodes": plan.nodes, "rounds": plan.rounds,
+                   "cpu_seconds": plan.cpu_seconds, "target": target},
+        "results": [r.as_dict() for r in results],
+        "errors": errors,
+        "run": {"wall_s": round(wall_s, 2), "cpu_user_s": round(usage.ru_utime, 2),
+                "cpu_system_s": round(usage.ru_stime, 2),
+                "max_rss_mib": round(usage.ru_maxrss / 1024, 1)},   # ru_maxrss is KiB on Linux
+    }
+
+
+def _num(x: float) -> str:
+    return f"{x:.3f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+
+def table(doc: dict) -> str:
+    """The human view: one line per result, then what each measures, then errors."""
+    m, run, cfg = doc["machine"], doc["run"], doc["config"]
+    head = (f"gpu-incident {doc['version']} bench{' --quick' if cfg['quick'] else ''}: "
+            f"{m['cpus']} CPUs, Python {m['python']}, {cfg['nodes']} simulated SSH node(s)")
+    width = max([len(r["name"]) for r in doc["results"]] + [6])
+    lines = [head, "", f"{'result':<{width}}  {'unit':<5} {'p50':>9} {'p95':>9} {'max':>9} {'n':>5} {'cpu ms':>8}"]
+    for r in doc["results"]:
+        cpu = _num(r["cpu_ms"]) if "cpu_ms" in r else ""
+        lines.append(f"{r['name']:<{width}}  {r['unit']:<5} {_num(r['p50']):>9} {_num(r['p95']):>9} "
+                     f"{_num(r['max']):>9} {r['n']:>5} {cpu:>8}")
+    lines.append("")
+    for r in doc["results"]:
+        lines.append(f"{r['name']:<{width}}  {r['about']}")
+    cpu_line = next((r for r in doc["results"] if r["name"] == "ssh.cpu_per_s"), None)
+    if cpu_line is not None:
+        lines.append("")
+        lines.append(f"polling {cpu_line.get('nodes', '?')} nodes every second costs this process "
+                     f"{cpu_line['mean'] / 10:.1f}% of one core (p95 {cpu_line['p95'] / 10:.1f}%)"
+                     + (f"; the simulator {cpu_line['simulator_cpu_ms_per_s'] / 10:.1f}%"
+                        if "simulator_cpu_ms_per_s" in cpu_line else ""))
+    lines.append(f"whole run: {run['wall_s']} s wall, {run['cpu_user_s'] + run['cpu_system_s']:.2f} s CPU, "
+                 f"peak RSS {run['max_rss_mib']} MiB")
+    if doc["errors"]:
+        lines.append("")
+        lines.append(f"errors ({len(doc['errors'])}):")
+        lines.extend(f"  {e}" for e in doc["errors"][:20])
+        if len(doc["errors"]) > 20:
+            lines.append(f"  … and {len(doc['errors']) - 20} more")
+    return "\n".join(lines) + "\n"
+
+
+def run_bench(args) -> int:
+    """`gpu-incident bench`. ``args``: .quick, .json, .nodes (int|None), .target (str|None) and the
+    SSH options (.known_hosts, .identity, .ssh_config, .accept_new_host_keys, .device_glob,
+    .probe_timeout). Raises ValueError (one line) for bad usage; returns the exit status."""
+    quick = bool(getattr(args, "quick", False))
+    as_json = bool(getattr(args, "json", False))
+    plan = Plan.make(quick, getattr(args, "nodes", None))
+    target = _target_settings(args)
+    os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+    def progress(message: str) -> None:
+        if not as_json:
+            print(f"bench: {message}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    results, errors = asyncio.run(_run(plan, target, progress))
+    doc = document(plan, results, errors, time.perf_counter() - started, target[0] if target else None)
+    if as_json:
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(table(doc))
+    if as_json:                                  # the table lists them already
+        for e in errors[:5]:
+            print(f"gpu-incident bench: {e}", file=sys.stderr)
+    return 0

@@ -1,0 +1,593 @@
+"""`gpu-incident replay FILE` and `gpu-incident follow FILE`: read-only views of a timeline.
+
+Replay steps through a recorded incident (hypotheses show their verdict as of the
+current step); follow tails another console's incident file live. Neither can write:
+no Timeline is opened, the file is only ever opened for reading, and the command
+palette (which can save screenshots) is off. Every entry field is untrusted and is
+rendered literally (``[bold]`` and escape codes are shown, never interpreted).
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Mapping
+from typing import Sequence
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.theme import Theme
+from textual.widgets import DataTable, Footer, Static
+
+from ..model import VERDICTS, TimelineEntry
+from ..theming import DEFAULT_THEME, load_themes
+from ..timeline_tail import TimelineTail, check_readable, read_all
+from .text import literal, printable
+
+POLL_S = 0.5
+KIND_SHORT = {"hypothesis": "hyp", "observation": "obs", "verdict": "verdict"}
+KIND_STYLE = {"hypothesis": "bold cyan", "check": "", "action": "bold yellow", "observation": "dim",
+              "verdict": "bold magenta", "note": "italic"}
+VERDICT_STYLE = {"confirmed": "bold green", "refuted": "bold red", "inconclusive": "yellow",
+                 "open": "bold cyan"}
+# (label, key, width); the last column ("what") takes the rest of the line
+COLUMNS = (("#", "seq", 4), ("time", "time", 8), ("kind", "kind", 7), ("node", "node", 9),
+           ("by", "by", 9))
+
+
+# ---------------------------------------------------------------- pure helpers (no widgets)
+def parse_ts(ts: object) -> dt.datetime | None:
+    if not isinstance(ts, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(ts.strip())
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def clock_text(ts: object) -> str:
+    when = parse_ts(ts)
+    return when.strftime("%H:%M:%S") if when else printable(ts, 8)
+
+
+def elapsed_seconds(entries: Sequence[TimelineEntry], index: int) -> float | None:
+    """Seconds from the incident's first timestamp to entry ``index``'s (0-based)."""
+    if not 0 <= index < len(entries):
+        return None
+    start = next((w for w in (parse_ts(e.ts) for e in entries) if w is not None), None)
+    when = parse_ts(entries[index].ts)
+    if start is None or when is None:
+        return None
+    return (when - start).total_seconds()
+
+
+def elapsed_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "T+?"
+    sign = "-" if seconds < 0 else "+"
+    whole = int(abs(seconds))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"T{sign}" + (f"{days}d " if days else "") + f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def _key(value: object) -> object | None:
+    """A hashable reference (hypothesis / action seq) or None for garbage."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    return value
+
+
+def verdicts_as_of(entries: Sequence[TimelineEntry], count: int) -> dict[object, tuple[str, object]]:
+    """{hypothesis seq: (verdict, verdict entry's seq)} from the first ``count`` entries."""
+    out: dict[object, tuple[str, object]] = {}
+    for e in entries[:max(0, count)]:
+        ref = _key(e.hypothesis)
+        if e.kind == "verdict" and ref is not None and e.verdict in VERDICTS:
+            out[ref] = (str(e.verdict), e.seq)
+    return out
+
+
+def hypothesis_state(entries: Sequence[TimelineEntry], count: int, seq: object) -> str:
+    """"open" until a verdict entry among the first ``count`` entries closes it."""
+    ref = _key(seq)
+    found = verdicts_as_of(entries, count).get(ref) if ref is not None else None
+    return found[0] if found else "open"
+
+
+def _one_line(value: object) -> str:
+    return " ".join(printable(value).replace("\\x0a", " ").replace("\\x0d", " ").split())
+
+
+def _is_num(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _num(value: object, fmt: str = "") -> str:
+    return format(value, fmt) if _is_num(value) else printable(value, 40)
+
+
+def memory_text(memory: object) -> str:
+    if not memory:
+        return "-"
+    if not isinstance(memory, Mapping):
+        return printable(memory, 120)
+    return ", ".join(f"GPU{printable(k, 8)} {_num(v) if v is not None else '?'} MiB"
+                     for k, v in memory.items())
+
+
+def freed_text(e: TimelineEntry) -> str:
+    if e.freed_mib is None:
+        return ""
+    out = f"freed {_num(e.freed_mib)} MiB"
+    if e.seconds_to_free is not None:
+        out += f" in {_num(e.seconds_to_free, '.1f')} s"
+    return out
+
+
+def summary(e: TimelineEntry, state: str | None = None) -> Text:
+    """The list's last column: what the entry says, in one line, literally."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    if e.kind == "hypothesis":
+        out.append(f"[{state or 'open'}] ", style=VERDICT_STYLE.get(state or "open", ""))
+    elif e.kind == "verdict":
+        verdict = printable(e.verdict, 14) if e.verdict is not None else "no verdict"
+        out.append(verdict, style=VERDICT_STYLE.get(str(e.verdict), ""))
+        if e.hypothesis is not None:
+            out.append(f" on #{printable(e.hypothesis, 8)}")
+        out.append(" ")
+    elif e.hypothesis is not None:
+        out.append(f"→#{printable(e.hypothesis, 8)} ", style="dim")
+    if e.kind == "observation" and e.action is not None:
+        out.append(f"of #{printable(e.action, 8)} ", style="dim")
+    if e.text:
+        out.append(_one_line(e.text))
+    if e.command:
+        out.append(("  " if e.text else "") + "$ " + _one_line(e.command), style="bold")
+        if e.rc is not None:
+            out.append(f" (rc {_num(e.rc)})", style="green" if e.rc == 0 else "red")
+    if e.freed_mib is not None:
+        out.append("  " + freed_text(e), style="green")
+    return out
+
+
+def row_cells(e: TimelineEntry, state: str | None, what_width: int) -> tuple[Text, ...]:
+    what = summary(e, state)
+    what.truncate(max(4, what_width), overflow="ellipsis")
+    kind = str(e.kind) if isinstance(e.kind, str) else printable(e.kind)
+    return (literal(e.seq, limit=COLUMNS[0][2]), Text(clock_text(e.ts)),
+            literal(KIND_SHORT.get(kind, kind), KIND_STYLE.get(kind, ""), limit=COLUMNS[2][2]),
+            literal(e.node if e.node is not None else "-", limit=COLUMNS[3][2]),
+            literal(_who(e.by), limit=COLUMNS[4][2]), what)
+
+
+def _who(by: object) -> str:
+    """`alice@bastion` -> `alice` when the whole does not fit the list's column (detail has it all)."""
+    text = printable(by)
+    return text.split("@", 1)[0] if len(text) > COLUMNS[4][2] and "@" in text[1:] else text
+
+
+def _lines(out: Text, value: object, indent: str = "  ", limit: int = 400) -> None:
+    text = value if isinstance(value, str) else printable(value)
+    lines = text.splitlines() or [""]
+    for ln in lines[:limit]:
+        out.append(indent + printable(ln) + "\n")
+    if len(lines) > limit:
+        out.append(f"{indent}… {len(lines) - limit} more lines\n", style="dim")
+
+
+def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str = "as of this step") -> Text:
+    """Everything about entry ``index`` (0-based); verdicts are those of the first ``as_of`` entries."""
+    out = Text()
+    if not 0 <= index < len(entries):
+        out.append("no entries", style="dim")
+        return out
+    e = entries[index]
+    by_seq = {k: x for x in entries if (k := _key(x.seq)) is not None}
+    out.append(f"#{printable(e.seq, 12)} ", style="bold")
+    out.append(printable(e.kind, 20), style=KIND_STYLE.get(str(e.kind), "") or "bold")
+    out.append(f"  {printable(e.ts, 40)}  {elapsed_text(elapsed_seconds(entries, index))}\n", style="dim")
+    out.append(f"node {printable(e.node if e.node is not None else '-', 60)}   by {printable(e.by, 60)}\n")
+    if e.kind == "hypothesis":
+        state = hypothesis_state(entries, as_of, e.seq)
+        out.append(f"verdict {when}: ")
+        out.append(state, style=VERDICT_STYLE.get(state, ""))
+        closing = verdicts_as_of(entries, as_of).get(_key(e.seq))
+        if closing:
+            out.append(f" (#{printable(closing[1], 12)})")
+        out.append("\n")
+    if e.verdict is not None or e.kind == "verdict":
+        out.append("verdict: ")
+        out.append(printable(e.verdict, 20), style=VERDICT_STYLE.get(str(e.verdict), ""))
+        out.append("\n")
+    if e.hypothesis is not None:
+        ref = by_seq.get(_key(e.hypothesis))
+        out.append(f"hypothesis #{printable(e.hypothesis, 12)}")
+        if ref is not None:
+            out.append(": " + _one_line(ref.text)[:200])
+        out.append("\n")
+    if e.action is not None:
+        ref = by_seq.get(_key(e.action))
+        out.append(f"about action #{printable(e.action, 12)}")
+        if ref is not None:
+            out.append(": " + _one_line(ref.command or ref.text)[:200])
+        out.append("\n")
+    if e.text:
+        _lines(out, e.text, indent="")
+    if e.command:
+        out.append("$ " + _one_line(e.command), style="bold")
+        if e.rc is not None:
+            out.append(f"   rc {_num(e.rc)}", style="green" if e.rc == 0 else "bold red")
+        out.append("\n")
+    if e.output:
+        _lines(out, e.output)
+    if e.gpu_memory_before or e.gpu_memory_after:
+        out.append(f"memory before: {memory_text(e.gpu_memory_before)}\n")
+        out.append(f"memory after:  {memory_text(e.gpu_memory_after)}\n")
+    if e.freed_mib is not None:
+        out.append(freed_text(e) + "\n", style="bold green")
+    return out
+
+
+def hypotheses_line(entries: Sequence[TimelineEntry], count: int) -> Text:
+    """"hypotheses: #1 refuted  #4 open" as of the first ``count`` entries."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    hyps = [e for e in entries[:max(0, count)] if e.kind == "hypothesis"]
+    if not hyps:
+        return out
+    out.append("hypotheses:", style="dim")
+    for h in hyps:
+        state = hypothesis_state(entries, count, h.seq)
+        out.append(f" #{printable(h.seq, 8)} ")
+        out.append(state, style=VERDICT_STYLE.get(state, ""))
+    return out
+
+
+def short_path(path: str, limit: int = 40) -> str:
+    text = printable(path)
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+def _install_themes(app: App, theme_name: str | None) -> list[str]:
+    themes, warnings = load_themes()
+    for name, spec in themes.items():
+        colors = {k: v for k, v in spec.items() if k != "dark"}
+        app.register_theme(Theme(name=name, dark=spec["dark"], **colors))
+    wanted = theme_name or DEFAULT_THEME
+    if wanted not in app.available_themes:
+        raise ValueError(f"unknown theme {wanted!r}; known: {', '.join(sorted(app.available_themes))}")
+    app.theme = wanted
+    return warnings
+
+
+# ---------------------------------------------------------------- shared widget plumbing
+class _TimelineViewApp(App[int]):
+    CSS_PATH = "timeline_view.tcss"
+    ENABLE_COMMAND_PALETTE = False      # the palette can save screenshots: a viewer writes nothing
+
+    def __init__(self, theme_name: str | None = None) -> None:
+        super().__init__()
+        self.theme_warnings = _install_themes(self, theme_name)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="tv-header")
+        yield Static(id="tv-notice")
+        yield DataTable(id="tv-list", cursor_type="row", zebra_stripes=False)
+        with VerticalScroll(id="tv-detail"):
+            yield Static(id="tv-detail-body")
+        yield Footer()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#tv-list", DataTable)
+
+    def _what_width(self) -> int:
+        fixed = sum(w + 2 for _, _, w in COLUMNS) + 2 + 1   # cell padding, own padding, scrollbar
+        return max(12, self.size.width - fixed)
+
+    def _setup_table(self) -> None:
+        table = self.table
+        for label, key, width in COLUMNS:
+            table.add_column(Text(label), key=key, width=width)
+        table.add_column(Text("what"), key="what", width=self._what_width())
+        for w in self.theme_warnings:
+            self.notify(w, severity="warning")
+
+    def _header_width(self) -> int:
+        return max(20, self.size.width - 2)
+
+    def _set_header(self, line: Text) -> None:
+        line.no_wrap = True
+        line.truncate(self._header_width(), overflow="ellipsis")
+        self.query_one("#tv-header", Static).update(line)
+
+    def _set_notice(self, text: str) -> None:
+        notice = self.query_one("#tv-notice", Static)
+        line = Text("⚠ " + printable(text), style="bold yellow", no_wrap=True) if text else Text("")
+        line.truncate(self._header_width(), overflow="ellipsis")
+        notice.update(line)
+        notice.display = bool(text)
+
+    def _show_detail(self, body: Text) -> None:
+        self.query_one("#tv-detail-body", Static).update(body)
+        self.query_one("#tv-detail", VerticalScroll).scroll_home(animate=False)
+
+    def action_quit(self) -> None:  # type: ignore[override]
+        self.exit(0)
+
+
+# ---------------------------------------------------------------- replay
+class ReplayApp(_TimelineViewApp):
+    """Step through a recorded incident. Starts at step 1 with every entry so far listed."""
+
+    TITLE = "gpu-incident replay"
+    BINDINGS = [
+        Binding("right,space,n", "step(1)", "Next", key_display="→", priority=True),
+        Binding("left,p", "step(-1)", "Prev", key_display="←", priority=True),
+        Binding("home", "jump(0)", "First", priority=True),
+        Binding("end", "jump(-1)", "Last", priority=True),
+        Binding("g", "toggle_mode", "All so far/step", priority=True),
+        Binding("q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, entries: Sequence[TimelineEntry], warnings: Sequence[str] = (), *,
+                 source: str = "", theme_name: str | None = None) -> None:
+        super().__init__(theme_name)
+        self.entries = list(entries)
+        self.load_warnings = list(warnings)
+        self.source = source
+        self.step = 1 if self.entries else 0      # 1-based; 0 only for an empty incident
+        self.show_all = True                      # True: entries 1..step listed; False: this step only
+        self._shown: list[str] = []               # state cell text of each listed row (to update in place)
+
+    @classmethod
+    def from_file(cls, path: str, theme_name: str | None = None) -> "ReplayApp":
+        entries, warnings = read_all(path)
+        if not entries and warnings:
+            raise ValueError(f"{path}: not an incident timeline (no readable entries)")
+        return cls(entries, warnings, source=path, theme_name=theme_name)
+
+    @property
+    def total(self) -> int:
+        return len(self.entries)
+
+    def on_mount(self) -> None:
+        self._setup_table()
+        self.table.can_focus = False
+        self.query_one("#tv-detail", VerticalScroll).focus()
+        self._set_notice("; ".join(self.load_warnings))
+        self._render()
+
+    def action_step(self, delta: int) -> None:
+        self._go(self.step + delta)
+
+    def action_jump(self, where: int) -> None:
+        self._go(1 if where == 0 else self.total)
+
+    def action_toggle_mode(self) -> None:
+        self.show_all = not self.show_all
+        self._render()
+
+    def _go(self, step: int) -> None:
+        step = max(1, min(self.total, step)) if self.total else 0
+        if step != self.step:
+            self.step = step
+            self._render()
+
+    @on(DataTable.RowHighlighted, "#tv-list")
+    def _keep_cursor_on_step(self, event: DataTable.RowHighlighted) -> None:
+        """The list's cursor marks the step; a mouse click does not move the replay."""
+        if self.step and self.table.cursor_row != self.step - 1:
+            self.table.move_cursor(row=self.step - 1, animate=False)
+
+    def _render(self) -> None:
+        self._render_header()
+        self._sync_rows()
+        table = self.table
+        table.display = self.show_all
+        self.query_one("#tv-detail").set_class(not self.show_all, "-full")
+        self._show_detail(detail(self.entries, self.step - 1, self.step))
+
+    def _render_header(self) -> None:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"step {self.step}/{self.total}", style="bold")
+        line.append("  " + elapsed_text(elapsed_seconds(self.entries, self.step - 1)), style="bold")
+        line.append("  " + ("all so far" if self.show_all else "this step"), style="dim")
+        hyps = hypotheses_line(self.entries, self.step)
+        if hyps:
+            line.append("  ")
+            line.append_text(hyps)
+        line.append("  replay " + short_path(self.source, 24), style="dim")
+        self._set_header(line)
+
+    def _sync_rows(self) -> None:
+        table = self.table
+        wanted = self.step
+        while len(self._shown) > wanted:
+            table.remove_row(f"e{len(self._shown) - 1}")
+            self._shown.pop()
+        verdicts = verdicts_as_of(self.entries, self.step)
+        width = self._what_width()
+
+        def state_of(e: TimelineEntry) -> str:
+            ref = _key(e.seq)
+            found = verdicts.get(ref) if ref is not None else None
+            return found[0] if found else "open"
+
+        for i, e in enumerate(self.entries[:len(self._shown)]):
+            if e.kind == "hypothesis" and self._shown[i] != state_of(e):
+                self._shown[i] = state_of(e)
+                table.update_cell(f"e{i}", "what", row_cells(e, self._shown[i], width)[-1])
+        for i in range(len(self._shown), wanted):
+            e = self.entries[i]
+            state = state_of(e) if e.kind == "hypothesis" else ""
+            table.add_row(*row_cells(e, state or None, width), key=f"e{i}")
+            self._shown.append(state)
+        if self.step:
+            table.move_cursor(row=self.step - 1, animate=False)
+
+
+# ---------------------------------------------------------------- follow
+class FollowApp(_TimelineViewApp):
+    """Read-only live view of an incident file another console is writing."""
+
+    TITLE = "gpu-incident follow"
+    BINDINGS = [
+        Binding("end", "follow_tail", "Follow new", priority=True),
+        Binding("q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, path: str, *, poll_interval: float = POLL_S, theme_name: str | None = None,
+                 tail: TimelineTail | None = None) -> None:
+        super().__init__(theme_name)
+        self.path = path
+        self.poll_interval = poll_interval
+        self.tail = tail or TimelineTail(path)
+        self.entries: list[TimelineEntry] = []
+        self.warnings: list[str] = []
+        self.notice = ""
+        self.unseen = 0               # entries that arrived while the user was scrolled up
+        self._seen: set[str] = set()  # identities of entries shown (a re-read file adds no duplicates)
+        self._busy = False
+        self._pinned = True           # following the newest entry
+
+    def on_mount(self) -> None:
+        self._setup_table()
+        self.table.focus()
+        self.watch(self.table, "scroll_y", self._scrolled, init=False)
+        self._render_header()
+        self._set_notice("")
+        self._show_detail(Text("waiting for entries…", style="dim"))
+        self.set_interval(self.poll_interval, self.poll_now)
+        self.call_later(self.poll_now)
+
+    async def poll_now(self) -> None:
+        """Read what was appended (in a thread: a slow disk never freezes the screen)."""
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            for _ in range(16):
+                update = await asyncio.to_thread(self.tail.poll)
+                self._apply(update.entries, update.warnings, update.notice)
+                if not update.more:
+                    break
+        finally:
+            self._busy = False
+
+    def _at_last_row(self) -> bool:
+        table = self.table
+        return table.row_count == 0 or table.cursor_row >= table.row_count - 1
+
+    def _following(self) -> bool:
+        """New entries scroll into view unless the user moved up or scrolled up."""
+        return self._pinned and self._at_last_row()
+
+    def _settle(self) -> None:
+        self.table.scroll_end(animate=False, immediate=True)
+
+    def _scrolled(self, old: float, new: float) -> None:
+        if new < old and new < self.table.max_scroll_y:
+            self._pinned = False          # wheel or scrollbar up: stop following
+        elif new >= self.table.max_scroll_y and self._at_last_row():
+            self._pinned = True
+
+    def _apply(self, entries: list[TimelineEntry], warnings: list[str], notice: str | None) -> None:
+        changed = False
+        if notice:                            # stays until the file's state changes again
+            self.notice = dt.datetime.now().strftime("%H:%M:%S ") + notice
+            changed = True
+        if warnings:
+            self.warnings += warnings
+            changed = True
+        fresh = []
+        for e in entries:
+            ident = repr(e)
+            if ident not in self._seen:
+                self._seen.add(ident)
+                fresh.append(e)
+        if fresh:
+            follow = self._following()
+            table = self.table
+            width = self._what_width()
+            start = len(self.entries)
+            self.entries += fresh
+            for i, e in enumerate(fresh, start):
+                state = hypothesis_state(self.entries, len(self.entries), e.seq) if e.kind == "hypothesis" else None
+                table.add_row(*row_cells(e, state, width), key=f"e{i}")
+            self._refresh_hypotheses(fresh, width)
+            if follow:
+                table.move_cursor(row=table.row_count - 1, animate=False)
+                self.call_after_refresh(self._settle)
+                self.unseen = 0
+            else:
+                self.unseen += len(fresh)
+            changed = True
+        if changed:
+            self._render_header()
+            line = self.notice
+            if self.warnings:
+                count = len(self.warnings)
+                last = self.warnings[-1]
+                line = (line + "  ·  " if line else "") + (f"{count} warnings, last: {last}" if count > 1 else last)
+            self._set_notice(line)
+
+    def _refresh_hypotheses(self, fresh: list[TimelineEntry], width: int) -> None:
+        """A verdict that arrived closes its hypothesis' row."""
+        closed = {_key(e.hypothesis) for e in fresh if e.kind == "verdict"} - {None}
+        if not closed:
+            return
+        for i, e in enumerate(self.entries):
+            if e.kind == "hypothesis" and _key(e.seq) in closed:
+                state = hypothesis_state(self.entries, len(self.entries), e.seq)
+                self.table.update_cell(f"e{i}", "what", row_cells(e, state, width)[-1])
+
+    def _render_header(self) -> None:
+        rest = Text(f"  {len(self.entries)} entries")
+        if self.entries:
+            rest.append("  " + elapsed_text(elapsed_seconds(self.entries, len(self.entries) - 1)), style="dim")
+        if self.unseen:
+            rest.append(f"  {self.unseen} new ↓ (end)", style="bold yellow")
+        budget = self._header_width() - len("following  — read-only") - len(rest.plain)
+        line = Text(f"following {short_path(self.path, max(12, budget))} — read-only", style="bold")
+        line.append_text(rest)
+        self._set_header(line)
+
+    @on(DataTable.RowHighlighted, "#tv-list")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        index = self.table.cursor_row      # now, not when the event was posted
+        if 0 <= index < len(self.entries):
+            self._show_detail(detail(self.entries, index, len(self.entries), "so far"))
+        self._pinned = self._at_last_row()
+        if self._pinned and self.unseen:
+            self.unseen = 0
+            self._render_header()
+
+    def action_follow_tail(self) -> None:
+        table = self.table
+        if table.row_count:
+            table.move_cursor(row=table.row_count - 1, animate=False)
+        table.scroll_end(animate=False)
+        self._pinned = True
+        self.unseen = 0
+        self._render_header()
+
+
+# ---------------------------------------------------------------- entry points for the CLI
+def run_replay(path: str, theme: str | None = None) -> int:
+    """`gpu-incident replay FILE`. FileNotFoundError / ValueError (one line) before any UI starts."""
+    app = ReplayApp.from_file(str(path), theme)
+    app.run()
+    return app.return_code or 0
+
+
+def run_follow(path: str, theme: str | None = None) -> int:
+    """`gpu-incident follow FILE`. FileNotFoundError / ValueError (one line) before any UI starts."""
+    check_readable(path)
+    app = FollowApp(str(path), theme_name=theme)
+    app.run()
+    return app.return_code or 0

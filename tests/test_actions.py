@@ -1,0 +1,394 @@
+"""The action layer: plans as the operator sees them, guarded execution, verification, timeline.
+
+Simulated nodes run on a FakeClock (90 s of driver teardown pass in microseconds); the
+PID-reuse guard is also exercised on a real child process through LocalSource.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import subprocess
+
+import pytest
+
+from console.actions import (RELOAD_DRIVER_COMMAND, ActionPolicy, execute, plan_action)
+from console.diagnose import diagnose
+from console.engine import NodeMonitor, diagnosed
+from console.ladder import holder_pids, top_step
+from console.sim.clock import FakeClock
+from console.sim.scenarios import RESET_GPU, SEED_USED_MIB
+from console.sim.state import ALIVE
+from console.sources.local import LocalSource
+from console.sources.sim import SimSource
+from console.timeline import Timeline, load
+from fake_pynvml import FakeNvml, eight_gpus
+
+SEED_TARGETS = (72169, 72230, 72294, 72358, 72422, 72486, 72550, 72614, 72678)
+
+
+@pytest.fixture
+def timeline(tmp_path):
+    tl = Timeline(tmp_path / "incident.jsonl", by="ops@console")
+    yield tl
+    tl.close()
+
+
+async def sim(scenario: str):
+    clock = FakeClock()
+    source = SimSource(scenario=scenario, clock=clock)
+    snap = diagnosed(await source.poll())
+    return source, clock, snap
+
+
+def node_state(source: SimSource):
+    """Everything a signal, a reset or a stop could change on the simulated node."""
+    node = source.node
+    return ([(p.pid, p.phase, p.start, tuple(p.fds)) for p in node.procs.values()],
+            [(c.gpu, c.mib, tuple(sorted(c.holders))) for c in node.contexts],
+            [(g.index, g.persistence, g.stuck_mib) for g in node.gpus])
+
+
+def seed_plan(snap):
+    holder = next(f for f in snap.findings if f.kind == "holder")
+    assert holder.pids == SEED_TARGETS          # the launcher and its eight schedulers
+    return plan_action(snap, "sigkill", pids=holder.pids)
+
+
+# ---------------------------------------------------------------- plans
+
+async def test_seed_sigkill_plan_shows_the_exact_kill_line_and_nine_targets():
+    _, _, snap = await sim("seed")
+    plan = seed_plan(snap)
+    assert plan.title == "SIGKILL 9 processes"
+    assert plan.commands == ("kill -s KILL " + " ".join(map(str, SEED_TARGETS)),)
+    assert [tg.pid for tg in plan.targets] == list(SEED_TARGETS)
+    tp0 = plan.targets[1]
+    assert (tp0.user, tp0.name, tp0.cmdline, dict(tp0.gpu_memory_mib)) == (
+        "root", "sglang::scheduler_TP0", "sglang::scheduler_TP0", {"0": 76105})
+    assert tp0.state in "RS" and tp0.start_ticks == snap.proc(72230).start_ticks
+    assert plan.gpus == tuple(range(8))
+    assert plan.memory_before == {str(i): SEED_USED_MIB[i] for i in range(8)}
+    assert plan.destructive and plan.typed_confirmation is None and plan.refusals == ()
+
+
+async def test_plan_refuses_pid_1_own_session_kernel_threads_and_the_gone_with_reasons():
+    _, _, snap = await sim("seed")
+    own = snap.own_pids[0]
+    plan = plan_action(snap, "sigkill", pids=(1, own, 1102, 99999, 72230))
+    assert plan.commands == ("kill -s KILL 72230",)
+    assert [tg.pid for tg in plan.targets] == [72230]
+    assert plan.refusals == ("PID 1 (init) is never signalled",
+                             f"PID {own} is this console or the session it runs in",
+                             "PID 1102 is a kernel thread",
+                             "PID 99999 is gone (not in the latest snapshot)")
+    only_protected = plan_action(snap, "sigterm", pids=(1, own))
+    assert only_protected.commands == () and only_protected.targets == ()
+
+
+async def test_a_plan_with_nothing_left_to_run_is_refused_and_writes_nothing(timeline):
+    source, clock, snap = await sim("seed")
+    plan = plan_action(snap, "sigkill", pids=(1, snap.own_pids[0]))
+    out = await execute(plan, source, timeline=timeline, clock=clock)
+    assert out.status == "refused" and "PID 1 (init) is never signalled" in out.refused
+    assert timeline.entries == []
+
+
+async def test_kill_holders_lists_each_holder_by_pid_and_leaves_persistenced_to_clear_blockers():
+    _, _, snap = await sim("hidden-holders")
+    plan = plan_action(snap, "kill-holders", gpus=(0,))
+    assert plan.commands == ("kill -s KILL 39021 39024",)
+    assert plan.title == "SIGKILL 2 holders of GPU 0"
+    assert list(plan.gpus) == [0] and [tg.pid for tg in plan.targets] == holder_pids(snap, (0,))
+    assert any("1563" in r and "clear-blockers (B)" in r for r in plan.refusals)
+    for rung in ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot"):
+        for line in plan_action(snap, rung, pids=(39021,), gpus=(0,)).commands:
+            assert "fuser" not in line and "pkill" not in line and "killall" not in line
+
+
+async def test_kill_holders_in_a_container_refuses_host_pids_it_cannot_see():
+    _, _, snap = await sim("container")
+    plan = plan_action(snap, "kill-holders", gpus=(0,))
+    assert plan.commands == ("kill -s KILL 23",)
+    assert any(r.startswith("PID 2841917 is listed by the driver but not visible here") for r in plan.refusals)
+    # a host PID that happens to be a different process here (the entrypoint shell) is never hit
+    clash = dataclasses.replace(snap, driver_processes=tuple(
+        dataclasses.replace(d, pid=7, local=False) for d in snap.driver_processes))
+    plan = plan_action(clash, "kill-holders", gpus=(0,))
+    assert plan.commands == ("kill -s KILL 23",)
+    assert any("the PID 7 here is a different process and is left alone" in r for r in plan.refusals)
+
+
+async def test_reboot_and_driver_reload_are_typed_by_node_name(timeline):
+    source, clock, snap = await sim("seed")
+    reboot = plan_action(snap, "reboot")
+    assert reboot.commands == ("systemctl reboot",) and reboot.typed_confirmation == "demo"
+    reload = plan_action(snap, "reload-driver")
+    assert reload.commands == (RELOAD_DRIVER_COMMAND,) and reload.typed_confirmation == "demo"
+    assert any("modprobe -r refuses" in n for n in reload.notes)
+    for typed in (None, "", "demo2"):
+        out = await execute(reboot, source, timeline=timeline, clock=clock, typed=typed)
+        assert out.status == "refused" and "type the node's name (demo)" in out.refused
+    assert source.node.down_until is None and timeline.entries == []
+    out = await execute(reboot, source, timeline=timeline, clock=clock, typed="demo")
+    assert source.node.down_until is not None                # the simulated node went down
+    assert out.status == "unsettled" and "the node is going down" in out.entry.text
+    assert out.entry.command == "systemctl reboot" and out.entry.gpu_memory_after is None
+    await out.watch.wait()                                   # it boots again 60 s later, memory free
+    [obs] = out.watch.observations
+    assert obs.action == out.entry.seq and obs.text.startswith("GPUs 0-7 freed 594.6 GiB 6")
+    assert obs.text.endswith("s after the reboot")
+    with pytest.raises(ValueError, match="wait-and-reread"):
+        plan_action(snap, "wait")
+
+
+# ---------------------------------------------------------------- the seed: SIGKILL, then 90 s of teardown
+
+async def test_seed_sigkill_entry_after_the_window_then_an_observation_when_memory_comes_back(timeline):
+    source, clock, snap = await sim("seed")
+    monitor = NodeMonitor(source)
+    plan = seed_plan(snap)
+    t0 = clock.now()
+    out = await execute(plan, source, timeline=timeline, monitor=monitor, clock=clock)
+
+    assert clock.now() - t0 == pytest.approx(10.0)          # written when the first window passed
+    entry = out.entry
+    assert entry.kind == "action" and entry.node == "demo" and entry.by == "ops@console"
+    assert entry.command == plan.commands[0] and entry.rc == 0
+    assert entry.freed_mib == 0 and entry.seconds_to_free is None
+    assert entry.gpu_memory_after == entry.gpu_memory_before == plan.memory_before
+    assert "nothing freed on GPUs 0-7" in entry.text and "8 <defunct> with threads in D state" in entry.text
+    assert out.status == "unsettled" and set(out.fates.zombies) == set(SEED_TARGETS[1:])
+
+    # diagnosis knows the teardown window: it says wait, not "SIGKILL again"
+    assert [(a.rung, a.ts, a.pids) for a in monitor.actions] == [("sigkill", t0, SEED_TARGETS)]
+    later = await source.poll()
+    assert top_step(diagnose(later, (), monitor.actions)).rung == "wait"
+
+    await out.watch.wait()
+    [obs] = out.watch.observations
+    assert obs.kind == "observation" and obs.action == entry.seq
+    assert 90 <= obs.seconds_to_free <= 92
+    assert obs.text.startswith("GPUs 0-7 freed 594.6 GiB 9") and "s after SIGKILL" in obs.text
+    assert obs.freed_mib == sum(SEED_USED_MIB) - 8 * 4
+    on_disk, warnings = load(timeline.path)
+    assert [e.kind for e in on_disk] == ["action", "observation"] and not warnings
+
+
+async def test_gpus_freed_at_different_times_each_get_an_observation(timeline):
+    source, clock, snap = await sim("seed")
+    source.node.procs[72230].teardown_s = 30.0               # TP0's context goes first
+    out = await execute(seed_plan(snap), source, timeline=timeline, clock=clock)
+    await out.watch.wait()
+    first, last = out.watch.observations
+    assert first.text.startswith("GPU 0 freed 74.3 GiB 3") and "GPUs 1-7 still hold 520.3 GiB" in first.text
+    assert first.action == last.action == out.entry.seq and first.seconds_to_free == 30
+    assert last.text.startswith("GPUs 0-7 freed 594.6 GiB 9") and last.seconds_to_free >= 90
+
+
+async def test_nothing_back_by_the_deadline_is_said_in_an_observation(timeline):
+    source, clock, snap = await sim("seed")
+    out = await execute(seed_plan(snap), source, timeline=timeline, clock=clock, deadline_s=60)
+    await out.watch.wait()
+    [obs] = out.watch.observations
+    assert obs.action == out.entry.seq and obs.freed_mib == 0 and obs.seconds_to_free is None
+    assert obs.text == ("GPUs 0-7 still hold 594.6 GiB 60 s after SIGKILL; "
+                        "targets 8 <defunct> with threads in D state, 1 gone")
+
+
+async def test_watch_cancel_stops_without_writing(timeline):
+    source, clock, snap = await sim("seed")
+    out = await execute(seed_plan(snap), source, timeline=timeline, clock=clock)
+    out.watch.cancel()
+    await out.watch.wait()
+    assert out.watch.done and out.watch.observations == []
+    assert [e.kind for e in timeline.entries] == ["action"]
+
+
+async def test_cancel_inside_the_window_writes_the_entry_with_what_was_seen(timeline):
+    source, clock, snap = await sim("seed")
+    reads = 0
+    stall = asyncio.Event()
+
+    async def read():
+        nonlocal reads
+        reads += 1
+        if reads > 4:
+            await stall.wait()
+        return await source.poll()
+
+    task = asyncio.create_task(execute(seed_plan(snap), source, timeline=timeline, clock=clock, read=read))
+    while reads <= 4:
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [entry] = timeline.entries
+    assert entry.kind == "action" and entry.rc == 0 and entry.freed_mib == 0
+    assert entry.gpu_memory_after == entry.gpu_memory_before
+    assert "cancelled after 4 s" in entry.text
+
+
+# ---------------------------------------------------------------- graceful, read-only, dry-run
+
+async def test_graceful_sigterm_is_verified_freed_within_the_window(timeline):
+    source, clock, snap = await sim("graceful")
+    holder = next(f for f in snap.findings if f.kind == "holder")
+    plan = plan_action(snap, "sigterm", pids=holder.pids)
+    assert plan.commands == ("kill -s TERM 65102 65163 65227",) and plan.gpus == (0, 1)
+    t0 = clock.now()
+    out = await execute(plan, source, timeline=timeline, clock=clock, hypothesis=7)
+    entry = out.entry
+    assert out.status == "settled" and out.watch is None and entry.hypothesis == 7
+    assert 2 <= entry.seconds_to_free <= 3 and clock.now() - t0 == pytest.approx(entry.seconds_to_free)
+    total = sum(plan.memory_before.values())
+    assert entry.freed_mib == total - 8 and entry.gpu_memory_after == {"0": 4, "1": 4}
+    assert "GPUs 0-1 freed 138.7 GiB in 3 s" in entry.text and "all gone" in entry.text
+
+
+async def test_read_only_refuses_signals_nothing_and_records_the_refusal(timeline):
+    source, clock, snap = await sim("seed")
+    monitor = NodeMonitor(source)
+    before = node_state(source)
+    out = await execute(seed_plan(snap), source, policy=ActionPolicy(read_only=True), timeline=timeline,
+                        monitor=monitor, clock=clock)
+    assert out.status == "refused" and out.refused.startswith("read-only: SIGKILL 9 processes on demo")
+    assert node_state(source) == before and monitor.actions == []
+    assert not any("kill" in cmd for _, cmd in source.node.history)
+    [entry] = timeline.entries
+    assert entry.kind == "action" and entry.rc is None and entry.text == "[read-only] refused: SIGKILL 9 processes"
+    assert entry.command.startswith("kill -s KILL 72169") and entry.output.startswith("read-only:")
+
+
+async def test_dry_run_records_the_commands_with_rc_null_and_changes_nothing(timeline):
+    source, clock, snap = await sim("reset-required")
+    before = node_state(source)
+    plan = plan_action(snap, "clear-blockers", gpus=(RESET_GPU,))
+    out = await execute(plan, source, policy=ActionPolicy(dry_run=True), timeline=timeline, clock=clock)
+    assert out.status == "dry-run" and node_state(source) == before
+    [entry] = timeline.entries
+    assert entry.command == "systemctl stop nvidia-persistenced\nnvidia-smi -pm 0 -i 3"
+    assert entry.rc is None and entry.text.startswith("[dry-run]")
+
+
+async def test_a_full_disk_does_not_hide_what_the_action_did():
+    class FullDisk:
+        def append(self, *a, **kw):
+            raise OSError(28, "No space left on device")
+    source, clock, snap = await sim("graceful")
+    plan = plan_action(snap, "sigterm", pids=(65102,))
+    out = await execute(plan, source, timeline=FullDisk(), clock=clock)
+    assert out.status == "settled" and out.signalled == (65102,) and out.entry is None
+    assert out.timeline_error == "timeline not written: [Errno 28] No space left on device"
+
+
+# ---------------------------------------------------------------- PID reuse
+
+async def test_pid_reused_since_the_plan_is_refused_for_that_target_only(timeline):
+    source, clock, snap = await sim("seed")
+    plan = plan_action(snap, "sigkill", pids=(72742, 72230))      # detokenizer, TP0
+    node = source.node
+    clock.advance(30)                                             # the detokenizer exits; a new one gets its PID
+    node.procs.pop(72742)
+    node.add_proc(pid=72742, ppid=1, comm="bash", args="-bash", user="alice", uid=1002)
+    out = await execute(plan, source, timeline=timeline, clock=clock, verify_window_s=0, deadline_s=0)
+    assert out.rc == 3 and out.entry.rc == 3 and out.signalled == (72230,)
+    assert "kill -s KILL 72742: refused: PID 72742 is no longer the same process" in out.entry.output
+    assert "refused for PID 72742" in out.entry.text
+    assert node.procs[72742].phase == ALIVE and node.procs[72742].user == "alice"
+    assert node.procs[72230].phase != ALIVE
+
+
+@pytest.fixture
+def sleeper():
+    child = subprocess.Popen(["sleep", "60"])
+    yield child
+    if child.poll() is None:
+        child.kill()
+    child.wait()
+
+
+async def test_real_process_guard_refuses_a_wrong_start_time_and_kills_with_the_right_one(sleeper, timeline):
+    source = LocalSource("local", nvml_module=FakeNvml(eight_gpus()[:1]), dmesg_command=("true",))
+    try:
+        snap = await source.poll()
+        plan = plan_action(snap, "sigkill", pids=(sleeper.pid,))
+        assert plan.commands == (f"kill -s KILL {sleeper.pid}",) and plan.targets[0].create_time
+        stale = dataclasses.replace(plan, targets=(dataclasses.replace(
+            plan.targets[0], create_time=plan.targets[0].create_time - 5),))
+        clock = FakeClock()
+        out = await execute(stale, source, timeline=timeline, clock=clock, verify_window_s=0, deadline_s=0)
+        assert out.rc == 3 and out.signalled == () and out.status == "failed"
+        assert sleeper.poll() is None                              # still running
+        out = await execute(plan, source, timeline=timeline, clock=clock, verify_window_s=5)
+        assert out.rc == 0 and out.signalled == (sleeper.pid,)
+        assert sleeper.wait(5) == -9
+        assert [e.rc for e in timeline.entries] == [3, 0]
+    finally:
+        await source.close()
+
+
+# ---------------------------------------------------------------- holders, blockers, reset
+
+async def test_kill_holders_frees_the_hidden_holders_memory(timeline):
+    source, clock, snap = await sim("hidden-holders")
+    plan = plan_action(snap, "kill-holders", gpus=(0, 1, 2, 3))
+    assert len(plan.targets) == 8 and plan.expected_mib == {}      # the driver lists none of them
+    out = await execute(plan, source, timeline=timeline, clock=clock)
+    assert out.status == "settled" and out.rc == 0
+    assert all(v <= 1024 for v in out.entry.gpu_memory_after.values())
+    assert out.entry.freed_mib == sum(plan.memory_before.values()) - 4 * 4
+    assert out.entry.seconds_to_free is not None and out.entry.seconds_to_free <= 1
+
+
+async def test_clear_blockers_then_reset_frees_the_gpu_that_needed_it(timeline):
+    source, clock, snap = await sim("reset-required")
+    early = plan_action(snap, "reset", gpus=(RESET_GPU,))
+    assert any("clear them first (B)" in n for n in early.notes)
+    clear = plan_action(snap, "clear-blockers", gpus=(RESET_GPU,))
+    assert clear.commands == ("systemctl stop nvidia-persistenced", "nvidia-smi -pm 0 -i 3")
+    assert [tg.pid for tg in clear.targets] == [1563]
+    out = await execute(clear, source, timeline=timeline, clock=clock)
+    assert out.status == "settled" and out.rc == 0 and "blockers gone" in out.text
+
+    snap = await source.poll()
+    reset = plan_action(snap, "reset", gpus=(RESET_GPU,))
+    assert reset.commands == ("nvidia-smi -r -i 3",) and reset.notes == ()
+    out = await execute(reset, source, timeline=timeline, clock=clock)
+    assert out.status == "settled" and out.rc == 0 and "successfully reset" in out.output
+    assert out.entry.gpu_memory_after["3"] <= 1024 and out.entry.freed_mib >= 60000
+    assert [e.kind for e in timeline.entries] == ["action", "action"]
+
+
+async def test_reset_on_the_seed_is_refused_by_the_driver_and_recorded_with_rc_255(timeline):
+    source, clock, snap = await sim("seed")
+    monitor = NodeMonitor(source)
+    plan = plan_action(snap, "reset", gpus=(0,))
+    assert any("the reset refuses while any does" in n for n in plan.notes)
+    t0 = clock.now()
+    out = await execute(plan, source, timeline=timeline, monitor=monitor, clock=clock)
+    assert out.status == "failed" and out.watch is None and clock.now() == t0   # nothing to wait for
+    assert out.entry.rc == 255 and "In use by another client" in out.entry.output
+    assert "failed (rc 255)" in out.entry.text
+    assert monitor.actions == []          # a refused reset is not a reset diagnosis should wait on
+
+
+async def test_local_reset_releases_nvml_before_the_command_and_resumes_after(timeline):
+    nv = FakeNvml(eight_gpus()[:1])
+    source = LocalSource("local", nvml_module=nv, dmesg_command=("true",))
+    seen = []
+    real_run = source.run
+
+    async def run(command, timeout=30.0):
+        seen.append((command, source.nvml_paused, nv.shutdowns))
+        return await real_run("true", timeout)
+    source.run = run
+    try:
+        snap = await source.poll()
+        assert nv.initialized == 1
+        plan = plan_action(snap, "reset", gpus=(0,))
+        await execute(plan, source, timeline=timeline, clock=FakeClock(), verify_window_s=0, deadline_s=0)
+        assert seen == [("nvidia-smi -r -i 0", True, 1)]
+        assert source.nvml_paused is False
+        assert (await source.poll()).gpus and nv.initialized == 2   # NVML opened again for the next poll
+    finally:
+        await source.close()

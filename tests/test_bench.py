@@ -1,0 +1,130 @@
+"""`gpu-incident bench`: runs end to end, reports what it promises, refuses bad usage.
+
+Figures are reported, never asserted: only their presence, shape and sign are.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+
+import pytest
+
+from console.bench import MAX_NODES, run_bench, table
+from console.bench_ssh import measure_target
+from console.bench_stats import percentile
+from console.bench_synth import big_probe_text
+from console.diagnose import diagnose
+from console.sim.server import start_sim_servers
+from console.sources import probe
+from console.sources.parse import parse_probe
+from console.targets import SshOptions
+from tests.sshd_fixture import free_port
+
+FIGURES = ("p50", "p95", "max")
+EXPECTED = {
+    "probe.sim_poll.seed", "probe.parse.seed", "probe.diagnose.seed", "probe.parse_diagnose.seed",
+    "probe.parse.big", "probe.diagnose.big", "probe.parse_diagnose.big",
+    "ui.first_update.seed", "ui.update.seed", "ui.first_update.big", "ui.update.big",
+    "ui.first_update.big_all", "ui.update.big_all",
+    "ssh.first_snapshot", "ssh.poll", "ssh.probe", "ssh.round", "ssh.cpu_per_s",
+}
+
+
+def bench_args(**kw) -> argparse.Namespace:
+    base = dict(quick=True, json=True, nodes=2, target=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_home):
+    assert run_bench(bench_args()) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out)
+    assert isinstance(doc["version"], str) and doc["version"]
+    assert doc["machine"]["cpus"] >= 1 and doc["machine"]["python"] == platform.python_version()
+    assert doc["errors"] == []
+    by_name = {r["name"]: r for r in doc["results"]}
+    assert set(by_name) == EXPECTED
+    for r in doc["results"]:
+        assert r["unit"] in ("ms", "ms/s"), r
+        assert isinstance(r["n"], int) and r["n"] >= 1, r
+        for key in FIGURES:
+            assert isinstance(r[key], (int, float)) and r[key] > 0, (r["name"], key, r[key])
+        assert r["p50"] <= r["p95"] <= r["max"], r
+    # the sizes asked for are the sizes measured
+    assert by_name["ssh.first_snapshot"]["n"] == 2 and by_name["ssh.first_snapshot"]["failed"] == 0
+    assert by_name["ssh.poll"]["n"] == 2 * doc["config"]["rounds"]
+    assert by_name["ssh.cpu_per_s"]["unit"] == "ms/s" and by_name["ssh.cpu_per_s"]["polls"] >= 2
+    assert by_name["probe.parse_diagnose.big"]["processes"] == 2000
+    assert by_name["probe.parse_diagnose.big"]["gpus"] == 8
+    assert doc["config"] == {"quick": True, "nodes": 2, "rounds": doc["config"]["rounds"],
+                             "cpu_seconds": doc["config"]["cpu_seconds"], "target": None}
+    # the human view of the same document names every result and no error section
+    text = table(doc)
+    for name in EXPECTED:
+        assert name in text
+    assert "errors" not in text and "% of one core" in text
+
+
+@pytest.mark.parametrize("nodes", [0, -1, MAX_NODES + 1, 10_000])
+def test_bad_node_count_is_one_line_usage_error(nodes, capsys):
+    with pytest.raises(ValueError) as err:
+        run_bench(bench_args(nodes=nodes))
+    message = str(err.value)
+    assert "\n" not in message and "--nodes" in message and f"{MAX_NODES}" in message
+    assert capsys.readouterr().out == ""          # nothing measured, nothing printed
+
+
+@pytest.mark.parametrize("target", ["demo", "local", "bad host", "root@host:99999"])
+def test_target_that_is_not_an_ssh_destination_is_usage_error(target, capsys):
+    with pytest.raises(ValueError) as err:
+        run_bench(bench_args(target=target))
+    assert "\n" not in str(err.value)
+    assert capsys.readouterr().out == ""
+
+
+async def test_target_measured_over_kept_and_fresh_connections(tmp_path, ssh_home):
+    async with await start_sim_servers("seed", 1, None, tmp_path / "state") as servers:
+        options = SshOptions(known_hosts=str(servers.known_hosts), identity=(str(servers.client_key),))
+        before = len(servers.nodes[0].history)
+        results, errors = await measure_target(servers.targets[0], options, device_glob="/dev/nvidia*",
+                                               probe_timeout=10.0, rounds=2)
+        probes = [c for _t, c in servers.nodes[0].history[before:] if "begin meta" in c]
+    assert errors == []
+    by_name = {r.name: r for r in results}
+    assert set(by_name) == {"target.first_poll", "target.kept", "target.kept.probe", "target.fresh"}
+    assert len(by_name["target.kept"].samples) == 2 and len(by_name["target.fresh"].samples) == 2
+    assert all(x > 0 for r in results for x in r.samples)
+    assert by_name["target.kept"].as_dict()["gpus"] == 8
+    assert len(probes) == 5, "first + 2 kept + 2 fresh polls reached the node"
+
+
+async def test_unreachable_target_is_reported_as_an_error_not_raised(ssh_home):
+    port = free_port()
+    results, errors = await measure_target(f"root@127.0.0.1:{port}", SshOptions(connect_timeout=3),
+                                           device_glob="/dev/nvidia*", probe_timeout=5.0, rounds=2)
+    assert results == []
+    assert len(errors) == 1 and "refused" in errors[0] and f"{port}" in errors[0]
+
+
+def test_big_node_goes_through_the_real_parser_with_field_faults():
+    mark = probe.new_mark()
+    snap = parse_probe("big", big_probe_text(mark), mark, taken_at=1_796_000_000.0)
+    assert snap.error is None and snap.warnings == ()
+    assert len(snap.processes) == 2000 and len(snap.gpus) == 8
+    assert [g.index for g in snap.gpus] == list(range(8))
+    kinds = {f.kind for f in diagnose(snap)}
+    assert {"zombie", "d-state", "orphan", "hidden-holder", "foreign-pid", "ghost-memory", "xid",
+            "reset-blocker"} <= kinds
+    # successive polls differ (the UI part needs real changes to apply), and the text is deterministic
+    assert big_probe_text(mark, tick=1) != big_probe_text(mark) == big_probe_text(mark)
+
+
+def test_percentile_interpolates_between_ranks():
+    assert percentile([5.0], 95) == 5.0
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert percentile(list(range(1, 101)), 95) == pytest.approx(95.05)
+    assert percentile([1.0, 2.0], 100) == 2.0
+    with pytest.raises(ValueError):
+        percentile([], 50)
