@@ -216,3 +216,56 @@ async def test_space_tags_and_filter_narrows(incident_dir):
         procs = app.query_one("#procs", DataTable)
         shown = [str(procs.get_row(r.key)[-1]).strip() for r in procs.ordered_rows]
         assert shown == ["sglang::scheduler_TP3"], shown
+
+
+async def test_k_shows_confirm_with_exact_command_then_kills_and_verifies(incident_dir):
+    """The seed: k on tagged workers -> Confirm (exact kill line) -> y -> action entry, memory stays."""
+    from textual.widgets import DataTable
+
+    from console import timeline
+    from console.ui.confirm import ConfirmScreen
+    tl = timeline.open_incident(incident_dir)
+    src = SimSource(name="demo", scenario="seed", clock=FakeClock())
+    app = IncidentApp([src], timeline=tl)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 3)
+        procs = app.query_one("#procs", DataTable)
+        procs.move_cursor(row=procs.get_row_index("demo:72169"))     # the launcher
+        await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        shown = str(app.screen.query_one("Static").render())
+        assert "Confirm" in shown and "$ kill -s KILL 72169" in shown and "demo" in shown
+        assert "--attention-backend flashinfer" in shown        # the target's command line
+        await pilot.press("n")                                    # cancel: nothing ran
+        await pilot.pause()
+        assert src.node.proc(72169) is not None and not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("k")
+        await pilot.pause()
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any(e.kind == "action" for e in tl.entries), tries=300)
+        action = [e for e in tl.entries if e.kind == "action"][-1]
+        assert action.command == "kill -s KILL 72169" and action.rc == 0
+        assert action.freed_mib == 0 and action.gpu_memory_after == action.gpu_memory_before
+        await pilot.press("q")
+
+
+async def test_read_only_refuses_in_the_action_layer_and_says_so(incident_dir):
+    from textual.widgets import DataTable
+
+    from console import timeline
+    tl = timeline.open_incident(incident_dir)
+    src = SimSource(name="demo", scenario="graceful", clock=FakeClock())
+    app = IncidentApp([src], timeline=tl, read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 0)
+        assert "READ-ONLY" in str(app.query_one("#mode").render())
+        await pilot.press("t")
+        await pilot.pause()
+        assert "READ-ONLY" in str(app.screen.query_one("Static").render())
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any(e.kind == "action" for e in tl.entries))
+        entry = [e for e in tl.entries if e.kind == "action"][-1]
+        assert "read-only" in entry.text and entry.rc is None
+        snap = await src.poll()
+        assert sum(g.memory_used_mib for g in snap.gpus) > 100000     # nothing was signalled

@@ -1,6 +1,7 @@
 """The console: nodes, GPU table, process tree and findings, live. Textual lives only under ui/."""
 from __future__ import annotations
 
+import asyncio
 from typing import Sequence
 
 from rich.text import Text
@@ -13,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.theme import Theme
 from textual.widgets import DataTable, Footer, Static
 
+from ..actions import ActionPolicy
 from ..engine import NodeMonitor
 from ..incident import IncidentLog
 from ..model import NodeSnapshot
@@ -53,6 +55,11 @@ class IncidentApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     BINDINGS = [
+        Binding("t", "act('sigterm')", "TERM", id="sigterm"),
+        Binding("k", "act('sigkill')", "KILL", id="sigkill"),
+        Binding("F", "act('kill-holders')", "Kill holders", id="kill-holders", show=False),
+        Binding("R", "act('reset')", "Reset GPU", id="reset", show=False),
+        Binding("B", "act('clear-blockers')", "Clear blockers", id="clear-blockers", show=False),
         Binding("w", "wait_recheck", "Wait 5s", id="wait"),
         Binding("c", "check", "Check", id="check"),
         Binding("h", "hypothesis", "Hypothesis", id="hypothesis"),
@@ -66,6 +73,11 @@ class IncidentApp(App[int]):
         Binding("q", "quit", "Quit", id="quit"),
     ]
     HELP_ROWS = (("↑ ↓", "move"), ("tab", "switch panel (nodes, GPUs, processes, findings)"),
+                 ("t", "SIGTERM the selected/tagged processes (Confirm first)"),
+                 ("k", "SIGKILL the selected/tagged processes (Confirm first)"),
+                 ("F", "kill every holder of the selected GPU's device files (listed, never fuser -k)"),
+                 ("R", "reset the selected GPU: nvidia-smi -r -i N"),
+                 ("B", "clear reset blockers: persistence mode, nvidia-persistenced, MPS, DCGM"),
                  ("enter", "everything about the row: process, GPU, finding (with its commands)"),
                  ("space", "tag the selected process (multi-select)"),
                  ("w", "wait-and-recheck: 5 s, then per-GPU memory again (a check)"),
@@ -100,6 +112,8 @@ class IncidentApp(App[int]):
         self.proc_filter = ""
         self.tagged: set[str] = set()
         self.incident = IncidentLog(timeline, on_error=lambda msg: self.notify(msg, severity="error"))
+        self.policy = ActionPolicy(read_only=read_only, dry_run=dry_run)
+        self.watches: list = []           # ActionWatch handles still observing (cancelled on quit)
         self._selected_initially: set[str] = set()
         themes, self.theme_warnings = load_themes()
         for name, spec in themes.items():
@@ -123,6 +137,8 @@ class IncidentApp(App[int]):
             yield DataTable(id="gpus", cursor_type="row")
             yield DataTable(id="procs", cursor_type="row")
             yield DataTable(id="findings", cursor_type="row", show_header=False)
+        if self._mode_text():
+            yield Static(Text(self._mode_text(), style="bold"), id="mode")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -432,7 +448,80 @@ class IncidentApp(App[int]):
         self.refresh_node_view()
         self.query_one("#procs", DataTable).action_cursor_down()
 
+    # ---- escalation: every destructive action goes through plan -> Confirm -> execute
+    @property
+    def selected_gpu(self) -> int | None:
+        key = tables.selected_key(self.query_one("#gpus", DataTable))
+        if key is None or ":lost:" in key:
+            return None
+        return int(key.rsplit(":", 1)[1])
+
+    def action_act(self, rung: str) -> None:
+        from ..actions import plan_action
+        source, snap = self._current()
+        if source is None or snap is None:
+            self.notify("no reading of this node yet", severity="warning")
+            return
+        pids: list[int] = []
+        gpus: list[int] = []
+        if rung in ("sigterm", "sigkill"):
+            pids = self.selected_pids()
+            if not pids:
+                self.notify("select or tag processes first (space tags)", severity="warning")
+                return
+        elif rung in ("kill-holders", "reset", "clear-blockers"):
+            gpu = self.selected_gpu
+            if gpu is None:
+                self.notify("select a GPU first (tab to the GPU table)", severity="warning")
+                return
+            gpus = [gpu]
+        try:
+            plan = plan_action(snap, rung, pids=pids, gpus=gpus)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        if not plan.commands:
+            why = "; ".join(plan.refusals) or "nothing to do"
+            self.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
+            return
+        from .confirm import ConfirmScreen
+
+        def answered(answer: str | None) -> None:
+            if answer:
+                self._execute(plan, source, typed=answer if plan.typed_confirmation else None)
+            else:
+                self.notify("cancelled: nothing ran")
+        self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
+
+    def _execute(self, plan, source: Source, *, typed: str | None = None) -> None:
+        from ..actions import execute
+        monitor = next(m for m in self.monitors if m.source is source)
+        hyp = self.incident.open_hypothesis()
+        self.notify(f"{plan.node}: {plan.title} — verifying for up to 10 s…", timeout=5)
+
+        async def work() -> None:
+            outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline,
+                                    monitor=monitor, read=monitor.poll_once, typed=typed,
+                                    hypothesis=hyp.seq if hyp else None)
+            if outcome.watch is not None:
+                self.watches.append(outcome.watch)
+            severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
+            self.notify(f"{plan.node}: {printable(outcome.text, 200)}", severity=severity, timeout=10)
+            if outcome.timeline_error:
+                self.notify(f"timeline: {outcome.timeline_error}", severity="error")
+        self.run_worker(work(), group="actions", exclusive=False)
+
     async def action_quit(self) -> None:
+        for watch in self.watches:
+            watch.cancel()
+        running = [w for w in self.workers if w.group == "actions" and not w.is_finished]
+        for worker in running:
+            worker.cancel()     # execute() still writes the action entry with what it saw
+        for worker in running:
+            try:
+                await asyncio.wait_for(worker.wait(), 3)
+            except Exception:  # noqa: BLE001 - cancelled or slow: quitting anyway
+                pass
         self.incident.note(None, "console stopped")
         self.exit(0)
 
