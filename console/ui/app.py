@@ -22,6 +22,7 @@ from ..sources.base import Source
 from ..theming import DEFAULT_THEME, load_themes
 from ..timeline import Timeline
 from . import tables
+from .palette import IncidentCommands
 from .rows import proc_rows
 from .text import printable
 
@@ -54,6 +55,7 @@ class HelpScreen(ModalScreen[None]):
 class IncidentApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
+    COMMANDS = App.COMMANDS | {IncidentCommands}
     BINDINGS = [
         Binding("t", "act('sigterm')", "TERM", id="sigterm"),
         Binding("k", "act('sigkill')", "KILL", id="sigkill"),
