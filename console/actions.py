@@ -193,12 +193,12 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     expected: dict[str, int | None] = {}
     for tgt in targets:
         proc = snap.proc(tgt.pid)
-        held = {int(k) for k in tgt.gpu_memory_mib if str(k).isdigit()}
+        held = {int(k) for k in tgt.gpu_memory_mib if str(k).isdecimal()}
         held |= ladder.device_gpus(proc) | ladder.driver_gpus(snap, tgt.pid)
         if not gpus:
             on |= held
         for k, v in tgt.gpu_memory_mib.items():
-            if str(k).isdigit():
+            if str(k).isdecimal():
                 expected[str(k)] = (expected.get(str(k)) or 0) + (v or 0)
     if expected:   # the targets' share is known: GPUs they hold nothing on have nothing to give back
         expected = {str(g): expected.get(str(g), 0) for g in on}

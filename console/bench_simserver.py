@@ -43,7 +43,7 @@ async def _serve(state_dir: str, nodes: int, scenario: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3) or not argv[1].isdigit():
+    if len(argv) not in (2, 3) or not argv[1].isdecimal():
         print("usage: python -m console.bench_simserver STATE_DIR NODES [SCENARIO]", file=sys.stderr)
         return 2
     try:

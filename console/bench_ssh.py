@@ -82,7 +82,7 @@ class SimChild:
             await child.stop()
             raise RuntimeError(f"the simulated nodes did not start within {CHILD_START_TIMEOUT_S:g} s") from None
         words = line.decode(errors="replace").split()
-        if not words or words[0] != "ready" or not all(w.isdigit() for w in words[1:]):
+        if not words or words[0] != "ready" or not all(w.isdecimal() for w in words[1:]):
             await child.stop()
             why = err_path.read_text(errors="replace").strip().splitlines()
             raise RuntimeError("the simulated nodes did not start: " + (why[-1] if why else "no output"))

@@ -48,7 +48,7 @@ def parse_memory_read(text: str) -> dict[str, int | None]:
     """`--query-gpu=index,memory.used --format=csv,noheader` -> {"0": 76109, ...}."""
     out: dict[str, int | None] = {}
     for row in csv_rows(str(text)):
-        if len(row) >= 2 and row[0].isdigit():
+        if len(row) >= 2 and row[0].isdecimal():
             out[str(int(row[0]))] = na_or_int(row[1])
     return out
 
@@ -119,7 +119,7 @@ def parse_tasks(text: str) -> dict:
         if not sep or len(parts) != 6 or parts[1] != "proc" or parts[3] != "task":
             continue
         pid, tid, name = parts[2], parts[4], parts[5]
-        if not (pid.isdigit() and tid.isdigit()):
+        if not (pid.isdecimal() and tid.isdecimal()):
             continue
         th = threads.setdefault((pid, tid), {"tid": int(tid), "name": None, "state": None, "wchan": None})
         if name == "wchan":
@@ -178,12 +178,12 @@ def parse_blockers(text: str, programs: tuple[str, ...], units: tuple[str, ...])
     sec = sections(text)
     persistence: dict[str, bool | None] = {}
     for row in csv_rows(sec.get("", "")):
-        if len(row) >= 2 and row[0].isdigit():
+        if len(row) >= 2 and row[0].isdecimal():
             persistence[str(int(row[0]))] = on_off(row[1])
     daemons = []
     for line in sec.get("ps", "").splitlines():
         parts = line.split(None, 1)
-        if len(parts) != 2 or not parts[0].isdigit():
+        if len(parts) != 2 or not parts[0].isdecimal():
             continue
         prog = parts[1].split()[0].rsplit("/", 1)[-1] if parts[1].split() else ""
         if prog in programs:
@@ -212,7 +212,7 @@ def parse_ss(text: str, port: int | None = None) -> dict:
             continue
         local = parts[3]
         addr, _, port_text = local.rpartition(":")
-        if not port_text.isdigit():
+        if not port_text.isdecimal():
             continue
         p = int(port_text)
         if port is not None and p != port:

@@ -41,7 +41,7 @@ def _positive(text: str) -> float:
 
 
 def _port(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
+    if not text.isdecimal() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"not a TCP port: {text!r}")
     return int(text)
 

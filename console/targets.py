@@ -85,7 +85,7 @@ def parse_destination(dest: str) -> tuple[str | None, str, int | None]:
         raise ValueError(f"bad SSH destination {dest!r}: bad host name {host!r}")
     port: int | None = None
     if port_text is not None:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        if not port_text.isdecimal() or not 0 < int(port_text) < 65536:
             raise ValueError(f"bad SSH destination {dest!r}: port must be a number from 1 to 65535")
         port = int(port_text)
     return user, host, port

@@ -30,7 +30,7 @@ async def c_false(sh, argv, stdin):
 
 
 async def c_exit(sh, argv, stdin):
-    code = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else sh.status
+    code = int(argv[1]) if len(argv) > 1 and argv[1].isdecimal() else sh.status
     raise ShellExit(code)
 
 
@@ -54,7 +54,7 @@ async def c_printf(sh, argv, stdin):
             if m.group(0) == "%%":
                 return "%"
             v = args.pop(0) if args else ""
-            return str(int(v) if m.group(0) == "%d" and v.lstrip("-").isdigit() else v)
+            return str(int(v) if m.group(0) == "%d" and v.lstrip("-").isdecimal() else v)
         out.append(re.sub(r"%%|%s|%d", sub, fmt))
         if not args or "%" not in fmt:
             break
@@ -201,7 +201,7 @@ def _lines_arg(argv, default=10):
             n = int(next(it, str(default)).lstrip("+-") or default)
         elif a.startswith("-n"):
             n = int(a[2:].lstrip("+-") or default)
-        elif a.startswith("-") and a[1:].isdigit():
+        elif a.startswith("-") and a[1:].isdecimal():
             n = int(a[1:])
         elif a in ("-q", "-v"):
             continue
@@ -434,7 +434,7 @@ async def c_ls(sh, argv, stdin):
     out, err, rc = [], [], 0
     for path in paths:
         parts = path.strip("/").split("/")
-        p = sh.node.proc(int(parts[1])) if len(parts) >= 2 and parts[0] == "proc" and parts[1].isdigit() else None
+        p = sh.node.proc(int(parts[1])) if len(parts) >= 2 and parts[0] == "proc" and parts[1].isdecimal() else None
         names = vfs.listdir(sh.node, path)
         if names is None:
             if vfs.exists(sh.node, path):
@@ -450,8 +450,8 @@ async def c_ls(sh, argv, stdin):
         elif long and p is not None and parts[2:] == ["fd"]:
             out.append(procfs.ls_fd(sh.node, p))
         else:
-            key = (lambda s: (0, int(s)) if s.isdigit() else (1, s)) if path.rstrip("/") != "/proc" else \
-                (lambda s: (0, int(s)) if s.isdigit() else (1, s))
+            key = (lambda s: (0, int(s)) if s.isdecimal() else (1, s)) if path.rstrip("/") != "/proc" else \
+                (lambda s: (0, int(s)) if s.isdecimal() else (1, s))
             out.append("".join(n + "\n" for n in sorted(names, key=key)))
     return "".join(out), "".join(err), rc
 
@@ -496,7 +496,7 @@ async def c_kill(sh, argv, stdin):
         args = args[1:]
     err, rc = [], 0
     for a in args:
-        if not a.lstrip("-").isdigit():
+        if not a.lstrip("-").isdecimal():
             return "", "".join(err) + _sherr(sh, "kill", f"Illegal number: {a}"), 2
         target = int(a)
         if target < 0:
@@ -719,7 +719,7 @@ async def c_journalctl(sh, argv, stdin):
     lines = procfs.journal_lines(sh.node)
     if "-n" in argv:
         i = argv.index("-n")
-        if i + 1 < len(argv) and argv[i + 1].isdigit():
+        if i + 1 < len(argv) and argv[i + 1].isdecimal():
             lines = lines[-int(argv[i + 1]):]
     if not lines:
         return "-- No entries --\n", "", 0

@@ -33,7 +33,7 @@ _STOPPING = {"STOP", "TSTP", "TTIN", "TTOU"}
 def signal_name(text: str) -> str | None:
     """'9', 'KILL', 'SIGKILL', 'kill' -> 'KILL'; '0' -> '0'; unknown -> None."""
     t = text.strip().upper()
-    if t.isdigit():
+    if t.isdecimal():
         n = int(t)
         return "0" if n == 0 else SIGNAL_NAMES.get(n)
     t = t.removeprefix("SIG")

@@ -14,7 +14,7 @@ _TTY_NR = {"?": 0}
 
 
 def tty_nr(tty: str) -> int:
-    if tty.startswith("pts/") and tty[4:].isdigit():
+    if tty.startswith("pts/") and tty[4:].isdecimal():
         return (136 << 8) | int(tty[4:])
     return _TTY_NR.get(tty, 0)
 

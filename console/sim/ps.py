@@ -145,7 +145,7 @@ def parse_format(spec: str) -> list[tuple[str, str, int, bool]]:
         if key not in _COLS:
             raise ValueError(name)
         h, w, right = _COLS[key]
-        if width.isdigit():
+        if width.isdecimal():
             w = int(width)
         out.append((key, header if eq else h, w, right))
     return out
@@ -200,7 +200,7 @@ def run(node: SimNode, argv: list[str], transient: list[SimProc]) -> tuple[str, 
                 everyone |= "e" in a or "A" in a
                 full |= "f" in a
                 threads |= "L" in a or "T" in a
-            elif a.isdigit():
+            elif a.isdecimal():
                 pids = (pids or set()) | {int(a)}
             elif not a.startswith("-") and all(ch in "auxwfHLe" for ch in a):
                 everyone = everyone or "a" in a or "x" in a

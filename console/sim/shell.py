@@ -210,7 +210,7 @@ class Shell:
                 if fd == 0:
                     continue
                 if target.startswith("&"):
-                    sinks[fd] = sinks.get(int(target[1:]) if target[1:].isdigit() else 1, "null")
+                    sinks[fd] = sinks.get(int(target[1:]) if target[1:].isdecimal() else 1, "null")
                 else:
                     sinks[fd] = "null"          # files (and /dev/null) are not kept
             routed = []

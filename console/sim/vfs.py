@@ -16,14 +16,14 @@ def _proc_and_tid(node: SimNode, parts: list[str]) -> tuple[SimProc | None, int 
     if not parts:
         return None, None, []
     head = parts[0]
-    pid = node.shell_pid if head in ("self", "thread-self") else (int(head) if head.isdigit() else None)
+    pid = node.shell_pid if head in ("self", "thread-self") else (int(head) if head.isdecimal() else None)
     if pid is None:
         return None, None, []
     p = node.proc(pid)
     if p is None:
         return None, None, []
     rest = parts[1:]
-    if len(rest) >= 2 and rest[0] == "task" and rest[1].isdigit():
+    if len(rest) >= 2 and rest[0] == "task" and rest[1].isdecimal():
         tid = int(rest[1])
         if tid not in [t[0] for t in node.threads(p)]:
             return None, None, []
@@ -75,7 +75,7 @@ def readlink(node: SimNode, path: str) -> str | None:
         return None
     if rest == ["ns", "pid"]:
         return p.pid_ns
-    if len(rest) == 2 and rest[0] == "fd" and rest[1].isdigit():
+    if len(rest) == 2 and rest[0] == "fd" and rest[1].isdecimal():
         return dict(fd_table(p)).get(int(rest[1]))
     if rest == ["exe"] and p.phase == ALIVE and not p.kthread:
         word = p.args.split(" ")[0]

@@ -201,7 +201,7 @@ class ProcScanner:
         base = f"{self.proc}/{pid}/task"
         try:
             with os.scandir(base) as it:
-                tids = [e.name for e in it if e.name.isdigit()]
+                tids = [e.name for e in it if e.name.isdecimal()]
         except OSError:
             return ()
         for tid in tids:
@@ -225,7 +225,7 @@ class ProcScanner:
     def scan(self, own_pid: int | None = None) -> ProcScan:
         try:
             with os.scandir(self.proc) as it:
-                pids = sorted(int(e.name) for e in it if e.name.isdigit())
+                pids = sorted(int(e.name) for e in it if e.name.isdecimal())
         except OSError as exc:
             return ProcScan([], (), [f"cannot list {self.proc}: {exc.strerror or exc}"])
         denied = 0
@@ -296,7 +296,7 @@ def _merge_gpu_memory(procs: list[Proc], dprocs: Sequence[DriverProc],
 
 def _signal_number(signame: str) -> _signal.Signals | None:
     name = str(signame).strip().upper()
-    if name.isdigit():
+    if name.isdecimal():
         try:
             return _signal.Signals(int(name))
         except ValueError:
