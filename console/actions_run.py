@@ -320,7 +320,8 @@ def _settled_text(seen: _Seen, words: str) -> str:
     if plan.rung == "clear-blockers":
         return f"reset blockers gone {av.secs(seen.elapsed)} after {words}"
     if plan.gpus and (seen.freed or 0) > 0:
-        return f"{t.gpus(plan.gpus)} freed {t.mib(seen.freed)} {av.secs(seen.elapsed)} after {words}{tail}"
+        freed_on = av.gpus_freed(plan.memory_before, seen.after or {}) or list(plan.gpus)
+        return f"{t.gpus(freed_on)} freed {t.mib(seen.freed)} {av.secs(seen.elapsed)} after {words}{tail}"
     return f"the targets have exited {av.secs(seen.elapsed)} after {words}{tail}"
 
 

@@ -45,6 +45,16 @@ def freed_mib(before: Memory, after: Memory) -> int:
     return total
 
 
+def gpus_freed(before: Memory, after: Memory) -> list[int]:
+    """GPUs whose use went down between the two readings (the ones to name as freed)."""
+    out = []
+    for key, was in before.items():
+        now = after.get(key)
+        if was is not None and now is not None and was > now and str(key).isdecimal():
+            out.append(int(key))
+    return sorted(out)
+
+
 def used_mib(memory: Memory) -> int:
     return sum(v for v in memory.values() if v)
 

@@ -392,3 +392,13 @@ async def test_local_reset_releases_nvml_before_the_command_and_resumes_after(ti
         assert (await source.poll()).gpus and nv.initialized == 2   # NVML opened again for the next poll
     finally:
         await source.close()
+
+
+async def test_one_worker_killed_names_only_the_gpu_that_came_back(timeline):
+    """The schedulers hold every /dev/nvidiaN; killing TP0 frees GPU 0 alone and says so."""
+    source, clock, snap = await sim("seed")
+    plan = plan_action(snap, "sigkill", pids=(72230,))
+    out = await execute(plan, source, timeline=timeline, monitor=NodeMonitor(source), clock=clock)
+    await out.watch.wait()
+    [obs] = out.watch.observations
+    assert obs.text.startswith("GPU 0 freed 74.3 GiB"), obs.text
