@@ -10,7 +10,8 @@ import re
 
 from .diagnosis.xid import bus_key, parse_xid_line
 from .sources.parse import (clip, csv_rows, na_or_int, nvsmi_failure, on_off, parse_compute_apps,
-                            parse_fds, parse_gpu_query, parse_pidns, parse_ps, parse_stat_line)
+                            parse_fds, parse_gpu_query, parse_pidns, parse_ps, parse_stat_line,
+                            program_name)
 from .sources.probe import split_sections
 
 SECTION_RE = re.compile(r"^::([a-z-]+)::$")
@@ -181,13 +182,10 @@ def parse_blockers(text: str, programs: tuple[str, ...], units: tuple[str, ...])
         if len(row) >= 2 and row[0].isdecimal():
             persistence[str(int(row[0]))] = on_off(row[1])
     daemons = []
-    for line in sec.get("ps", "").splitlines():
-        parts = line.split(None, 1)
-        if len(parts) != 2 or not parts[0].isdecimal():
-            continue
-        prog = parts[1].split()[0].rsplit("/", 1)[-1] if parts[1].split() else ""
+    for pid, (_, args) in parse_ps(sec.get("ps", ""), user=False).items():
+        prog = program_name(args)
         if prog in programs:
-            daemons.append({"pid": int(parts[0]), "program": prog, "args": clip(parts[1])})
+            daemons.append({"pid": pid, "program": prog, "args": clip(args)})
     unit_lines = [ln.strip() for ln in sec.get("units", "").splitlines() if ln.strip()]
     states: dict[str, str] = {}
     no_systemd = any("not been booted with systemd" in ln or "Failed to connect to bus" in ln

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
+from .sources.probe import DEFAULT_DEVICE_GLOB
 
 SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench")
 SEVERITY_WORDS = ("info", "low", "high", "critical")
@@ -55,8 +56,8 @@ def _add_ssh_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
     g.add_argument("--accept-new-host-keys", action="store_true",
                    help="record keys of hosts not yet known (never changed keys)")
-    g.add_argument("--device-glob", default="/dev/nvidia*", metavar="GLOB",
-                   help="device files whose holders are GPU holders (default /dev/nvidia*)")
+    g.add_argument("--device-glob", default=DEFAULT_DEVICE_GLOB, metavar="GLOB",
+                   help=f"device files whose holders are GPU holders (default {DEFAULT_DEVICE_GLOB})")
     g.add_argument("--probe-timeout", type=_positive, default=10.0, metavar="S",
                    help="deadline of one poll of a node (default 10 s)")
 
@@ -84,7 +85,8 @@ def build_sub_parser(name: str) -> Parser:
     p.add_argument("--debug-log", metavar="FILE")
     if name == "snapshot":
         p.add_argument("targets", nargs="*", metavar="TARGET")
-        p.add_argument("--json", action="store_true", help="JSON document on stdout (the contract)")
+        p.add_argument("--json", action="store_true",
+                       help="JSON document on stdout (the contract); without it, a plain-text report")
         p.add_argument("--fail-on", choices=SEVERITY_WORDS, metavar="SEVERITY",
                        help="exit 1 when a finding reaches SEVERITY (info, low, high, critical)")
         _add_ssh_options(p)
@@ -137,16 +139,18 @@ def make_sources(args: argparse.Namespace, default_target: str = "local"):
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    if not args.json:
-        raise UsageError("snapshot needs --json (the human view is the console)")
     from .diagnose import fails
     from .engine import snapshot_all
-    from .jsonout import snapshot_document
     sources = make_sources(args)
     taken = time.time()
     snaps = asyncio.run(snapshot_all(sources))
-    json.dump(snapshot_document(snaps, taken), sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    if args.json:
+        from .jsonout import snapshot_document
+        json.dump(snapshot_document(snaps, taken), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:  # a plain-text report for a terminal or a ticket; scripts use --json
+        from .report import snapshot_report
+        sys.stdout.write(snapshot_report(snaps))
     if args.fail_on:
         findings = [f for s in snaps for f in s.findings]
         if fails(findings, args.fail_on):

@@ -6,18 +6,17 @@ from typing import Sequence
 import re
 
 from .model import TimelineEntry
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from .textsafe import one_line, printable
 
 
 def _clean(text: str | None) -> str:
     """Untrusted text (process names, command output) with control characters and escape
-    sequences shown as \\xNN, never sent raw to a terminal or a Markdown viewer."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text or "")
+    sequences shown as \\xNN, never sent raw to a terminal or a Markdown viewer; lines kept."""
+    return printable(text or "", keep="\t\n")
 
 
 def _one_line(text: str | None) -> str:
-    return " ".join(_clean(text).split())
+    return one_line(text or "")
 
 
 def _fence(body: str) -> str:

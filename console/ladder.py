@@ -25,6 +25,7 @@ from typing import Awaitable, Callable, Iterable, Sequence
 
 from .checkparse import parse_memory_read
 from .model import CommandResult, Finding, NodeSnapshot, Proc
+from .sources.parse import program_name
 from .sources.probe import QUERY_MEMORY
 
 RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
@@ -72,10 +73,7 @@ _GPU_DEVICE_RE = re.compile(r"nvidia(\d+)$")
 
 def program_of(proc: Proc) -> str:
     """The program a process runs: argv[0]'s basename, else its (possibly truncated) comm."""
-    words = proc.cmdline.split()
-    if words:
-        return os.path.basename(words[0])
-    return proc.name
+    return program_name(proc.cmdline) if proc.cmdline.strip() else proc.name
 
 
 def label(proc: Proc) -> str:

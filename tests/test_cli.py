@@ -20,7 +20,6 @@ def test_version():
     ["--no-such-flag"],
     ["--interval", "0"],
     ["--interval", "soon"],
-    ["snapshot", "demo"],                       # --json missing
     ["snapshot", "--json", "--fail-on", "bad"],
     ["simulate", "--port", "99999"],
     ["timeline", "frobnicate"],
@@ -134,3 +133,10 @@ def test_snapshot_piped_into_head_exits_quietly():
     r = subprocess.run(f"{cmd} snapshot --json demo demo:graceful | head -c 10", shell=True,
                        capture_output=True, text=True, timeout=60)
     assert r.stdout == '{\n "taken_' and "Traceback" not in r.stderr and "internal error" not in r.stderr
+
+
+def test_snapshot_without_json_is_a_plain_report():
+    r = run("snapshot", "demo:reset-required")
+    assert r.returncode == 0
+    assert r.stdout.startswith("demo:reset-required: 8 GPUs,")
+    assert "GPU 3" in r.stdout and "xid" in r.stdout and "→ " in r.stdout

@@ -16,7 +16,8 @@ import psutil
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.sources.local import DMESG_DENIED, LocalSource, ProcScanner, parse_stat
+from console.sources.local import DMESG_DENIED, LocalSource, ProcScanner
+from console.sources.parse import parse_stat_line
 from fake_pynvml import FakeNvml, eight_gpus
 
 PY = sys.executable
@@ -263,11 +264,12 @@ async def test_poll_cost_with_300_processes(children):
     st.integers(0, 2**22), st.text(max_size=20), st.text(max_size=2), st.text(max_size=8),
     st.text(max_size=120)))
 def test_parse_stat_never_raises(text):
-    got = parse_stat(text)
-    assert got is None or isinstance(got[2], int)
+    got = parse_stat_line(text)
+    assert got is None or isinstance(got.ppid, int)
 
 
 def test_parse_stat_comm_with_spaces_and_parens():
     rest = " ".join(["0"] * 13) + " 20 0 7 0 4242 0"
-    comm, state, ppid, threads, start = parse_stat(f"72170 (sglang::sch (TP0) x) D 9 {rest}")
+    got = parse_stat_line(f"72170 (sglang::sch (TP0) x) D 9 {rest}")
+    comm, state, ppid, threads, start = got.comm, got.state, got.ppid, got.num_threads, got.start_ticks
     assert (comm, state, ppid, threads, start) == ("sglang::sch (TP0) x", "D", 9, 7, 4242)

@@ -8,7 +8,7 @@ from console.sources.sim import SimSource  # noqa: E402
 from console.ui.app import IncidentApp  # noqa: E402
 
 
-async def wait_for(pilot, predicate, tries=100):
+async def wait_for(pilot, predicate, tries=500):
     for _ in range(tries):
         if predicate():
             return

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from .node import SimNode
+from .options import scan_options
 from .state import SimGpu
 
 DRIVER_NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -19,6 +20,12 @@ MEMORY_RESERVED_MIB = 556
 _UNITS = {"memory.used": "MiB", "memory.total": "MiB", "memory.free": "MiB", "memory.reserved": "MiB",
           "utilization.gpu": "%", "utilization.memory": "%", "power.draw": "W", "power.limit": "W",
           "clocks.sm": "MHz", "clocks.mem": "MHz", "used_memory": "MiB", "used_gpu_memory": "MiB"}
+
+#: nvidia-smi options: flags, and options that take a value (-i 0, --id=0, --id 0)
+_FLAGS = {"-L": "-L", "--list-gpus": "-L", "-r": "-r", "--gpu-reset": "-r", "-q": "-q", "--query": "-q"}
+_VALUED = {"--query-gpu": "--query-gpu", "--query-compute-apps": "--query-compute-apps",
+           "--format": "--format", "--id": "--id", "-i": "--id",
+           "--persistence-mode": "--persistence-mode", "-pm": "--persistence-mode"}
 
 
 def _lost_line(g: SimGpu) -> str:
@@ -91,22 +98,11 @@ def run(node: SimNode, argv: list[str]) -> tuple[str, str, int]:
         return VERSION_MISMATCH, "", 18
     if node.driver_state == "no-devices" or not node.gpus:
         return NO_DEVICES, "", 6
-    opts: dict[str, str | None] = {}
-    it = iter(argv)
-    for a in it:
-        key, eq, val = a.partition("=")
-        if key in ("--query-gpu", "--query-compute-apps", "--format", "--id", "--persistence-mode"):
-            opts[key] = val if eq else next(it, None)
-        elif a in ("-i", "-pm"):
-            opts["--id" if a == "-i" else "--persistence-mode"] = next(it, None)
-        elif a in ("-L", "--list-gpus"):
-            opts["-L"] = None
-        elif a in ("-r", "--gpu-reset"):
-            opts["-r"] = None
-        elif a in ("-q", "--query"):
-            opts["-q"] = None
-        else:
+    opts: dict[str, str | bool | None] = {}
+    for name, value in scan_options(argv, _FLAGS, _VALUED, long_equals=True):
+        if name is None:
             return BAD_ARGS, "", 2
+        opts[name] = value
     gpus = _select(node, opts.get("--id"))
     if gpus is None:
         return NO_DEVICES, "", 6

@@ -2,8 +2,8 @@
 
 It understands exactly the probe lines of ``probe.build_script`` (each line is
 recognised against probe.py's own commands; the three loop sections are answered
-directly, the rest run through the ordinary machinery below), the guarded kill
-line of ``probe.guarded_kill_command``, and simple command lines: ``;``, ``&&``,
+directly by probe_answers.py, the rest run through the ordinary machinery below), the
+guarded kill line of ``probe.guarded_kill_command``, and simple command lines: ``;``, ``&&``,
 ``||``, pipes, ``2>&1``/``2>/dev/null``/``>/dev/null``, quotes, ``$?``, ``$$``,
 ``$VAR``, ``$(...)`` and globs over the simulated /proc and /dev.
 """
@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import shlex
 
 from ..model import CommandResult
 from ..sources import probe
-from . import vfs
+from . import probe_answers, vfs
 from .state import SimProc
 
 _PROBE_LINE = re.compile(r"^echo '(?P<mark>[^']*) begin (?P<name>\w+)'; (?P<cmd>.*); "
                          r"echo \"(?P=mark) end (?P=name) \$\?\"$")
-_LNAME = re.compile(r" -lname ('(?:[^']|'\\'')*'|\S+) ")
 _GUARD = re.compile(r"/proc/(?P<pid>\d+)/stat .*\[ \"\$s\" = (?P<ticks>-?\d+) \]; then kill -s (?P<sig>\w+) ")
 _REDIR = re.compile(r"^(\d?)(>>|>|<)(&?)(.*)$")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -167,9 +165,10 @@ class Shell:
                 continue
             if await self._guarded_kill(line):
                 continue
-            special = self._special(line.strip())
-            if special is not None:
-                self.out.append(special[0](special[1]))
+            loop = probe_answers.loop_command(line.strip())
+            if loop is not None:
+                answer, glob = loop
+                self.out.append(answer(self.node, glob))
                 self.status = 0
                 continue
             await self.run_line(line)
@@ -397,79 +396,22 @@ class Shell:
 
     # ------------------------------------------------------------------ probe lines
 
-    def _special(self, cmd: str):
-        """(handler, glob) when ``cmd`` is exactly one of the probe's loop commands, else None."""
-        glob = probe.DEFAULT_DEVICE_GLOB
-        g = _LNAME.search(cmd)
-        if g:
-            try:
-                glob = shlex.split(g.group(1))[0]
-            except ValueError:
-                return None
-        if cmd == probe.DSTATE:
-            return self._dstate, glob
-        if cmd == probe.fds_command(glob):
-            return self._fds, glob
-        if cmd == probe.pidns_command(glob):
-            return self._pidns, glob
-        return None
-
     async def _probe_line(self, line: str) -> bool:
         m = _PROBE_LINE.match(line)
         if not m:
             return False
         name, cmd = m.group("name"), m.group("cmd")
-        glob = probe.DEFAULT_DEVICE_GLOB
-        g = _LNAME.search(cmd)
-        if g:
-            try:
-                glob = shlex.split(g.group(1))[0]
-            except ValueError:
-                return False
-        if dict(probe.sections(glob)).get(name) != cmd:
+        glob = probe_answers.device_glob(cmd)
+        if glob is None or dict(probe.sections(glob)).get(name) != cmd:
             return False
-        special = {"dstate": self._dstate, "fds": self._fds, "pidns": self._pidns}.get(name)
-        if special is None:
+        answer = probe_answers.ANSWERS.get(name)
+        if answer is None:
             return False                 # an ordinary command line: run it the ordinary way
         self.out.append(f"{m.group('mark')} begin {name}\n")
-        self.out.append(special(glob))
+        self.out.append(answer(self.node, glob))
         self.status = 0
         self.out.append(f"{m.group('mark')} end {name} 0\n")
         return True
-
-    def _dstate(self, _glob: str) -> str:
-        """What the DSTATE loop prints: threads in D, in the glob's (string) order of their paths."""
-        from .procfs import stat_line
-        node = self.node
-        lines = []
-        for p in sorted(node.visible_procs(), key=lambda q: str(q.pid)):
-            for tid, _name, state, wchan in sorted(node.threads(p), key=lambda t: str(t[0])):
-                if state == "D":
-                    lines.append(f"/proc/{p.pid}/task/{tid} {wchan or '-'} {stat_line(node, p, tid)}\n")
-        return "".join(lines)
-
-    def _fd_lines(self, glob: str) -> list[tuple[int, str]]:
-        node = self.node
-        out = []
-        for path in vfs.glob(node, "/proc/[0-9]*/fd"):
-            p = node.proc(int(path.split("/")[2]))
-            if p is None:
-                continue
-            for _n, target in vfs.fd_table(p):
-                if fnmatch.fnmatch(target, glob):
-                    out.append((p.pid, target))
-        return out
-
-    def _fds(self, glob: str) -> str:
-        return "".join(f"/proc/{pid}/fd {target}\n" for pid, target in self._fd_lines(glob))
-
-    def _pidns(self, glob: str) -> str:
-        pids = sorted({str(pid) for pid, _ in self._fd_lines(glob)})
-        lines = []
-        for pid in pids:
-            ns = vfs.readlink(self.node, f"/proc/{pid}/ns/pid") or ""
-            lines.append(f"{pid} {ns}\n")
-        return "".join(lines)
 
     async def _guarded_kill(self, line: str) -> bool:
         m = _GUARD.search(line)

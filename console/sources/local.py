@@ -6,278 +6,41 @@
   driver is reported as "NVML call timed out after Ns"; while it stays stuck
   no new NVML call is started);
 * one /proc scan in another dedicated thread (every process: state, ppid,
-  user, command line, start time, threads in D, open device files);
+  user, command line, start time, threads in D, open device files; see procscan.py);
 * ``dmesg`` for NVRM Xid lines, at most every 30 s.
 
-The /proc scan reads the files directly instead of going through
-``psutil.process_iter``: on a 300-process machine that is ~5x cheaper, and the
-poll runs every second. ``create_time`` is computed exactly as psutil does
-(start ticks / CLK_TCK + btime), so ``signal`` can check identity with
-``psutil.Process(pid).create_time()``.
+``signal`` checks identity with ``psutil.Process(pid).create_time()``, which the scan
+computes exactly as psutil does.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import fnmatch
 import os
-import pwd
-import re
 import shlex
 import signal as _signal
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import psutil
 
-from ..model import CommandResult, DriverProc, NodeSnapshot, Proc, ThreadInfo
+from ..model import CommandResult, DriverProc, NodeSnapshot, Proc
 from . import nvml as _nvml
 from .base import DEFAULT_COMMAND_TIMEOUT_S, Source, logged
-from .parse import credit_driver_memory
+from .parse import DMESG_DENIED, credit_driver_memory, parse_stat_line, parse_xid
+from .probe import DEFAULT_DEVICE_GLOB
+from .procscan import ProcScan, ProcScanner, own_ancestry, own_pids_now, read_file
 
-DEFAULT_DEVICE_GLOB = "/dev/nvidia*"
+__all__ = ["DEFAULT_DEVICE_GLOB", "DMESG_DENIED", "LocalSource", "ProcScan", "ProcScanner",
+           "own_ancestry"]
+
 DMESG_EVERY_S = 30.0
 DMESG_TIMEOUT_S = 3.0
 DMESG_WAIT_S = 1.0
-DMESG_DENIED = "dmesg not permitted: Xid lines unavailable"
-XID_MARK = "NVRM: Xid"
 XID_KEEP = 50
 REFUSED_RC = 3
-
-
-# --------------------------------------------------------------------------- /proc scan
-
-@dataclass
-class _Raw:
-    pid: int
-    ppid: int
-    state: str
-    comm: str
-    cmdline: str
-    uid: int | None
-    num_threads: int | None
-    start_ticks: int | None
-
-
-@dataclass
-class ProcScan:
-    processes: list[Proc]
-    own_pids: tuple[int, ...]
-    warnings: list[str]
-
-
-def parse_stat(text: str) -> tuple[str, str, int, int | None, int | None] | None:
-    """(comm, state, ppid, num_threads, starttime) from a /proc/PID/stat line, or None."""
-    left, right = text.find("("), text.rfind(")")
-    if left < 0 or right < left:
-        return None
-    comm = text[left + 1:right]
-    rest = text[right + 2:].split()
-    if len(rest) < 2:
-        return None
-    try:
-        ppid = int(rest[1])
-    except ValueError:
-        return None
-    try:
-        threads = int(rest[17])
-    except (IndexError, ValueError):
-        threads = None
-    try:
-        start = int(rest[19])
-    except (IndexError, ValueError):
-        start = None
-    return comm, rest[0][:1] or "?", ppid, threads, start
-
-
-def _read(path: str, *, small: bool = False) -> bytes | None:
-    """Whole file, or None. Raw os.open/os.read costs a third of open().read().
-
-    ``small``: a seq_file under 16 KiB (stat, status) comes back in one read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 16384)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            if small and len(chunk) < 16384:
-                break
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _boot_time(proc: str) -> float:
-    data = _read(f"{proc}/stat") or b""
-    for line in data.splitlines():
-        if line.startswith(b"btime"):
-            try:
-                return float(line.split()[1])
-            except (IndexError, ValueError):
-                break
-    return psutil.boot_time()
-
-
-def _euid(status: bytes | None) -> int | None:
-    if not status:
-        return None
-    i = status.find(b"\nUid:")
-    if i < 0:
-        return None
-    words = status[i + 5:status.find(b"\n", i + 5)].split()
-    try:
-        return int(words[1] if len(words) > 1 else words[0])
-    except (IndexError, ValueError):
-        return None
-
-
-class ProcScanner:
-    """Blocking scan of every process in /proc (run it off the event loop)."""
-
-    def __init__(self, device_glob: str = DEFAULT_DEVICE_GLOB, *, proc: str = "/proc") -> None:
-        self.device_glob = device_glob
-        self.proc = proc
-        self._match = re.compile(fnmatch.translate(device_glob)).match
-        self._ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        self._btime = _boot_time(proc)
-        self._users: dict[int, str | None] = {}
-
-    def _user(self, uid: int | None) -> str | None:
-        if uid is None:
-            return None
-        if uid not in self._users:
-            try:
-                self._users[uid] = pwd.getpwuid(uid).pw_name
-            except (KeyError, OverflowError):
-                self._users[uid] = str(uid)
-        return self._users[uid]
-
-    def _raw(self, pid: int) -> _Raw | None:
-        base = f"{self.proc}/{pid}"
-        stat = _read(f"{base}/stat", small=True)
-        if stat is None:
-            return None
-        parsed = parse_stat(stat.decode("utf-8", "replace"))
-        if parsed is None:
-            return None
-        comm, state, ppid, threads, start = parsed
-        cmd = _read(f"{base}/cmdline") or b""
-        args = [a.decode("utf-8", "replace") for a in cmd.split(b"\0")]
-        while args and not args[-1]:
-            args.pop()
-        return _Raw(pid=pid, ppid=ppid, state=state, comm=comm, cmdline=" ".join(args),
-                    uid=_euid(_read(f"{base}/status", small=True)), num_threads=threads, start_ticks=start)
-
-    def _device_files(self, pid: int) -> tuple[tuple[str, ...], bool]:
-        """(matching targets, permission denied)."""
-        found: list[str] = []
-        try:
-            with os.scandir(f"{self.proc}/{pid}/fd") as it:
-                for entry in it:
-                    try:
-                        target = os.readlink(entry.path)
-                    except OSError:
-                        continue
-                    if self._match(target) and target not in found:
-                        found.append(target)
-        except PermissionError:
-            return (), True
-        except OSError:
-            pass
-        return tuple(found), False
-
-    def _d_threads(self, pid: int) -> tuple[ThreadInfo, ...]:
-        out: list[ThreadInfo] = []
-        base = f"{self.proc}/{pid}/task"
-        try:
-            with os.scandir(base) as it:
-                tids = [e.name for e in it if e.name.isdecimal()]
-        except OSError:
-            return ()
-        for tid in tids:
-            stat = _read(f"{base}/{tid}/stat", small=True)
-            if stat is None:
-                continue
-            parsed = parse_stat(stat.decode("utf-8", "replace"))
-            if parsed is None or parsed[1] != "D":
-                continue
-            wchan = (_read(f"{base}/{tid}/wchan") or b"").decode("utf-8", "replace").strip()
-            out.append(ThreadInfo(tid=int(tid), state="D",
-                                  wchan=None if wchan in ("", "0") else wchan, name=parsed[0]))
-        return tuple(sorted(out, key=lambda t: t.tid))
-
-    def pid_ns(self, pid: int) -> str | None:
-        try:
-            return os.readlink(f"{self.proc}/{pid}/ns/pid")
-        except OSError:
-            return None
-
-    def scan(self, own_pid: int | None = None) -> ProcScan:
-        try:
-            with os.scandir(self.proc) as it:
-                pids = sorted(int(e.name) for e in it if e.name.isdecimal())
-        except OSError as exc:
-            return ProcScan([], (), [f"cannot list {self.proc}: {exc.strerror or exc}"])
-        denied = 0
-        procs: list[Proc] = []
-        parents: dict[int, int] = {}
-        for pid in pids:
-            raw = self._raw(pid)
-            if raw is None:
-                continue            # exited while we looked
-            parents[pid] = raw.ppid
-            kernel_thread = pid == 2 or raw.ppid == 2
-            files: tuple[str, ...] = ()
-            if not kernel_thread and raw.state not in ("Z", "X"):
-                files, was_denied = self._device_files(pid)
-                denied += was_denied
-            d_threads: tuple[ThreadInfo, ...] = ()
-            if raw.state in ("D", "Z") or (raw.num_threads or 1) > 1:
-                d_threads = self._d_threads(pid)
-            create = (self._btime + raw.start_ticks / self._ticks
-                      if raw.start_ticks is not None else None)
-            procs.append(Proc(
-                pid=pid, ppid=raw.ppid, state=raw.state, user=self._user(raw.uid),
-                name=raw.comm, cmdline=raw.cmdline, create_time=create,
-                start_ticks=raw.start_ticks, device_files=files, d_threads=d_threads,
-                num_threads=raw.num_threads, pid_ns=self.pid_ns(pid) if files else None))
-        warnings = []
-        if denied:
-            warnings.append(f"cannot read open files of {denied} process(es) (permission "
-                            "denied): device holders among them are not shown")
-        return ProcScan(procs, own_ancestry(own_pid or os.getpid(), parents), warnings)
-
-
-def own_ancestry(pid: int, parents: dict[int, int]) -> tuple[int, ...]:
-    """pid and its ancestors, stopping before pid 1 (or where the chain leaves our view)."""
-    out: list[int] = []
-    seen: set[int] = set()
-    while pid > 1 and pid not in seen:
-        out.append(pid)
-        seen.add(pid)
-        pid = parents.get(pid, 0)
-    return tuple(out)
-
-
-def _own_pids_now() -> tuple[int, ...]:
-    parents: dict[int, int] = {}
-    pid = os.getpid()
-    while pid > 1 and pid not in parents:
-        stat = _read(f"/proc/{pid}/stat")
-        parsed = parse_stat(stat.decode("utf-8", "replace")) if stat else None
-        parents[pid] = parsed[2] if parsed else 0
-        pid = parents[pid]
-    return own_ancestry(os.getpid(), parents)
 
 
 # --------------------------------------------------------------------------- the source
@@ -355,9 +118,9 @@ class LocalSource(Source):
         try:
             return await self._scan_worker.call(self._scanner.scan, self.scan_timeout)
         except _nvml.CallTimeout as exc:
-            return ProcScan([], _own_pids_now(), [f"{exc}: processes not listed"])
+            return ProcScan([], own_pids_now(), [f"{exc}: processes not listed"])
         except Exception as exc:  # noqa: BLE001
-            return ProcScan([], _own_pids_now(), [f"process scan failed: {exc}"])
+            return ProcScan([], own_pids_now(), [f"process scan failed: {exc}"])
 
     async def _kernel_log(self) -> tuple[tuple[str, ...], str | None]:
         """Cached Xid lines; dmesg runs at most every ``dmesg_every`` s, in the background,
@@ -383,9 +146,9 @@ class LocalSource(Source):
             return (), f"dmesg did not answer: {res.error}: Xid lines unavailable"
         if res.rc == 127 and not res.stdout:
             return (), "dmesg not found: Xid lines unavailable"
-        if "Operation not permitted" in res.stderr or "Permission denied" in res.stderr:
+        if DMESG_DENIED in parse_xid(res.stderr)[1]:
             return (), DMESG_DENIED
-        lines = tuple(line for line in res.stdout.splitlines() if XID_MARK in line)[-XID_KEEP:]
+        lines = tuple(parse_xid(res.stdout)[0][-XID_KEEP:])
         if res.rc != 0 and not lines:
             first = (res.stderr.strip().splitlines() or [f"exit status {res.rc}"])[0]
             return (), f"dmesg failed ({first}): Xid lines unavailable"
@@ -438,7 +201,7 @@ class LocalSource(Source):
         if pid <= 1:
             return done(REFUSED_RC, f"refused: PID {pid} is init or a process group, "
                                     "never signalled by this console")
-        own = _own_pids_now()
+        own = own_pids_now()
         if pid in own:
             return done(REFUSED_RC, f"refused: PID {pid} is this console or the session "
                                     "it runs in")
@@ -474,11 +237,11 @@ class LocalSource(Source):
                 return done(REFUSED_RC, f"refused: PID {pid} is no longer the same process "
                                         "(start time changed)")
             if start_ticks is not None:
-                stat = _read(f"/proc/{pid}/stat")
-                parsed = parse_stat(stat.decode("utf-8", "replace")) if stat else None
-                if parsed is None:
+                stat = read_file(f"/proc/{pid}/stat")
+                st = parse_stat_line(stat.decode("utf-8", "replace")) if stat else None
+                if st is None:
                     return done(1, gone)
-                if parsed[4] != int(start_ticks):
+                if st.start_ticks != int(start_ticks):
                     return done(REFUSED_RC, f"refused: PID {pid} is no longer the same "
                                             "process (start time changed)")
             try:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, ThreadInfo
+from ..textsafe import one_line
 from .probe import split_sections
 
 NA_VALUES = {"[n/a]", "n/a", "[not supported]", "[insufficient permissions]", "[unknown error]",
@@ -21,13 +22,12 @@ _LIST_GPU_RE = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
 _LIST_MIG_RE = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
 _DRIVER_RE = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+(?:\.\d+)+)")
 _MAX_LINE = 160
+DMESG_DENIED = "dmesg not permitted: Xid lines unavailable"
 
 
 def clip(text: str, limit: int = _MAX_LINE) -> str:
     """One printable line, at most ``limit`` characters (for warnings and errors)."""
-    line = " ".join(str(text).split())
-    line = "".join(ch if ch.isprintable() else "?" for ch in line)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def na_or_int(value: str | None) -> int | None:
@@ -204,14 +204,16 @@ def parse_stat_line(line: str) -> StatLine | None:
     if not pid_text.isdecimal():
         return None
     fields = line[close_at + 1:].split()
-    if len(fields) < 2 or not fields[1].lstrip("-").isdecimal():
-        return None
 
     def num(i: int) -> int | None:
-        return int(fields[i]) if len(fields) > i and fields[i].lstrip("-").isdecimal() else None
+        text = fields[i] if len(fields) > i else ""
+        return int(text) if text.removeprefix("-").isdecimal() else None
 
+    ppid = num(1)
+    if ppid is None:
+        return None
     return StatLine(pid=int(pid_text), comm=line[open_at + 2:close_at], state=fields[0][:1],
-                    ppid=int(fields[1]), num_threads=num(17), start_ticks=num(19))
+                    ppid=ppid, num_threads=num(17), start_ticks=num(19))
 
 
 def parse_stat(text: str) -> dict[int, StatLine]:
@@ -223,15 +225,25 @@ def parse_stat(text: str) -> dict[int, StatLine]:
     return out
 
 
-def parse_ps(text: str) -> dict[int, tuple[str, str]]:
-    """`ps -eo pid=,user:32=,args=` -> {pid: (user, args)}."""
+def parse_ps(text: str, *, user: bool = True) -> dict[int, tuple[str, str]]:
+    """`ps -eo pid=,user:32=,args=` -> {pid: (user, args)}.
+
+    ``user=False``: `ps -eo pid=,args=` (no user column) -> {pid: ("", args)}."""
     out: dict[int, tuple[str, str]] = {}
     for line in text.splitlines():
-        parts = line.split(None, 2)
+        parts = line.split(None, 2 if user else 1)
         if len(parts) < 2 or not parts[0].isdecimal():
             continue
+        if not user:
+            parts.insert(1, "")
         out[int(parts[0])] = (parts[1], parts[2].rstrip() if len(parts) > 2 else "")
     return out
+
+
+def program_name(args: str) -> str:
+    """The program a command line runs: argv[0]'s basename ("" for an empty line)."""
+    words = str(args).split()
+    return words[0].rsplit("/", 1)[-1] if words else ""
 
 
 def parse_dstate(text: str) -> dict[int, list[ThreadInfo]]:
@@ -316,7 +328,7 @@ def parse_xid(text: str) -> tuple[list[str], list[str]]:
         elif line.startswith("dmesg:"):
             low = line.lower()
             if "not permitted" in low or "permission" in low:
-                warnings.append("dmesg not permitted: Xid lines unavailable")
+                warnings.append(DMESG_DENIED)
             else:
                 warnings.append("dmesg: " + clip(line[6:]))
     return lines, sorted(set(warnings))

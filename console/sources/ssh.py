@@ -26,7 +26,6 @@ import random
 import shlex
 import socket
 import time
-import weakref
 from dataclasses import replace
 from typing import Callable
 
@@ -38,14 +37,15 @@ from . import probe
 from .base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
 from .parse import clip
 from .shell import ShellSource
+from .ssh_limits import MAX_HANDSHAKES_PER_SSHD, MAX_HANDSHAKES_TOTAL, ConnectLimiter
+from .ssh_session import session_pids
 from .ssh_trust import HostKeyFileError, HostTrust, host_port
+
+__all__ = ["ConnectLimiter", "MAX_HANDSHAKES_PER_SSHD", "MAX_HANDSHAKES_TOTAL", "SshSource",
+           "session_pids"]
 
 log = logging.getLogger("gpu_incident.ssh")
 
-#: SSH handshakes in flight at once to one sshd (stock MaxStartups starts dropping at 10)
-MAX_HANDSHAKES_PER_SSHD = 8
-#: and across every node (CPU, file descriptors)
-MAX_HANDSHAKES_TOTAL = 64
 #: keepalives a node may leave unanswered before the connection counts as lost
 KEEPALIVE_COUNT_MAX = 3
 #: extra seconds the client waits beyond a command's own timeout on the node
@@ -55,43 +55,6 @@ CLIENT_GRACE_S = 3.0
 CHANNEL_SETTLE_S = 0.05
 CHANNEL_OPEN_TRIES = 4
 _READ_CHUNK = 1 << 16
-
-
-class ConnectLimiter:
-    """Bounds SSH handshakes in flight: at most ``per_endpoint`` to one sshd (a node, or the
-    jump host every node behind it goes through) so its MaxStartups never drops one, and
-    ``total`` overall. A node that does not answer holds only its own endpoint's slots, so
-    dead nodes never delay the connects of live ones. One limiter per event loop."""
-
-    _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectLimiter]" = \
-        weakref.WeakKeyDictionary()
-
-    def __init__(self, per_endpoint: int = MAX_HANDSHAKES_PER_SSHD,
-                 total: int = MAX_HANDSHAKES_TOTAL) -> None:
-        self.per_endpoint = per_endpoint
-        self._total = asyncio.Semaphore(total)
-        self._per: dict[object, asyncio.Semaphore] = {}
-        self._active: dict[object, int] = {}
-        self.peak = 0                   # most handshakes seen in flight to one endpoint
-
-    @classmethod
-    def for_loop(cls) -> "ConnectLimiter":
-        loop = asyncio.get_running_loop()
-        limiter = cls._by_loop.get(loop)
-        if limiter is None:
-            limiter = cls._by_loop[loop] = cls()
-        return limiter
-
-    @contextlib.asynccontextmanager
-    async def slot(self, endpoint: object):
-        sem = self._per.setdefault(endpoint, asyncio.Semaphore(self.per_endpoint))
-        async with sem, self._total:
-            self._active[endpoint] = n = self._active.get(endpoint, 0) + 1
-            self.peak = max(self.peak, n)
-            try:
-                yield
-            finally:
-                self._active[endpoint] -= 1
 
 
 class _Client(asyncssh.SSHClient):
@@ -112,57 +75,6 @@ class _SetupError(Exception):
 
 def _secs(value: float) -> str:
     return f"{value:g}"
-
-
-def _is_sshd(proc) -> bool:
-    return proc.name.startswith("sshd")
-
-
-def _is_sshd_session(proc) -> bool:
-    """``sshd: root@notty`` / ``sshd: root [priv]`` / ``sshd-session: …``, not the listener."""
-    cmd = proc.cmdline
-    return (_is_sshd(proc) and "[listener]" not in cmd
-            and (cmd.startswith("sshd: ") or cmd.startswith("sshd-session")))
-
-
-def session_pids(snap: NodeSnapshot) -> tuple[int, ...]:
-    """The console's own processes on the node: the probe shell (``$$``, which the parser
-    puts in ``own_pids``), its children (the probe's commands), and its ancestors up to
-    but excluding the sshd listener -- the sshd session processes of this connection.
-    A shell not under sshd (a simulator, a local shell) keeps only itself and its children."""
-    if not snap.own_pids:
-        return snap.own_pids
-    shell = snap.own_pids[0]
-    by_pid = {p.pid: p for p in snap.processes}
-    own = list(snap.own_pids)
-    chain: list[int] = []
-    last_sshd = -1
-    cur = by_pid.get(shell)
-    for _ in range(8):
-        if cur is None or cur.ppid <= 1:
-            break
-        parent = by_pid.get(cur.ppid)
-        if parent is None or (_is_sshd(parent) and not _is_sshd_session(parent)):
-            break
-        if _is_sshd_session(parent):
-            chain.append(parent.pid)
-            last_sshd = len(chain)
-        elif last_sshd > 0:
-            break
-        else:
-            chain.append(parent.pid)
-        cur = parent
-    own += chain[:max(last_sshd, 0)]
-    children: dict[int, list[int]] = {}
-    for p in snap.processes:
-        children.setdefault(p.ppid, []).append(p.pid)
-    todo = list(children.get(shell, ()))
-    while todo:
-        pid = todo.pop()
-        if pid not in own:
-            own.append(pid)
-            todo.extend(children.get(pid, ()))
-    return tuple(own)
 
 
 class SshSource(ShellSource):

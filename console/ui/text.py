@@ -3,22 +3,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from ..textsafe import printable
 
-def printable(value: object, limit: int | None = None) -> str:
-    """Control characters and escape sequences shown as \\xNN, never interpreted."""
-    out = []
-    for ch in str(value):
-        if ch.isprintable():
-            out.append(ch)
-        elif ch == "\t":
-            out.append(" ")
-        else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-    text = "".join(out)
-    if limit is not None and len(text) > limit:
-        text = text[: max(0, limit - 1)] + "…"
-    return text
+__all__ = ["literal", "printable"]
 
 
 def literal(value: object, style: str = "", limit: int | None = None) -> Text:

@@ -22,6 +22,7 @@ from textual.theme import Theme
 from textual.widgets import DataTable, Footer, Static
 
 from ..model import VERDICTS, TimelineEntry
+from ..textsafe import one_line
 from ..theming import DEFAULT_THEME, load_themes
 from ..timeline_tail import TimelineTail, check_readable, read_all
 from .text import literal, printable
@@ -99,10 +100,6 @@ def hypothesis_state(entries: Sequence[TimelineEntry], count: int, seq: object) 
     return found[0] if found else "open"
 
 
-def _one_line(value: object) -> str:
-    return " ".join(printable(value).replace("\\x0a", " ").replace("\\x0d", " ").split())
-
-
 def _is_num(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -145,9 +142,9 @@ def summary(e: TimelineEntry, state: str | None = None) -> Text:
     if e.kind == "observation" and e.action is not None:
         out.append(f"of #{printable(e.action, 8)} ", style="dim")
     if e.text:
-        out.append(_one_line(e.text))
+        out.append(one_line(e.text))
     if e.command:
-        out.append(("  " if e.text else "") + "$ " + _one_line(e.command), style="bold")
+        out.append(("  " if e.text else "") + "$ " + one_line(e.command), style="bold")
         if e.rc is not None:
             out.append(f" (rc {_num(e.rc)})", style="green" if e.rc == 0 else "red")
     if e.freed_mib is not None:
@@ -208,18 +205,18 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
         ref = by_seq.get(_key(e.hypothesis))
         out.append(f"hypothesis #{printable(e.hypothesis, 12)}")
         if ref is not None:
-            out.append(": " + _one_line(ref.text)[:200])
+            out.append(": " + one_line(ref.text)[:200])
         out.append("\n")
     if e.action is not None:
         ref = by_seq.get(_key(e.action))
         out.append(f"about action #{printable(e.action, 12)}")
         if ref is not None:
-            out.append(": " + _one_line(ref.command or ref.text)[:200])
+            out.append(": " + one_line(ref.command or ref.text)[:200])
         out.append("\n")
     if e.text:
         _lines(out, e.text, indent="")
     if e.command:
-        out.append("$ " + _one_line(e.command), style="bold")
+        out.append("$ " + one_line(e.command), style="bold")
         if e.rc is not None:
             out.append(f"   rc {_num(e.rc)}", style="green" if e.rc == 0 else "bold red")
         out.append("\n")

@@ -1,0 +1,89 @@
+"""Simulated GPU and system tools: nvidia-smi, systemctl, dmesg, journalctl, ss, reboot.
+
+Every handler is ``async (shell, argv, stdin) -> (stdout, stderr, rc)``.
+"""
+from __future__ import annotations
+
+import time
+
+from . import nvsmi, procfs
+from .shell import Rebooting
+
+
+async def c_nvidia_smi(sh, argv, stdin):
+    if sh.node.nvsmi_hang:
+        await sh.sleep(10 ** 9)
+    return nvsmi.run(sh.node, argv[1:])
+
+
+async def c_systemctl(sh, argv, stdin):
+    args = [a for a in argv[1:] if not a.startswith("-")]
+    if not args:
+        return "", "Too few arguments.\n", 1
+    action, units = args[0], args[1:]
+    if action == "reboot":
+        return await c_reboot(sh, ["reboot"], stdin)
+    if action == "status":
+        out, rc = [], 0
+        for u in units:
+            name = u.removesuffix(".service")
+            running = [p for p in sh.node.visible_procs() if p.unit == name and p.alive]
+            if name not in sh.node.units and not running:
+                return "", f"Unit {name}.service could not be found.\n", 4
+            if running:
+                p = running[0]
+                since = time.strftime("%a %Y-%m-%d %H:%M:%S UTC", time.gmtime(p.start))
+                out.append(f"● {name}.service\n     Loaded: loaded (/usr/lib/systemd/system/{name}.service; enabled; "
+                           f"preset: enabled)\n     Active: active (running) since {since}\n"
+                           f"   Main PID: {p.pid} ({p.comm})\n")
+            else:
+                out.append(f"○ {name}.service\n     Loaded: loaded (/usr/lib/systemd/system/{name}.service; "
+                           "enabled; preset: enabled)\n     Active: inactive (dead)\n")
+                rc = 3
+        return "".join(out), "", rc
+    if not units:
+        return "", "Too few arguments.\n", 1
+    out, err, rc = [], [], 0
+    for u in units:
+        o, e, r = sh.node.systemctl(action, u)
+        out.append(o)
+        err.append(e)
+        rc = rc or r
+    return "".join(out), "".join(err), rc
+
+
+async def c_dmesg(sh, argv, stdin):
+    if not sh.node.dmesg_allowed:
+        return "", "dmesg: read kernel buffer failed: Operation not permitted\n", 1
+    human = any(a in ("-T", "--ctime") for a in argv[1:])
+    return "".join(ln + "\n" for ln in procfs.dmesg_lines(sh.node, human)), "", 0
+
+
+async def c_journalctl(sh, argv, stdin):
+    if not sh.node.has_systemd:
+        return "", "No journal files were found.\n", 1
+    lines = procfs.journal_lines(sh.node)
+    if "-n" in argv:
+        i = argv.index("-n")
+        if i + 1 < len(argv) and argv[i + 1].isdecimal():
+            lines = lines[-int(argv[i + 1]):]
+    if not lines:
+        return "-- No entries --\n", "", 0
+    return "".join(ln + "\n" for ln in lines), "", 0
+
+
+async def c_ss(sh, argv, stdin):
+    flags = "".join(a[1:] for a in argv[1:] if a.startswith("-") and not a.startswith("--"))
+    if "l" not in flags:
+        return "Netid State Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n", "", 0
+    return procfs.ss_listen(sh.node, "p" in flags), "", 0
+
+
+async def c_reboot(sh, argv, stdin):
+    if argv[0] == "shutdown" and "-r" not in argv:
+        return "", "shutdown: only reboots are simulated (use -r)\n", 1
+    if not sh.node.has_systemd:
+        return "", ("System has not been booted with systemd as init system (PID 1). Can't operate.\n"
+                    "Failed to connect to bus: Host is down\n"), 1
+    sh.node.reboot()
+    raise Rebooting()

@@ -1,0 +1,80 @@
+"""What the probe's three loop sections (dstate, fds, pidns; see probe.py) print on a simulated
+node. The shell answers those loops directly instead of interpreting ``for``/``find``."""
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from typing import Callable
+
+from ..sources import probe
+from . import vfs
+from .node import SimNode
+from .procfs import stat_line
+
+_LNAME = re.compile(r" -lname ('(?:[^']|'\\'')*'|\S+) ")
+
+
+def device_glob(cmd: str) -> str | None:
+    """The device glob a probe command was built for (its ``-lname`` argument, else the
+    default glob); None when that argument's quoting cannot be read."""
+    g = _LNAME.search(cmd)
+    if not g:
+        return probe.DEFAULT_DEVICE_GLOB
+    try:
+        return shlex.split(g.group(1))[0]
+    except ValueError:
+        return None
+
+
+def dstate(node: SimNode, _glob: str) -> str:
+    """What the DSTATE loop prints: threads in D, in the glob's (string) order of their paths."""
+    lines = []
+    for p in sorted(node.visible_procs(), key=lambda q: str(q.pid)):
+        for tid, _name, state, wchan in sorted(node.threads(p), key=lambda t: str(t[0])):
+            if state == "D":
+                lines.append(f"/proc/{p.pid}/task/{tid} {wchan or '-'} {stat_line(node, p, tid)}\n")
+    return "".join(lines)
+
+
+def _fd_lines(node: SimNode, glob: str) -> list[tuple[int, str]]:
+    out = []
+    for path in vfs.glob(node, "/proc/[0-9]*/fd"):
+        p = node.proc(int(path.split("/")[2]))
+        if p is None:
+            continue
+        for _n, target in vfs.fd_table(p):
+            if fnmatch.fnmatch(target, glob):
+                out.append((p.pid, target))
+    return out
+
+
+def fds(node: SimNode, glob: str) -> str:
+    return "".join(f"/proc/{pid}/fd {target}\n" for pid, target in _fd_lines(node, glob))
+
+
+def pidns(node: SimNode, glob: str) -> str:
+    pids = sorted({str(pid) for pid, _ in _fd_lines(node, glob)})
+    lines = []
+    for pid in pids:
+        ns = vfs.readlink(node, f"/proc/{pid}/ns/pid") or ""
+        lines.append(f"{pid} {ns}\n")
+    return "".join(lines)
+
+
+#: probe section name -> what its loop prints
+ANSWERS: dict[str, Callable[[SimNode, str], str]] = {"dstate": dstate, "fds": fds, "pidns": pidns}
+
+
+def loop_command(cmd: str) -> tuple[Callable[[SimNode, str], str], str] | None:
+    """(answer, glob) when ``cmd`` is exactly one of the probe's loop commands, else None."""
+    glob = device_glob(cmd)
+    if glob is None:
+        return None
+    if cmd == probe.DSTATE:
+        return dstate, glob
+    if cmd == probe.fds_command(glob):
+        return fds, glob
+    if cmd == probe.pidns_command(glob):
+        return pidns, glob
+    return None
