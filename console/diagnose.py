@@ -27,7 +27,8 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
              ghost_threshold_mib: int = DEFAULT_GHOST_THRESHOLD_MIB) -> tuple[Finding, ...]:
     """Findings for one snapshot, most severe first.
 
-    ``history``: earlier snapshots of the same node (any order; others are ignored).
+    ``history``: earlier snapshots of the same node (any order; others are ignored), or the
+    engine's compacted ``diagnosis.history.History`` of them, which gives the same findings.
     ``actions``: rungs applied to the node (ladder timing: teardown windows, SIGTERM grace).
     ``now``: the time the advice is for (default ``snap.taken_at``).
     """

@@ -3,21 +3,23 @@
 A monitor polls its source, runs diagnosis against the node's recent history
 and hands the diagnosed snapshot to a callback. A slow or dead node only
 delays itself: every poll is bounded, and nodes never wait for each other.
+The history is a diagnosis.history.History: the last HISTORY polls as small digests
+plus per-process streaks, so a node's memory does not grow with its process table.
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import logging
 import time
 from typing import Awaitable, Callable, Sequence
 
+from .diagnosis.history import HISTORY_POLLS, History
 from .model import ActionRecord, NodeSnapshot
 from .sources.base import Source
 
 log = logging.getLogger("gpu_incident.engine")
-HISTORY = 300   # snapshots kept per node (5 min at 1 s)
+HISTORY = HISTORY_POLLS   # polls kept per node (5 min at 1 s), as digests
 POLL_SLACK_S = 5.0   # on top of the source's own deadline, for connects
 
 
@@ -56,7 +58,7 @@ class NodeMonitor:
         self.source = source
         self.interval = interval
         self.on_update = on_update
-        self.history: collections.deque[NodeSnapshot] = collections.deque(maxlen=HISTORY)
+        self.history = History(HISTORY)
         self.actions: list[ActionRecord] = []
         self.latest: NodeSnapshot | None = None
         self._task: asyncio.Task[None] | None = None
@@ -72,8 +74,12 @@ class NodeMonitor:
 
     async def poll_once(self) -> NodeSnapshot:
         snap = await bounded_poll(self.source, self.deadline)
-        snap = diagnosed(snap, tuple(self.history), tuple(self.actions))
-        self.history.append(snap)
+        snap = diagnosed(snap, self.history, tuple(self.actions))
+        try:
+            self.history.append(snap)
+        except Exception:  # noqa: BLE001 - a history bug must not stop the polling
+            log.exception("history of %s", self.name)
+            self.history.clear()
         self.latest = snap
         if self.on_update is not None:
             result = self.on_update(snap)

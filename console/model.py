@@ -159,9 +159,14 @@ class NodeSnapshot:
         return None
 
     def driver_processes_here(self) -> tuple[DriverProc, ...]:
-        """The driver's processes that are the /proc processes of the same PID on this node."""
-        pids = {p.pid for p in self.processes}
-        return tuple(d for d in self.driver_processes if d.local is not False and d.pid in pids)
+        """The driver's processes that are the /proc processes of the same PID on this node
+        (worked out once per snapshot: the ladder asks for every holder candidate)."""
+        cached = self.__dict__.get("_driver_here")
+        if cached is None:
+            pids = {p.pid for p in self.processes}
+            cached = tuple(d for d in self.driver_processes if d.local is not False and d.pid in pids)
+            object.__setattr__(self, "_driver_here", cached)
+        return cached
 
     @property
     def holders(self) -> tuple[Proc, ...]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..ladder import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S, blocker_daemon
+from ..ladder import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S
 from ..model import Finding, Proc
 from . import text as t
-from .context import Situation
+from .context import IN_D, Situation
 
 KILL_RUNGS = ("sigkill", "kill-holders")
 
@@ -72,7 +72,7 @@ def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who:
     stuck = [p for p in procs if in_d(p)]
     if stuck:
         defunct = all(p.state == "Z" for p in stuck)
-        start = kill.ts if kill else min(sit.since(p.pid, in_d) for p in stuck)
+        start = kill.ts if kill else min(sit.since(p.pid, IN_D) for p in stuck)
         age = sit.age(start)
         shrinking = sit.shrinking(gpus)
         desc = (f"{who} {f'{are} <defunct> with' if defunct else have} threads in D state inside "
@@ -141,7 +141,7 @@ def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: s
 def blockers(sit: Situation, gpus: Sequence[int]) -> tuple[list[Proc], list[int]]:
     """(blocker daemons running, GPUs among ``gpus`` with persistence mode on)."""
     want = set(gpus)
-    daemons = [p for p in sit.snap.processes if blocker_daemon(p) is not None and p.state != "Z"]
+    daemons = sit.blocker_daemons()
     pm = [g.index for g in sit.snap.gpus if g.persistence_mode and (not want or g.index in want)]
     return daemons, pm
 

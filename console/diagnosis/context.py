@@ -2,43 +2,50 @@
 
 ``Situation`` is built once per ``diagnose`` call and answers the timing questions the
 ladder's advice turns on: when did we last kill these PIDs, how long have they sat in
-D state, is memory coming back.  Pure: nothing here reads a clock or a node (the only state
-is a memo of PID maps per snapshot, which never changes an answer).
+D state, is memory coming back.  Pure: nothing here reads a clock or a node.  What it
+derives from the snapshot (the driver's list by PID, who holds which GPU) is worked out once
+per call; what it derives from a history snapshot (its PID map, its ghost accounting) is
+remembered for as long as that snapshot lives (history.memo), which never changes an answer.
 """
 from __future__ import annotations
 
-import collections
-import weakref
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
-from ..ladder import (TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, driver_gpus, holder_pids, label,
-                      proc_protected)
+from ..ladder import (TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, label, proc_protected)
 from ..model import ActionRecord, NodeSnapshot, Proc
 from . import text
+from .history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map, streak_start,
+                      track_of)
 
 SHRINK_MIB = 256            # a drop this large between polls means the driver is still freeing
 TREND_SPAN_S = 15.0         # compare memory with a poll at most this old
 DEVICE_HOLDER_GONE = ("Z", "X")
+STREAK_SPAN_S = 2 * TEARDOWN_WINDOW_S     # since() looks back no further than this
+
+__all__ = ["Situation", "SHRINK_MIB", "TREND_SPAN_S", "DEVICE_HOLDER_GONE", "STREAK_SPAN_S",
+           "ZOMBIE", "IN_D", "DEVICES", "PARENT", "STREAKS"]
 
 
-_PID_MAPS: "collections.OrderedDict[int, tuple[weakref.ref, dict[int, Proc]]]" = collections.OrderedDict()
-_PID_MAPS_KEEP = 1024     # snapshots whose PID maps are remembered between calls (history is re-read each poll)
+def _accounted(snap: NodeSnapshot, index: int) -> int | None:
+    """MiB the driver lists on GPU ``index`` of ``snap`` (None: some process has no figure)."""
+    table = memo(snap, "accounted", lambda s: {})
+    if index in table:
+        return table[index]
+    uuid = next((g.uuid for g in snap.gpus if g.index == index), None)
+    total: int | None = 0
+    for dp in snap.driver_processes:
+        if dp.gpu_index == index or (dp.gpu_index is None and dp.gpu_uuid == uuid):
+            if dp.used_memory_mib is None:
+                total = None         # the driver does not say (MIG, containers): cannot tell
+                break
+            total += dp.used_memory_mib
+    table[index] = total
+    return total
 
 
-def _pid_map(snap: NodeSnapshot) -> dict[int, Proc]:
-    """{pid: Proc} of a snapshot, remembered while the snapshot lives (the engine re-diagnoses
-    with the same history every poll; rebuilding these maps was most of diagnose's time)."""
-    key = id(snap)
-    hit = _PID_MAPS.get(key)
-    if hit is not None and hit[0]() is snap:
-        _PID_MAPS.move_to_end(key)
-        return hit[1]
-    pmap = {p.pid: p for p in snap.processes}
-    _PID_MAPS[key] = (weakref.ref(snap), pmap)
-    while len(_PID_MAPS) > _PID_MAPS_KEEP:
-        _PID_MAPS.popitem(last=False)
-    return pmap
+def _kernel_lines(snap: NodeSnapshot) -> frozenset[str]:
+    return memo(snap, "kernel_lines", lambda s: frozenset(ln.strip() for ln in s.kernel_log))
 
 
 @dataclass
@@ -50,6 +57,8 @@ class Situation:
     ghost_threshold_mib: int
     reset_wanted: set[int] = field(default_factory=set)   # GPUs some advice wants reset
     _listed: set[int] | None = None
+    tracks: dict[int, Track] | None = None  # process streaks up to history[-1] (from a History)
+    _memo: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, snap: NodeSnapshot, history: Sequence[NodeSnapshot], actions: Sequence[ActionRecord],
@@ -60,22 +69,61 @@ class Situation:
                             key=lambda h: h.taken_at))
         acts = tuple(sorted((a for a in actions if a.node in (None, snap.name) and a.ts <= now),
                             key=lambda a: a.ts))
-        return cls(snap=snap, now=now, history=hist, actions=acts, ghost_threshold_mib=ghost_threshold_mib)
+        tracks = history.tracks_for(snap) if isinstance(history, History) else None
+        return cls(snap=snap, now=now, history=hist, actions=acts, ghost_threshold_mib=ghost_threshold_mib,
+                   tracks=tracks)
+
+    def _once(self, what: str, build):
+        try:
+            return self._memo[what]
+        except KeyError:
+            value = self._memo[what] = build()
+            return value
+
+    def _per_proc(self, what: str, proc: Proc, build):
+        """build(proc), once per process object of this call."""
+        table = self._memo.setdefault(what, {})
+        hit = table.get(id(proc))
+        if hit is not None and hit[0] is proc:
+            return hit[1]
+        value = build(proc)
+        table[id(proc)] = (proc, value)
+        return value
+
+    # ------------------------------------------------------------ the driver's list
+
+    def _driver(self) -> tuple[dict[int, str], dict[int, int], dict[int, set[int]]]:
+        """Of the driver's processes that are here: ({pid: first name}, {pid: MiB}, {pid: GPUs})."""
+        def build():
+            by_uuid = {g.uuid: g.index for g in self.snap.gpus}
+            names: dict[int, str] = {}
+            mib: dict[int, int] = {}
+            gpus: dict[int, set[int]] = {}
+            for dp in self.snap.driver_processes_here():
+                if dp.name:
+                    names.setdefault(dp.pid, dp.name)
+                mib[dp.pid] = mib.get(dp.pid, 0) + (dp.used_memory_mib or 0)
+                on = gpus.setdefault(dp.pid, set())
+                idx = dp.gpu_index if dp.gpu_index is not None else by_uuid.get(dp.gpu_uuid)
+                if idx is not None:
+                    on.add(idx)
+            return names, mib, gpus
+        return self._once("driver", build)
 
     # ------------------------------------------------------------ processes
 
     def pmap(self, snap: NodeSnapshot) -> dict[int, Proc]:
-        return _pid_map(snap)
+        return pid_map(snap)
 
     def proc(self, pid: int) -> Proc | None:
-        return self.pmap(self.snap).get(pid)
+        return pid_map(self.snap).get(pid)
 
     def name(self, proc: Proc) -> str:
         """A readable name; a zombie has no argv left, so the driver's name for it is used."""
         if not proc.cmdline.strip() or proc.cmdline.rstrip().endswith("<defunct>"):
-            for dp in self.snap.driver_processes_here():
-                if dp.pid == proc.pid and dp.name:
-                    return dp.name.rsplit("/", 1)[-1]
+            listed = self._driver()[0].get(proc.pid)
+            if listed:
+                return listed.rsplit("/", 1)[-1]
         return label(proc)
 
     def names(self, procs: Sequence[Proc]) -> str:
@@ -86,35 +134,72 @@ class Situation:
             self._listed = {dp.pid for dp in self.snap.driver_processes_here()}
         return self._listed
 
+    def _device_gpus(self, proc: Proc) -> set[int]:
+        return self._per_proc("device_gpus", proc, device_gpus)
+
     def gpus_of(self, proc: Proc) -> set[int]:
         """GPUs a process is on: the driver's list, its /dev/nvidiaN files, its memory keys."""
-        out = device_gpus(proc) | driver_gpus(self.snap, proc.pid)
-        out |= {int(k) for k in proc.gpu_memory_mib if str(k).isdigit()}
-        return out
+        def build(p: Proc) -> frozenset[int]:
+            out = self._device_gpus(p) | self._driver()[2].get(p.pid, set())
+            out |= {int(k) for k in p.gpu_memory_mib if str(k).isdigit()}
+            return frozenset(out)
+        return set(self._per_proc("gpus_of", proc, build))
 
     def mib_of(self, proc: Proc) -> int:
         if proc.gpu_memory_mib:
             return proc.gpu_memory_total_mib
-        return sum(dp.used_memory_mib or 0 for dp in self.snap.driver_processes_here() if dp.pid == proc.pid)
+        return self._driver()[1].get(proc.pid, 0)
 
     def holds_gpu(self, proc: Proc) -> bool:
-        return proc.is_gpu_holder or proc.pid in self.driver_pids() or bool(proc.d_threads and self.gpus_of(proc))
+        return self._per_proc("holds_gpu", proc, lambda p: p.is_gpu_holder or p.pid in self.driver_pids()
+                              or bool(p.d_threads and self.gpus_of(p)))
+
+    def _blocker(self, proc: Proc) -> bool:
+        return self._per_proc("blocker", proc, lambda p: blocker_daemon(p) is not None)
 
     def touchable(self, proc: Proc) -> bool:
         """May the ladder signal it? (not PID 1, not a kernel thread, not us, not a blocker daemon)"""
-        return not proc_protected(self.snap, proc) and blocker_daemon(proc) is None
+        return self._per_proc("touchable", proc,
+                              lambda p: not proc_protected(self.snap, p) and not self._blocker(p))
+
+    def blocker_daemons(self) -> list[Proc]:
+        """Reset-blocker daemons running (persistenced, MPS, DCGM, fabric manager), in /proc order."""
+        return list(self._once("blocker_daemons", lambda: [
+            p for p in self.snap.processes if self._blocker(p) and p.state != "Z"]))
+
+    def holder_pids(self, gpus: Iterable[int] = ()) -> list[int]:
+        """ladder.holder_pids(self.snap, gpus), with what it looks up worked out once per call."""
+        def build():
+            listed = self.driver_pids()
+            out = []
+            for proc in self.snap.processes:
+                if not (proc.holds_devices or proc.pid in listed):
+                    continue
+                if proc_protected(self.snap, proc) or self._blocker(proc):
+                    continue
+                on = self._device_gpus(proc) | self._driver()[2].get(proc.pid, set())
+                out.append((proc.pid, on, proc.holds_devices))
+            return out
+        want = set(gpus)
+        return [pid for pid, on, devices in self._once("holders", build)
+                if ((on & want) if want else (on or devices))]
 
     def live_holders(self, gpus: Iterable[int]) -> list[Proc]:
         """ladder.holder_pids (signallable holders of these GPUs, all when empty) as processes,
         leaving out zombies that no longer hold anything."""
         pmap = self.pmap(self.snap)
         out = []
-        for pid in holder_pids(self.snap, gpus):
+        for pid in self.holder_pids(gpus):
             p = pmap[pid]
             if p.state in DEVICE_HOLDER_GONE and not p.d_threads and not p.holds_devices:
                 continue
             out.append(p)
         return out
+
+    def gpu_parents(self) -> set[int]:
+        """PIDs that are the parent of a process holding a GPU."""
+        return self._once("gpu_parents", lambda: {c.ppid for c in self.pmap(self.snap).values()
+                                                  if self.holds_gpu(c)})
 
     # ------------------------------------------------------------ time
 
@@ -133,25 +218,39 @@ class Situation:
                 return a
         return None
 
-    def since(self, pid: int, holds: Callable[[Proc], bool]) -> float:
-        """Since when (earliest consecutive poll) process ``pid`` has satisfied ``holds``.
+    def _span_start(self) -> int:
+        """Index of the oldest history poll since() may look back on (len(history): none)."""
+        def build() -> int:
+            i = len(self.history)
+            while i > 0 and not self.snap.taken_at - self.history[i - 1].taken_at > STREAK_SPAN_S:
+                i -= 1
+            return i
+        return self._once("span", build)
+
+    def since(self, pid: int, what: str, ppid: int | None = None) -> float:
+        """Since when (earliest consecutive poll) process ``pid`` has been ``what``: ZOMBIE, IN_D,
+        DEVICES, or PARENT (a child of ``ppid``).
 
         Looks back no further than twice the teardown window; the same process means the
         same start time, so a reused PID does not extend the streak.
         """
-        cur = self.proc(pid)
+        if what not in STREAKS:
+            raise ValueError(f"unknown streak {what!r}; one of {', '.join(STREAKS)}")
         first = self.snap.taken_at
+        cur = self.proc(pid)
         if cur is None:
             return first
-        for h in reversed(self.history):
-            if self.snap.taken_at - h.taken_at > 2 * TEARDOWN_WINDOW_S:
-                break
-            old = self.pmap(h).get(pid)
-            if old is None or old.start_ticks != cur.start_ticks or old.create_time != cur.create_time \
-                    or not holds(old):
-                break
-            first = h.taken_at
-        return first
+        span = self._span_start()
+        if span >= len(self.history):
+            return first
+        if self.tracks is not None:
+            track = self.tracks.get(pid)
+        else:
+            track = self._per_proc("track", cur, lambda p: track_of(p, reversed(self.history[span:])))
+        start = streak_start(track, cur, what, ppid)
+        if start is None:
+            return first
+        return max(start, self.history[span].taken_at)
 
     def used_mib(self, snap: NodeSnapshot, gpus: Iterable[int]) -> int | None:
         want = set(gpus)
@@ -166,9 +265,36 @@ class Situation:
         cur = self.used_mib(self.snap, gpus)
         if cur is None or not self.history:
             return False
-        recent = [h for h in self.history if self.snap.taken_at - h.taken_at <= TREND_SPAN_S]
-        for h in (recent[:1] + list(self.history[-1:])) if recent else ():
+
+        def build() -> list[NodeSnapshot]:
+            recent = [h for h in self.history if self.snap.taken_at - h.taken_at <= TREND_SPAN_S]
+            return (recent[:1] + list(self.history[-1:])) if recent else []
+        for h in self._once("trend", build):
             old = self.used_mib(h, gpus)
             if old is not None and old - cur >= SHRINK_MIB:
+                return True
+        return False
+
+    def ghost(self, snap: NodeSnapshot, index: int, used: int | None, reserved: int | None) -> int | None:
+        """Memory used on GPU ``index`` of ``snap`` that no listed process accounts for (None when
+        it cannot be told)."""
+        if used is None:
+            return None
+        accounted = _accounted(snap, index)
+        if accounted is None:
+            return None
+        return used - accounted - (reserved or 0)
+
+    def logged_before(self, line: str, ts: float) -> bool | None:
+        """Was this kernel-log line in a poll taken at or before ``ts``? None: no such poll."""
+        before = [h for h in self.history if h.taken_at <= ts]
+        if not before:
+            return None
+        seen: set[int] = set()
+        for h in before:
+            if id(h.kernel_log) in seen:
+                continue
+            seen.add(id(h.kernel_log))
+            if line in _kernel_lines(h):
                 return True
         return False

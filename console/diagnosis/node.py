@@ -79,24 +79,10 @@ def driver_errors(snap: NodeSnapshot) -> list[Finding]:
 
 # ---------------------------------------------------------------- ghost memory
 
-def _ghost(snap: NodeSnapshot, index: int, used: int | None, reserved: int | None) -> int | None:
-    """Memory used that no listed process accounts for (None when it cannot be told)."""
-    if used is None:
-        return None
-    uuid = next((g.uuid for g in snap.gpus if g.index == index), None)
-    accounted = 0
-    for dp in snap.driver_processes:
-        if dp.gpu_index == index or (dp.gpu_index is None and dp.gpu_uuid == uuid):
-            if dp.used_memory_mib is None:
-                return None          # the driver does not say (MIG, containers): cannot tell
-            accounted += dp.used_memory_mib
-    return used - accounted - (reserved or 0)
-
-
 def ghost_memory(sit: Situation) -> list[Finding]:
     out = []
     for g in sit.snap.gpus:
-        ghost = _ghost(sit.snap, g.index, g.memory_used_mib, g.memory_reserved_mib)
+        ghost = sit.ghost(sit.snap, g.index, g.memory_used_mib, g.memory_reserved_mib)
         if ghost is None or ghost <= sit.ghost_threshold_mib:
             continue
         since = sit.snap.taken_at
@@ -104,7 +90,7 @@ def ghost_memory(sit: Situation) -> list[Finding]:
             hg = h.gpu(g.index)
             if hg is None or sit.snap.taken_at - h.taken_at > 2 * TEARDOWN_WINDOW_S:
                 break
-            hv = _ghost(h, g.index, hg.memory_used_mib, hg.memory_reserved_mib)
+            hv = sit.ghost(h, g.index, hg.memory_used_mib, hg.memory_reserved_mib)
             if hv is None or hv <= sit.ghost_threshold_mib:
                 break
             since = h.taken_at
@@ -148,8 +134,8 @@ def _xid_handled(sit: Situation, ev: XidEvent, gpu: int | None) -> bool:
     act = sit.last_action(("reset", "reboot"), gpus=(gpu,) if gpu is not None else ())
     if act is None:
         return False
-    before = [h for h in sit.history if h.taken_at <= act.ts]
-    return not before or any(ev.line in (ln.strip() for ln in h.kernel_log) for h in before)
+    logged = sit.logged_before(ev.line, act.ts)
+    return logged is None or logged
 
 
 def xids(sit: Situation) -> list[Finding]:

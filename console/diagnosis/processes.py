@@ -7,7 +7,7 @@ from ..ladder import TEARDOWN_WINDOW_S, WAIT_S, label, program_of
 from ..model import Finding, Proc
 from . import text as t
 from .advice import Step, finding, in_d, kill_step, reset_step, signal_step
-from .context import Situation
+from .context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
 
 #: parents that adopt orphans instead of PID 1 (PR_SET_CHILD_SUBREAPER users)
 SUBREAPERS = ("systemd", "containerd-shim", "containerd-shim-runc-v2", "tini", "docker-init",
@@ -49,7 +49,7 @@ def zombies(sit: Situation) -> list[Finding]:
         pids = [p.pid for p in procs]
         gpus = _gpus(sit, procs)
         held = _mib(sit, procs)
-        since = min(sit.since(p.pid, lambda q: q.state == "Z") for p in procs)
+        since = min(sit.since(p.pid, ZOMBIE) for p in procs)
         ev = {"pids": pids, "gpus": sorted(gpus), "mib": held, "parent": ppid,
               "threads_in_d": sum(p.threads_in_d for p in procs)}
         if cls == "empty":
@@ -87,7 +87,7 @@ def dstate(sit: Situation) -> list[Finding]:
         procs = list({p.pid: p for p, _ in items}.values())
         pids = [p.pid for p in procs]
         gpus = _gpus(sit, procs)
-        since = min(sit.since(p.pid, in_d) for p in procs)
+        since = min(sit.since(p.pid, IN_D) for p in procs)
         on_gpu = any(sit.holds_gpu(p) for p in procs) or wchan.startswith(_DRIVER_WCHAN)
         lasting = since < sit.snap.taken_at or any(p.state == "Z" for p in procs)
         severity = "high" if on_gpu and lasting else ("low" if on_gpu or lasting else "info")
@@ -120,14 +120,13 @@ def _is_subreaper(sit: Situation, ppid: int) -> bool:
 def orphans(sit: Situation) -> list[Finding]:
     """Live GPU holders whose launcher is gone (adopted by PID 1 or a subreaper)."""
     groups: dict[int, list[Proc]] = defaultdict(list)
-    pmap = sit.pmap(sit.snap)
     for p in sit.snap.processes:
         if p.state in ("Z", "X") or in_d(p) or not sit.holds_gpu(p) or not sit.touchable(p):
             continue
         if not _is_subreaper(sit, p.ppid):
             continue
         # a launcher that still runs its workers is their parent, not an orphan of anyone's
-        if any(c.ppid == p.pid and sit.holds_gpu(c) for c in pmap.values()):
+        if p.pid in sit.gpu_parents():
             continue
         groups[p.ppid].append(p)
     out = []
@@ -135,7 +134,7 @@ def orphans(sit: Situation) -> list[Finding]:
         pids = [p.pid for p in procs]
         gpus = _gpus(sit, procs)
         held = _mib(sit, procs)
-        since = min(sit.since(p.pid, lambda q, pp=ppid: q.ppid == pp) for p in procs)
+        since = min(sit.since(p.pid, PARENT, ppid) for p in procs)
         parent = "PID 1" if ppid == 1 else _parent_words(sit, ppid)
         summary = (f"{t.plural(len(procs), 'GPU process', 'GPU processes')} ({sit.names(procs)}) "
                    f"lost their launcher: adopted by {parent}; {t.mib(held)} on {t.gpus(gpus)}")
@@ -167,7 +166,7 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
         pids = [p.pid for p in procs]
         gpus = _gpus(sit, procs)
         files = sorted({f for p in procs for f in p.device_files})
-        since = min(sit.since(p.pid, lambda q: q.holds_devices) for p in procs)
+        since = min(sit.since(p.pid, DEVICES) for p in procs)
         shown = f"{', '.join(files[:4])}{' …' if len(files) > 4 else ''}"
         who = f"{t.plural(len(procs), 'process', 'processes')} ({sit.names(procs)})"
         holds = t.verb(len(procs), "holds", "hold")

@@ -182,11 +182,15 @@ class IncidentApp(App[int]):
     def _node_updated(self, message: NodeUpdated) -> None:
         snap = message.snapshot
         self.snapshots[snap.name] = snap
+        if not self.screen_stack or not self.query("#status"):
+            return     # a poll that lands while the console shuts down
         self._render_status()
         if self.multi_node:
-            tables.sync_table(self.query_one("#nodes", DataTable),
-                              {s.name: tables.node_cells(s.name, self.snapshots.get(s.name))
-                               for s in self.sources})
+            nodes = self.query_one("#nodes", DataTable)
+            # only this node's row changed (a row shows its own node's snapshot alone)
+            if not tables.update_row(nodes, snap.name, tables.node_cells(snap.name, snap)):
+                tables.sync_table(nodes, {s.name: tables.node_cells(s.name, self.snapshots.get(s.name))
+                                          for s in self.sources})
         if snap.name == self.current_node:
             self.refresh_node_view()
 

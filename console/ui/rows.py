@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..diagnosis.history import memo
 from ..model import NodeSnapshot, Proc
 
 
@@ -76,7 +77,19 @@ def proc_rows(snaps: Sequence[NodeSnapshot], *, show_all: bool = False,
     return rows
 
 
+def _holders_by_gpu(snap: NodeSnapshot) -> dict[str, list[Proc]]:
+    """{GPU index as a string: processes with memory on it or its device file open}, in /proc
+    order, for every GPU at once (one pass over the processes)."""
+    out: dict[str, list[Proc]] = {}
+    for p in snap.processes:
+        keys = set(p.gpu_memory_mib)
+        keys.update(str(i) for i in p.device_gpus)
+        for key in keys:
+            out.setdefault(key, []).append(p)
+    return out
+
+
 def gpu_holders(snap: NodeSnapshot, index: int) -> list[Proc]:
-    """Processes with memory on GPU ``index`` or its device file (/dev/nvidiaN) open."""
-    key = str(index)
-    return [p for p in snap.processes if key in p.gpu_memory_mib or index in p.device_gpus]
+    """Processes with memory on GPU ``index`` or its device file (/dev/nvidiaN) open.
+    Worked out once per snapshot for all its GPUs."""
+    return list(memo(snap, "holders_by_gpu", _holders_by_gpu).get(str(index), ()))

@@ -1,6 +1,8 @@
 """Row contents of the console's tables and the by-key table update (Textual DataTable)."""
 from __future__ import annotations
 
+import weakref
+
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -103,27 +105,77 @@ def selected_key(table: DataTable) -> str | None:
     return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
 
 
+#: per table, {row key: (the table's Row, the cells it holds)}: what sync_table last sent, so
+#: unchanged rows are compared without reading the table back
+_SENT: "weakref.WeakKeyDictionary[DataTable, dict[str, tuple[object, tuple]]]" = weakref.WeakKeyDictionary()
+
+
+def row_height(cells: tuple) -> int | None:
+    """1 for a row of one-line cells (what measuring it would give, without rendering it
+    first); None (measured) when a cell has more lines or is not plain text."""
+    for cell in cells:
+        if isinstance(cell, Text):
+            if "\n" in cell.plain:
+                return None
+        elif not isinstance(cell, str) or "\n" in cell:
+            return None
+    return 1
+
+
+def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, columns: list) -> tuple:
+    """Bring an existing row to ``cells``, sending only the cells that differ from what it
+    holds; returns the cells it holds now (unchanged ones are the objects it already had)."""
+    hit = sent.get(key)
+    if hit is not None and hit[0] is row and len(hit[1]) == len(columns):
+        current = hit[1]
+    else:                                   # not sent from here: read it back
+        current = tuple(table.get_row(key))
+        sent[key] = (row, current)
+    if current == cells:                    # the usual case: nothing changed
+        return current
+    held = list(current)
+    for j, (col, old, value) in enumerate(zip(columns, current, cells)):
+        if old != value:
+            table.update_cell(key, col, value, update_width=True)
+            held[j] = value
+    sent[key] = (row, tuple(held))
+    return sent[key][1]
+
+
+def update_row(table: DataTable, key: str, cells: tuple) -> bool:
+    """Bring one row to ``cells`` (only the cells that changed), leaving every other row
+    alone; False when the table has no such row (then sync_table the whole table)."""
+    row = table.rows.get(key)       # a RowKey hashes and compares as its string
+    if row is None:
+        return False
+    _send(table, _SENT.setdefault(table, {}), key, row, cells, [c.key for c in table.ordered_columns])
+    return True
+
+
 def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
     """Update rows by key, never clear: the cursor stays on the same row (process).
 
-    The first cell of every row is a fresh object, so the sort key can find
-    each row's wanted position by that object's identity.
+    Only cells that differ from what the row holds are sent. The first cell of every row is
+    a fresh object, so the sort key can find each row's wanted position by that object's
+    identity.
     """
     selected = selected_key(table)
-    existing = {rk.value for rk in table.rows}
-    for key in existing - wanted.keys():
+    sent = _SENT.setdefault(table, {})
+    present = {rk.value: row for rk, row in table.rows.items()}
+    for key in present.keys() - wanted.keys():
         table.remove_row(key)
+    for key in [k for k in sent if k not in wanted or k not in present]:
+        del sent[key]
     columns = [c.key for c in table.ordered_columns]
     position: dict[int, int] = {}
     for i, (key, cells) in enumerate(wanted.items()):
-        if key in existing:
-            current = table.get_row(key)
-            for col, old, value in zip(columns, current, cells):
-                if old != value:
-                    table.update_cell(key, col, value, update_width=True)
-            position[id(table.get_row(key)[0])] = i
+        row = present.get(key)
+        if row is not None:
+            held = _send(table, sent, key, row, cells, columns)
+            position[id(held[0])] = i
         else:
-            table.add_row(*cells, key=key, height=None)
+            row_key = table.add_row(*cells, key=key, height=row_height(cells))
+            sent[key] = (table.rows[row_key], tuple(cells) + (None,) * (len(columns) - len(cells)))
             position[id(cells[0])] = i
     if [r.key.value for r in table.ordered_rows] != list(wanted):
         table.sort(key=lambda cells: position.get(id(cells[0]), 1 << 30))

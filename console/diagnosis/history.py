@@ -1,0 +1,269 @@
+"""A node's recent polls, kept as small as what diagnosis reads from them.
+
+From earlier polls diagnosis reads only: their name, time and error (probe-hung, and which
+polls count); each GPU's memory used/reserved with the driver's accounting on it (ghost
+memory, "is memory coming back"); the kernel log (was an Xid line there before a reset?);
+and, per process, for how many consecutive polls it has been the same process in the same
+condition (``Situation.since``: a zombie, in D, holding device files, under the same
+parent).  ``History`` keeps exactly that:
+
+- every poll as a digest ``NodeSnapshot``: no processes, no findings, no utilisation, the
+  driver's processes summed per GPU (what ghost memory adds up); parts unchanged since the
+  poll before are shared with it;
+- ``tracks``: per process of the latest error-free poll, the poll each of its streaks began
+  at (``Track``), advanced in one pass over each new poll.
+
+The same streaks are worked out from full snapshots when diagnosis is handed a plain list
+(``track_of``), so both give the same answers.  Also here: ``memo``, values derived from a
+snapshot remembered for as long as the snapshot lives.  Pure: no clock, no I/O.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import weakref
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar, overload
+
+from ..model import DriverProc, NodeSnapshot, Proc
+
+HISTORY_POLLS = 300        # polls kept per node (5 min at 1 s; diagnosis reads up to this far back)
+
+# the conditions Situation.since follows (what a process has been, poll after poll)
+ZOMBIE = "zombie"          # state Z
+IN_D = "in-d"              # a thread in D (or the leader in D)
+DEVICES = "devices"        # holds device files open
+PARENT = "parent"          # the same parent PID as now
+STREAKS = (ZOMBIE, IN_D, DEVICES, PARENT)
+
+T = TypeVar("T")
+
+# ---------------------------------------------------------------- per-snapshot memo
+
+_MEMO: dict[int, tuple["weakref.ref[NodeSnapshot]", dict]] = {}
+
+
+def _forget(key: int, ref: "weakref.ref[NodeSnapshot]") -> None:
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is ref:
+        del _MEMO[key]
+
+
+def memo(snap: NodeSnapshot, what: str, build: Callable[[NodeSnapshot], T]) -> T:
+    """``build(snap)``, computed once per snapshot object and forgotten when the snapshot goes.
+
+    Snapshots are immutable, so a derived value (its PID map, its ghost accounting) never
+    goes stale; the engine re-reads the same history every poll.
+    """
+    key = id(snap)
+    hit = _MEMO.get(key)
+    if hit is None or hit[0]() is not snap:
+        hit = (weakref.ref(snap, lambda ref, key=key: _forget(key, ref)), {})
+        _MEMO[key] = hit
+    values = hit[1]
+    try:
+        return values[what]
+    except KeyError:
+        value = values[what] = build(snap)
+        return value
+
+
+def pid_map(snap: NodeSnapshot) -> dict[int, Proc]:
+    """{pid: Proc} of a snapshot (the last one wins if a PID repeats)."""
+    return memo(snap, "pid_map", lambda s: {p.pid: p for p in s.processes})
+
+
+# ---------------------------------------------------------------- streaks
+
+class Track(NamedTuple):
+    """Where one process's streaks began (``taken_at`` of the first poll of each), as of the
+    latest poll; None: the condition does not hold in that poll."""
+    start_ticks: int | None
+    create_time: float | None
+    zombie: float | None
+    in_d: float | None
+    devices: float | None
+    ppid: int | None
+    parent: float | None            # since when ``ppid`` has been the parent
+
+
+def _conditions(p: Proc) -> tuple[bool, bool, bool]:
+    return p.state == "Z", bool(p.d_threads) or p.state == "D", bool(p.device_files)
+
+
+def same_process(a: Proc | Track, b: Proc | Track) -> bool:
+    """The same start time: a PID reused by another process starts a new streak."""
+    return not (a.start_ticks != b.start_ticks or a.create_time != b.create_time)
+
+
+def advance(tracks: dict[int, Track], snap: NodeSnapshot) -> dict[int, Track]:
+    """The tracks after one more (error-free) poll: one pass over its processes."""
+    t = snap.taken_at
+    out: dict[int, Track] = {}
+    for p in snap.processes:
+        z, d, v = _conditions(p)
+        old = tracks.get(p.pid)
+        if old is None or not same_process(old, p):
+            out[p.pid] = Track(p.start_ticks, p.create_time, t if z else None, t if d else None,
+                               t if v else None, p.ppid, t)
+            continue
+        zs = (t if old.zombie is None else old.zombie) if z else None
+        ds = (t if old.in_d is None else old.in_d) if d else None
+        vs = (t if old.devices is None else old.devices) if v else None
+        ps = old.parent if old.ppid == p.ppid else t
+        if zs is old.zombie and ds is old.in_d and vs is old.devices and ps is old.parent:
+            out[p.pid] = old                  # nothing changed: share the tuple
+        else:
+            out[p.pid] = Track(old.start_ticks, old.create_time, zs, ds, vs, p.ppid, ps)
+    return out
+
+
+def track_of(cur: Proc, newest_first: Iterable[NodeSnapshot]) -> Track:
+    """The streaks of process ``cur`` over full snapshots, newest first, in one pass (the
+    caller passes only the polls it may look back on)."""
+    zombie = in_d = devices = parent = None
+    open_ = [True, True, True, True]
+    ppid = None
+    first = True
+    for h in newest_first:
+        old = pid_map(h).get(cur.pid)
+        if old is None or not same_process(old, cur):
+            break
+        if first:
+            ppid, first = old.ppid, False
+        z, d, v = _conditions(old)
+        t = h.taken_at
+        if open_[0]:
+            if z:
+                zombie = t
+            else:
+                open_[0] = False
+        if open_[1]:
+            if d:
+                in_d = t
+            else:
+                open_[1] = False
+        if open_[2]:
+            if v:
+                devices = t
+            else:
+                open_[2] = False
+        if open_[3]:
+            if old.ppid == ppid:
+                parent = t
+            else:
+                open_[3] = False
+        if not any(open_):
+            break
+    return Track(cur.start_ticks, cur.create_time, zombie, in_d, devices, ppid, parent)
+
+
+def streak_start(track: Track | None, cur: Proc, what: str, ppid: int | None = None) -> float | None:
+    """When the streak of ``what`` (one of STREAKS) that runs up to the latest poll began,
+    or None when there is none (not the same process, or the condition does not hold)."""
+    if track is None or not same_process(track, cur):
+        return None
+    if what == ZOMBIE:
+        return track.zombie
+    if what == IN_D:
+        return track.in_d
+    if what == DEVICES:
+        return track.devices
+    if what == PARENT:
+        return track.parent if track.parent is not None and track.ppid == ppid else None
+    raise ValueError(f"unknown streak {what!r}; one of {', '.join(STREAKS)}")
+
+
+# ---------------------------------------------------------------- digests
+
+def _driver_digest(dps: Sequence[DriverProc]) -> tuple[DriverProc, ...]:
+    """The driver's processes summed per (GPU index, GPU UUID): what ghost accounting adds up
+    (a GPU's share is None as soon as one of its processes has no figure)."""
+    sums: dict[tuple[int | None, str], int | None] = {}
+    for dp in dps:
+        key = (dp.gpu_index, dp.gpu_uuid)
+        have = sums.get(key, 0)
+        sums[key] = None if have is None or dp.used_memory_mib is None else have + dp.used_memory_mib
+    return tuple(DriverProc(pid=0, gpu_index=gi, gpu_uuid=gu, used_memory_mib=mib, name="")
+                 for (gi, gu), mib in sums.items())
+
+
+def _shared(value: T, before: T | None) -> T:
+    return before if before is not None and before == value else value
+
+
+def digest(snap: NodeSnapshot, before: NodeSnapshot | None = None) -> NodeSnapshot:
+    """What history keeps of a poll (see the module's doc); ``before``: the previous digest,
+    whose unchanged parts are reused rather than kept twice."""
+    gpus = tuple(dataclasses.replace(g, utilization_pct=None) for g in snap.gpus)
+    if before is not None:
+        by_index = {g.index: g for g in before.gpus}
+        gpus = tuple(_shared(g, by_index.get(g.index)) for g in gpus)
+    drivers = _driver_digest(snap.driver_processes)
+    return dataclasses.replace(
+        snap, processes=(), findings=(), gpus=_shared(gpus, before.gpus if before else None),
+        driver_processes=_shared(drivers, before.driver_processes if before else None),
+        kernel_log=_shared(snap.kernel_log, before.kernel_log if before else None),
+        warnings=_shared(snap.warnings, before.warnings if before else None),
+        lost_gpus=_shared(snap.lost_gpus, before.lost_gpus if before else None),
+        own_pids=_shared(snap.own_pids, before.own_pids if before else None))
+
+
+class History(Sequence[NodeSnapshot]):
+    """The last ``maxlen`` polls of a node, oldest first, as digests, with the process streaks
+    as of its latest error-free poll.  Hand it to ``diagnose`` as it is: a copy
+    (``tuple(history)``) has no processes, so every streak would start now.
+
+    Polls must come in time order; one stamped no later than the last (the wall clock was
+    set back) starts the history afresh.
+    """
+
+    def __init__(self, maxlen: int = HISTORY_POLLS) -> None:
+        self.maxlen = maxlen
+        self._polls: collections.deque[NodeSnapshot] = collections.deque(maxlen=maxlen)
+        # per node name (one, unless polls of several nodes are mixed): (tracks, taken_at of
+        # the error-free poll they are of)
+        self._tracks: dict[str, tuple[dict[int, Track], float]] = {}
+
+    def append(self, snap: NodeSnapshot) -> None:
+        if self._polls and not snap.taken_at > self._polls[-1].taken_at:
+            self.clear()
+        if snap.error is None:
+            before = self._tracks.get(snap.name)
+            self._tracks[snap.name] = (advance(before[0] if before else {}, snap), snap.taken_at)
+        self._polls.append(digest(snap, self._polls[-1] if self._polls else None))
+
+    def clear(self) -> None:
+        self._polls.clear()
+        self._tracks.clear()
+
+    def tracks_for(self, snap: NodeSnapshot) -> dict[int, Track] | None:
+        """The streaks of the processes in the polls before ``snap`` (None when this history
+        does not describe them: ``snap`` is not later than its last error-free poll)."""
+        hit = self._tracks.get(snap.name)
+        if hit is None or not hit[1] < snap.taken_at:
+            return None
+        return hit[0]
+
+    def __len__(self) -> int:
+        return len(self._polls)
+
+    def __iter__(self) -> Iterator[NodeSnapshot]:
+        return iter(self._polls)
+
+    def __reversed__(self) -> Iterator[NodeSnapshot]:
+        return reversed(self._polls)
+
+    @overload
+    def __getitem__(self, index: int) -> NodeSnapshot: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[NodeSnapshot]: ...
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list(self._polls)[index]
+        return self._polls[index]
+
+    def __repr__(self) -> str:
+        tracked = sum(len(t) for t, _ in self._tracks.values())
+        return f"History({len(self)} polls, {tracked} processes tracked)"
