@@ -94,8 +94,13 @@ class NodeMonitor:
     async def _loop(self) -> None:
         while True:
             started = time.monotonic()
-            await self.poll_once()
-            self._wake.clear()
+            self._wake.clear()        # a poll_soon() during this poll still cuts the next wait
+            try:
+                await self.poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a bug in a consumer must not stop this node's polling
+                log.exception("poll loop of %s", self.name)
             delay = max(0.0, self.interval - (time.monotonic() - started))
             try:
                 await asyncio.wait_for(self._wake.wait(), delay)

@@ -458,3 +458,17 @@ def test_zombies_and_d_threads_are_reported_even_when_the_driver_does_not_answer
     assert 501 in kinds["zombie"].pids and "500" in kinds["zombie"].summary
     assert any(600 in f.pids for f in diagnose(snap) if f.kind == "d-state")
     assert "probe-hung" in kinds or "driver-error" in kinds
+
+
+def test_an_unreachable_node_is_not_a_hung_driver():
+    from console.diagnose import diagnose, fails
+    from console.model import NodeSnapshot
+    history = [NodeSnapshot(name="n", taken_at=float(t),
+                            error="unreachable: no SSH answer from 10.0.0.9:22 within 10 s (connect timed out)")
+               for t in range(0, 400, 20)]
+    now = NodeSnapshot(name="n", taken_at=400.0, error=history[0].error)
+    findings = diagnose(now, history)
+    assert not any(f.kind in ("probe-hung", "driver-error") for f in findings)
+    assert not fails(findings, "high")          # unreachable is data, not a --fail-on hit
+    hung = NodeSnapshot(name="n", taken_at=400.0, error="probe timed out after 10 s")
+    assert [f.kind for f in diagnose(hung)] == ["probe-hung"]

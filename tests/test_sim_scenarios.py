@@ -201,3 +201,32 @@ async def test_renamed_workers_follow_their_engine_core_when_it_is_killed():
     assert not node.memory_freed()
     await sh(node, "sleep 2")
     assert node.memory_freed()
+
+
+async def test_a_failing_consumer_does_not_stop_polling_and_poll_soon_is_not_lost():
+    import asyncio
+
+    from console.engine import NodeMonitor
+    from console.sim.clock import FakeClock
+    from console.sources.sim import SimSource
+    seen = []
+
+    def consumer(snap):
+        seen.append(snap)
+        if len(seen) == 1:
+            raise RuntimeError("a UI bug")
+    monitor = NodeMonitor(SimSource(scenario="graceful", clock=FakeClock()), interval=3600, on_update=consumer)
+    monitor.start()
+    try:
+        for _ in range(200):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        monitor.poll_soon()          # the next poll comes now, not in an hour
+        for _ in range(200):
+            if len(seen) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert len(seen) >= 2
+    finally:
+        await monitor.stop()

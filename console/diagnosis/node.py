@@ -15,13 +15,19 @@ HUNG_PROBES_BEFORE_REBOOT = 3     # consecutive timed-out probes (and at least t
 _CONNECTION_WORDS = ("unreachable", "refused", "authentication", "host key")
 
 
+def _hung(error: str | None) -> bool:
+    """A probe that reached the node and timed out there — not a node we could not reach."""
+    low = (error or "").lower()
+    return "timed out" in low and not any(w in low for w in _CONNECTION_WORDS)
+
+
 def probe_hung(snap: NodeSnapshot, history: Sequence[NodeSnapshot]) -> list[Finding]:
-    if not snap.error or "timed out" not in snap.error.lower():
+    if not _hung(snap.error):
         return []
     streak = [snap]
     for h in sorted((h for h in history if h.name == snap.name and h.taken_at < snap.taken_at),
                     key=lambda h: h.taken_at, reverse=True):
-        if not h.error or "timed out" not in h.error.lower():
+        if not _hung(h.error):
             break
         streak.append(h)
     since = streak[-1].taken_at
@@ -58,6 +64,11 @@ def driver_errors(snap: NodeSnapshot) -> list[Finding]:
             out.append(finding("driver-error", "high", f"nvidia-smi found no GPU: {err}",
                           Step(None, "Check `lspci | grep -i nvidia` and `dmesg`: the driver is loaded but "
                                      "sees no GPU (fallen off the bus, or not bound)."),
+                          evidence={"error": err}))
+        elif "shared library not found" in low:
+            out.append(finding("driver-error", "high", f"no NVIDIA driver here: {err}",
+                          Step(None, "Install or load the NVIDIA driver if this node should have GPUs; the "
+                                     "processes below are still read."),
                           evidence={"error": err}))
         elif "not found" in low and "nvidia-smi" in low:
             out.append(finding("driver-error", "low", f"nvidia-smi is not installed here: {err}",
