@@ -141,3 +141,39 @@ def test_gpu_incident_simulate_serves_until_sigterm(tmp_path):
             proc.kill()
             raise
     assert rc == 0
+
+
+async def test_one_console_two_simulated_nodes_and_a_real_node_one_failing(sshd, tmp_path, ssh_home):
+    """The console itself (Textual pilot, 80x24): the failing node says why, the others stay live."""
+    from textual.widgets import DataTable
+
+    from console.ui.app import IncidentApp
+    real = sshd.nodes[0]
+    real.smi.set()
+    closed = free_port()
+    async with await start_sim_servers("seed", 2, None, tmp_path / "state") as servers:
+        kh = tmp_path / "known_hosts"
+        kh.write_text(servers.known_hosts.read_text() + sshd.known_hosts_line(real.port))
+        opts = SshOptions(known_hosts=str(kh), identity=(str(servers.client_key), str(sshd.keys.client_key)),
+                          connect_timeout=3)
+        targets = [*servers.targets, real.target, f"root@127.0.0.1:{closed}"]
+        app = IncidentApp([SshSource(t, opts) for t in targets], interval=0.3)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(500):
+                if all(t in app.snapshots for t in targets):
+                    break
+                await pilot.pause(0.02)
+            nodes = app.query_one("#nodes", DataTable)
+            states = {t: str(nodes.get_row(t)[-1]) for t in targets}
+            assert states[targets[-1]].startswith("✖ unreachable") and "refused" in states[targets[-1]]
+            assert all(states[t] == "ok" for t in targets[:3]), states
+            # the live nodes keep polling while the dead one keeps failing
+            first = {t: app.snapshots[t] for t in targets[:3]}
+            for _ in range(500):
+                if all(app.snapshots[t] is not first[t] for t in targets[:3]):
+                    break
+                await pilot.pause(0.02)
+            assert all(app.snapshots[t] is not first[t] for t in targets[:3])
+            gpus = app.query_one("#gpus", DataTable)
+            assert gpus.row_count == 8          # the first simulated node's GPUs
+            await pilot.press("q")
