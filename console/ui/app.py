@@ -206,7 +206,10 @@ class IncidentApp(App[int]):
         self._render_gpus(snap)
         self._render_procs(snap)
         width = max(20, self.size.width - 2)
-        tables.sync_table(self.query_one("#findings", DataTable), tables.finding_rows(snap, width))
+        findings = self.query_one("#findings", DataTable)
+        tables.sync_table(findings, tables.finding_rows(snap, width))
+        count = len(snap.findings) if snap is not None else 0
+        findings.border_title = f"findings: {count} (enter: details and commands)"
 
     def _render_status(self) -> None:
         line = Text()
@@ -261,6 +264,10 @@ class IncidentApp(App[int]):
         table = self.query_one("#procs", DataTable)
         rows = proc_rows([snap], show_all=self.show_all, text_filter=self.proc_filter) if snap is not None else []
         tables.sync_table(table, {r.key: tables.proc_cells(r, r.key in self.tagged) for r in rows})
+        total = len(snap.processes) if snap is not None else 0
+        what = "all" if self.show_all else "GPU-related"
+        hint = "a: GPU-related only" if self.show_all else "a: all"
+        table.border_title = f"processes: {len(rows)} {what} of {total} ({hint}, enter: details)"
         if snap is not None and snap.name not in self._selected_initially and rows:
             top = max(rows, key=lambda r: (r.proc.gpu_memory_total_mib, r.proc.holds_devices))
             if top.proc.gpu_memory_total_mib > 0 or top.proc.holds_devices:
