@@ -298,3 +298,24 @@ async def test_palette_reboot_needs_the_node_name_typed(incident_dir):
         await pilot.press(*"demo", "enter")
         await wait_for(pilot, lambda: any(e.kind == "action" for e in tl.entries), tries=300)
         assert [e for e in tl.entries if e.kind == "action"][-1].command == "systemctl reboot"
+
+
+async def test_keys_are_remapped_by_the_config_file(tmp_path):
+    from textual.widgets import DataTable
+
+    from console.config import load_config
+    from console.ui.confirm import ConfirmScreen
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[keys]\nsigkill = "K"\n')
+    config = load_config(str(cfg))
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], keymap=config.keys)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 0)
+        await pilot.press("k")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)     # k no longer kills
+        await pilot.press("K")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+    with pytest.raises(ValueError, match="unknown action id"):
+        IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], keymap={"nuke": "x"})
