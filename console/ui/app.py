@@ -11,7 +11,6 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.theme import Theme
 from textual.widgets import DataTable, Footer, Static
 
 from ..actions import ActionPolicy
@@ -19,10 +18,10 @@ from ..engine import NodeMonitor
 from ..incident import IncidentLog
 from ..model import NodeSnapshot
 from ..sources.base import Source
-from ..theming import DEFAULT_THEME, load_themes
 from ..timeline import Timeline
 from . import tables
 from .palette import IncidentCommands
+from .theme_install import install_themes
 from .rows import proc_rows
 from .text import printable
 
@@ -117,14 +116,7 @@ class IncidentApp(App[int]):
         self.policy = ActionPolicy(read_only=read_only, dry_run=dry_run)
         self.watches: list = []           # ActionWatch handles still observing (cancelled on quit)
         self._selected_initially: set[str] = set()
-        themes, self.theme_warnings = load_themes()
-        for name, spec in themes.items():
-            colors = {k: v for k, v in spec.items() if k != "dark"}
-            self.register_theme(Theme(name=name, dark=spec["dark"], **colors))
-        wanted = theme_name or DEFAULT_THEME
-        if wanted not in self.available_themes:
-            raise ValueError(f"unknown theme {wanted!r}; known: {', '.join(sorted(self.available_themes))}")
-        self.theme = wanted
+        self.theme_warnings = install_themes(self, theme_name)
 
     @property
     def multi_node(self) -> bool:

@@ -18,12 +18,11 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.theme import Theme
 from textual.widgets import DataTable, Footer, Static
 
 from ..model import VERDICTS, TimelineEntry
 from ..textsafe import one_line
-from ..theming import DEFAULT_THEME, load_themes
+from .theme_install import install_themes
 from ..timeline_tail import TimelineTail, check_readable, read_all
 from .text import literal, printable
 
@@ -249,16 +248,6 @@ def short_path(path: str, limit: int = 40) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
-def _install_themes(app: App, theme_name: str | None) -> list[str]:
-    themes, warnings = load_themes()
-    for name, spec in themes.items():
-        colors = {k: v for k, v in spec.items() if k != "dark"}
-        app.register_theme(Theme(name=name, dark=spec["dark"], **colors))
-    wanted = theme_name or DEFAULT_THEME
-    if wanted not in app.available_themes:
-        raise ValueError(f"unknown theme {wanted!r}; known: {', '.join(sorted(app.available_themes))}")
-    app.theme = wanted
-    return warnings
 
 
 # ---------------------------------------------------------------- shared widget plumbing
@@ -268,7 +257,7 @@ class _TimelineViewApp(App[int]):
 
     def __init__(self, theme_name: str | None = None) -> None:
         super().__init__()
-        self.theme_warnings = _install_themes(self, theme_name)
+        self.theme_warnings = install_themes(self, theme_name)
 
     def compose(self) -> ComposeResult:
         yield Static(id="tv-header")
