@@ -20,7 +20,9 @@ from ..model import NodeSnapshot
 from ..sources.base import Source
 from ..timeline import Timeline
 from . import tables
+from .escalation import EscalationKeys
 from .palette import IncidentCommands
+from .reasoning import ReasoningKeys
 from .theme_install import install_themes
 from .rows import proc_rows
 from .text import printable
@@ -51,7 +53,7 @@ class HelpScreen(ModalScreen[None]):
         yield Static(body, id="help-body")
 
 
-class IncidentApp(App[int]):
+class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -87,7 +89,6 @@ class IncidentApp(App[int]):
                  ("n", "note"), ("e", "export the timeline as Markdown"), ("/", "filter processes"),
                  ("a", "show all processes / GPU-related only"), ("ctrl+p", "command palette"),
                  ("?", "this help screen"), ("q", "quit"))
-    WAIT_S = 5
 
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
@@ -295,226 +296,6 @@ class IncidentApp(App[int]):
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all
         self.refresh_node_view()
-
-    # ---- reasoning: hypotheses, checks, verdicts, notes (non-destructive)
-    def _current(self) -> tuple[Source | None, NodeSnapshot | None]:
-        src = next((s for s in self.sources if s.name == self.current_node), None)
-        return src, self.snapshots.get(self.current_node)
-
-    def selected_pids(self) -> list[int]:
-        """Tagged processes of the current node, else the one under the cursor."""
-        keys = [k for k in self.tagged if k.rsplit(":", 1)[0] == self.current_node]
-        if not keys and self.selected_process_key:
-            keys = [self.selected_process_key]
-        return sorted(int(k.rsplit(":", 1)[1]) for k in keys)
-
-    def action_wait_recheck(self) -> None:
-        self._run_check("wait-and-reread", {"seconds": self.WAIT_S})
-
-    def action_check(self) -> None:
-        from ..checks import CHECKS
-        from .prompts import CheckPicker
-
-        def chosen(name: str | None) -> None:
-            if name:
-                self._ask_params(name)
-        self.push_screen(CheckPicker([(c.name, c.description) for c in CHECKS.values()]), chosen)
-
-    def _ask_params(self, name: str) -> None:
-        """Fill a check's parameters: PIDs from the selection, the rest asked for."""
-        from ..checks import CHECKS
-        from .prompts import TextPrompt
-        check = CHECKS[name]
-        params: dict[str, object] = {}
-        pending = []
-        pids = self.selected_pids()
-        for p in check.params:
-            if p.kind == "pids" and pids:
-                params[p.name] = tuple(pids)
-            elif p.name == "pid" and pids:
-                params[p.name] = pids[0]
-            elif p.required or p.name in ("port", "seconds"):
-                pending.append(p)
-
-        def ask(index: int) -> None:
-            if index == len(pending):
-                self._run_check(name, params)
-                return
-            p = pending[index]
-
-            def got(value: str | None) -> None:
-                if value is None:
-                    return
-                params[p.name] = value if value.strip() or p.default is None else p.default
-                ask(index + 1)
-            default = "" if p.default in (None, ()) else str(p.default)
-            self.push_screen(TextPrompt(f"{name}: {p.help or p.name}", value=default,
-                                        hint="enter runs the check, escape cancels"), got)
-        ask(0)
-
-    def _run_check(self, name: str, params: dict) -> None:
-        from ..checks import render, run_check
-        source, snap = self._current()
-        if source is None:
-            return
-        try:
-            command = render(name, **params)
-        except ValueError as exc:
-            self.notify(str(exc), severity="error")
-            return
-        self.notify(f"{source.name}: running {name}: {printable(command, 120)}", timeout=4)
-
-        async def work() -> None:
-            try:
-                result = await run_check(source, name, snap, **params)
-            except ValueError as exc:
-                self.notify(str(exc), severity="error")
-                return
-            entry = self.incident.record_check(result)
-            self._show_check(result, entry.seq if entry else None)
-        self.run_worker(work(), group="checks", exclusive=False)
-
-    def _show_check(self, result, seq: int | None) -> None:
-        from .details import DetailScreen
-        body = Text()
-        body.append(f"{result.name} on {printable(result.node)}", style="bold")
-        body.append(f"   (timeline #{seq})\n\n" if seq else "\n\n", style="dim")
-        body.append(printable(result.summary) + "\n\n")
-        body.append("$ " + printable(result.command) + "\n", style="italic")
-        body.append(f"exit status {result.rc}\n\n" if result.rc is not None else "did not finish\n\n",
-                    style="dim")
-        for line in result.raw.splitlines()[:200]:
-            body.append(printable(line) + "\n")
-        self.push_screen(DetailScreen(body))
-
-    def action_hypothesis(self) -> None:
-        from .prompts import TextPrompt
-
-        def got(text: str | None) -> None:
-            if text and text.strip():
-                entry = self.incident.hypothesis(self.current_node, text)
-                self.notify(f"hypothesis #{entry.seq if entry else '?'} open: test it with w or c, then v")
-        self.push_screen(TextPrompt("State a hypothesis", placeholder="e.g. the memory needs more time to come back",
-                                    hint="it stays open until you give a verdict (v)"), got)
-
-    def action_verdict(self) -> None:
-        from .prompts import VerdictScreen
-        hyp = self.incident.open_hypothesis()
-        if hyp is None:
-            self.notify("no open hypothesis: state one first (h)", severity="warning")
-            return
-        suggested, why = self.incident.suggest_verdict()
-
-        def got(verdict: str | None) -> None:
-            if verdict:
-                self.incident.verdict(self.current_node, verdict)
-                self.notify(f"hypothesis #{hyp.seq}: {verdict}")
-        self.push_screen(VerdictScreen(hyp.text, suggested, why), got)
-
-    def action_note(self) -> None:
-        from .prompts import TextPrompt
-
-        def got(text: str | None) -> None:
-            if text and text.strip():
-                self.incident.note(self.current_node, text)
-        self.push_screen(TextPrompt("Note", placeholder="what you see, what you decided"), got)
-
-    def action_export(self) -> None:
-        from ..export import as_markdown
-        if self.timeline is None:
-            self.notify("no timeline to export", severity="warning")
-            return
-        path = self.timeline.path.with_suffix(".md")
-        try:
-            path.write_text(as_markdown(self.timeline.entries, incident_id=self.timeline.incident_id),
-                            encoding="utf-8")
-            path.chmod(0o600)
-        except OSError as exc:
-            self.notify(f"export failed: {exc}", severity="error")
-            return
-        self.notify(f"postmortem written: {path}", timeout=8)
-
-    def action_filter(self) -> None:
-        from .prompts import TextPrompt
-
-        def got(text: str | None) -> None:
-            if text is not None:
-                self.proc_filter = text.strip()
-                self._render_status()
-                self.refresh_node_view()
-        self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
-                                    value=self.proc_filter), got)
-
-    def action_tag(self) -> None:
-        key = self.selected_process_key
-        if key is None:
-            return
-        self.tagged.symmetric_difference_update({key})
-        self.refresh_node_view()
-        self.query_one("#procs", DataTable).action_cursor_down()
-
-    # ---- escalation: every destructive action goes through plan -> Confirm -> execute
-    @property
-    def selected_gpu(self) -> int | None:
-        key = tables.selected_key(self.query_one("#gpus", DataTable))
-        if key is None or ":lost:" in key:
-            return None
-        return int(key.rsplit(":", 1)[1])
-
-    def action_act(self, rung: str) -> None:
-        from ..actions import plan_action
-        source, snap = self._current()
-        if source is None or snap is None:
-            self.notify("no reading of this node yet", severity="warning")
-            return
-        pids: list[int] = []
-        gpus: list[int] = []
-        if rung in ("sigterm", "sigkill"):
-            pids = self.selected_pids()
-            if not pids:
-                self.notify("select or tag processes first (space tags)", severity="warning")
-                return
-        elif rung in ("kill-holders", "reset", "clear-blockers"):
-            gpu = self.selected_gpu
-            if gpu is None:
-                self.notify("select a GPU first (tab to the GPU table)", severity="warning")
-                return
-            gpus = [gpu]
-        try:
-            plan = plan_action(snap, rung, pids=pids, gpus=gpus)
-        except ValueError as exc:
-            self.notify(str(exc), severity="error")
-            return
-        if not plan.commands:
-            why = "; ".join(plan.refusals) or "nothing to do"
-            self.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
-            return
-        from .confirm import ConfirmScreen
-
-        def answered(answer: str | None) -> None:
-            if answer:
-                self._execute(plan, source, typed=answer if plan.typed_confirmation else None)
-            else:
-                self.notify("cancelled: nothing ran")
-        self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
-
-    def _execute(self, plan, source: Source, *, typed: str | None = None) -> None:
-        from ..actions import execute
-        monitor = next(m for m in self.monitors if m.source is source)
-        hyp = self.incident.open_hypothesis()
-        self.notify(f"{plan.node}: {plan.title} — verifying for up to 10 s…", timeout=5)
-
-        async def work() -> None:
-            outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline,
-                                    monitor=monitor, read=monitor.poll_once, typed=typed,
-                                    hypothesis=hyp.seq if hyp else None)
-            if outcome.watch is not None:
-                self.watches.append(outcome.watch)
-            severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
-            self.notify(f"{plan.node}: {printable(outcome.text, 200)}", severity=severity, timeout=10)
-            if outcome.timeline_error:
-                self.notify(f"timeline: {outcome.timeline_error}", severity="error")
-        self.run_worker(work(), group="actions", exclusive=False)
 
     async def action_quit(self) -> None:
         for watch in self.watches:

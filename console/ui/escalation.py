@@ -1,0 +1,81 @@
+"""Keys of the escalation ladder: t, k, F, R, B (and reload/reboot from the palette).
+
+Every destructive action goes plan -> Confirm (exact commands, every target) -> guarded
+execute -> verified timeline entry; --read-only and --dry-run are enforced by the action layer.
+"""
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from ..sources.base import Source
+from . import tables
+from .text import printable
+
+
+class EscalationKeys:
+    """Mixed into IncidentApp (needs: _current, selected_pids, monitors, incident, policy,
+    timeline, watches, read_only, dry_run, notify, push_screen, run_worker, query_one)."""
+
+    # ---- escalation: every destructive action goes through plan -> Confirm -> execute
+    @property
+    def selected_gpu(self) -> int | None:
+        key = tables.selected_key(self.query_one("#gpus", DataTable))
+        if key is None or ":lost:" in key:
+            return None
+        return int(key.rsplit(":", 1)[1])
+
+    def action_act(self, rung: str) -> None:
+        from ..actions import plan_action
+        source, snap = self._current()
+        if source is None or snap is None:
+            self.notify("no reading of this node yet", severity="warning")
+            return
+        pids: list[int] = []
+        gpus: list[int] = []
+        if rung in ("sigterm", "sigkill"):
+            pids = self.selected_pids()
+            if not pids:
+                self.notify("select or tag processes first (space tags)", severity="warning")
+                return
+        elif rung in ("kill-holders", "reset", "clear-blockers"):
+            gpu = self.selected_gpu
+            if gpu is None:
+                self.notify("select a GPU first (tab to the GPU table)", severity="warning")
+                return
+            gpus = [gpu]
+        try:
+            plan = plan_action(snap, rung, pids=pids, gpus=gpus)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        if not plan.commands:
+            why = "; ".join(plan.refusals) or "nothing to do"
+            self.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
+            return
+        from .confirm import ConfirmScreen
+
+        def answered(answer: str | None) -> None:
+            if answer:
+                self._execute(plan, source, typed=answer if plan.typed_confirmation else None)
+            else:
+                self.notify("cancelled: nothing ran")
+        self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
+
+    def _execute(self, plan, source: Source, *, typed: str | None = None) -> None:
+        from ..actions import execute
+        monitor = next(m for m in self.monitors if m.source is source)
+        hyp = self.incident.open_hypothesis()
+        self.notify(f"{plan.node}: {plan.title} — verifying for up to 10 s…", timeout=5)
+
+        async def work() -> None:
+            outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline,
+                                    monitor=monitor, read=monitor.poll_once, typed=typed,
+                                    hypothesis=hyp.seq if hyp else None)
+            if outcome.watch is not None:
+                self.watches.append(outcome.watch)
+            severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
+            self.notify(f"{plan.node}: {printable(outcome.text, 200)}", severity=severity, timeout=10)
+            if outcome.timeline_error:
+                self.notify(f"timeline: {outcome.timeline_error}", severity="error")
+        self.run_worker(work(), group="actions", exclusive=False)
+

@@ -1,0 +1,175 @@
+"""Keys of the reasoning half: checks (w, c), hypotheses (h), verdicts (v), notes (n), export (e),
+filter (/) and tagging (space). Nothing here changes a node; everything lands in the timeline."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from ..model import NodeSnapshot
+from ..sources.base import Source
+from .text import printable
+
+
+class ReasoningKeys:
+    """Mixed into IncidentApp (needs: sources, current_node, snapshots, incident, timeline,
+    tagged, proc_filter, selected_process_key, notify, push_screen, run_worker)."""
+
+    WAIT_S = 5
+
+    # ---- reasoning: hypotheses, checks, verdicts, notes (non-destructive)
+    def _current(self) -> tuple[Source | None, NodeSnapshot | None]:
+        src = next((s for s in self.sources if s.name == self.current_node), None)
+        return src, self.snapshots.get(self.current_node)
+
+    def selected_pids(self) -> list[int]:
+        """Tagged processes of the current node, else the one under the cursor."""
+        keys = [k for k in self.tagged if k.rsplit(":", 1)[0] == self.current_node]
+        if not keys and self.selected_process_key:
+            keys = [self.selected_process_key]
+        return sorted(int(k.rsplit(":", 1)[1]) for k in keys)
+
+    def action_wait_recheck(self) -> None:
+        self._run_check("wait-and-reread", {"seconds": self.WAIT_S})
+
+    def action_check(self) -> None:
+        from ..checks import CHECKS
+        from .prompts import CheckPicker
+
+        def chosen(name: str | None) -> None:
+            if name:
+                self._ask_params(name)
+        self.push_screen(CheckPicker([(c.name, c.description) for c in CHECKS.values()]), chosen)
+
+    def _ask_params(self, name: str) -> None:
+        """Fill a check's parameters: PIDs from the selection, the rest asked for."""
+        from ..checks import CHECKS
+        from .prompts import TextPrompt
+        check = CHECKS[name]
+        params: dict[str, object] = {}
+        pending = []
+        pids = self.selected_pids()
+        for p in check.params:
+            if p.kind == "pids" and pids:
+                params[p.name] = tuple(pids)
+            elif p.name == "pid" and pids:
+                params[p.name] = pids[0]
+            elif p.required or p.name in ("port", "seconds"):
+                pending.append(p)
+
+        def ask(index: int) -> None:
+            if index == len(pending):
+                self._run_check(name, params)
+                return
+            p = pending[index]
+
+            def got(value: str | None) -> None:
+                if value is None:
+                    return
+                params[p.name] = value if value.strip() or p.default is None else p.default
+                ask(index + 1)
+            default = "" if p.default in (None, ()) else str(p.default)
+            self.push_screen(TextPrompt(f"{name}: {p.help or p.name}", value=default,
+                                        hint="enter runs the check, escape cancels"), got)
+        ask(0)
+
+    def _run_check(self, name: str, params: dict) -> None:
+        from ..checks import render, run_check
+        source, snap = self._current()
+        if source is None:
+            return
+        try:
+            command = render(name, **params)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{source.name}: running {name}: {printable(command, 120)}", timeout=4)
+
+        async def work() -> None:
+            try:
+                result = await run_check(source, name, snap, **params)
+            except ValueError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            entry = self.incident.record_check(result)
+            self._show_check(result, entry.seq if entry else None)
+        self.run_worker(work(), group="checks", exclusive=False)
+
+    def _show_check(self, result, seq: int | None) -> None:
+        from .details import DetailScreen
+        body = Text()
+        body.append(f"{result.name} on {printable(result.node)}", style="bold")
+        body.append(f"   (timeline #{seq})\n\n" if seq else "\n\n", style="dim")
+        body.append(printable(result.summary) + "\n\n")
+        body.append("$ " + printable(result.command) + "\n", style="italic")
+        body.append(f"exit status {result.rc}\n\n" if result.rc is not None else "did not finish\n\n",
+                    style="dim")
+        for line in result.raw.splitlines()[:200]:
+            body.append(printable(line) + "\n")
+        self.push_screen(DetailScreen(body))
+
+    def action_hypothesis(self) -> None:
+        from .prompts import TextPrompt
+
+        def got(text: str | None) -> None:
+            if text and text.strip():
+                entry = self.incident.hypothesis(self.current_node, text)
+                self.notify(f"hypothesis #{entry.seq if entry else '?'} open: test it with w or c, then v")
+        self.push_screen(TextPrompt("State a hypothesis", placeholder="e.g. the memory needs more time to come back",
+                                    hint="it stays open until you give a verdict (v)"), got)
+
+    def action_verdict(self) -> None:
+        from .prompts import VerdictScreen
+        hyp = self.incident.open_hypothesis()
+        if hyp is None:
+            self.notify("no open hypothesis: state one first (h)", severity="warning")
+            return
+        suggested, why = self.incident.suggest_verdict()
+
+        def got(verdict: str | None) -> None:
+            if verdict:
+                self.incident.verdict(self.current_node, verdict)
+                self.notify(f"hypothesis #{hyp.seq}: {verdict}")
+        self.push_screen(VerdictScreen(hyp.text, suggested, why), got)
+
+    def action_note(self) -> None:
+        from .prompts import TextPrompt
+
+        def got(text: str | None) -> None:
+            if text and text.strip():
+                self.incident.note(self.current_node, text)
+        self.push_screen(TextPrompt("Note", placeholder="what you see, what you decided"), got)
+
+    def action_export(self) -> None:
+        from ..export import as_markdown
+        if self.timeline is None:
+            self.notify("no timeline to export", severity="warning")
+            return
+        path = self.timeline.path.with_suffix(".md")
+        try:
+            path.write_text(as_markdown(self.timeline.entries, incident_id=self.timeline.incident_id),
+                            encoding="utf-8")
+            path.chmod(0o600)
+        except OSError as exc:
+            self.notify(f"export failed: {exc}", severity="error")
+            return
+        self.notify(f"postmortem written: {path}", timeout=8)
+
+    def action_filter(self) -> None:
+        from .prompts import TextPrompt
+
+        def got(text: str | None) -> None:
+            if text is not None:
+                self.proc_filter = text.strip()
+                self._render_status()
+                self.refresh_node_view()
+        self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
+                                    value=self.proc_filter), got)
+
+    def action_tag(self) -> None:
+        key = self.selected_process_key
+        if key is None:
+            return
+        self.tagged.symmetric_difference_update({key})
+        self.refresh_node_view()
+        self.query_one("#procs", DataTable).action_cursor_down()
+
