@@ -21,6 +21,7 @@ from .sources.base import Source
 log = logging.getLogger("gpu_incident.engine")
 HISTORY = HISTORY_POLLS   # polls kept per node (5 min at 1 s), as digests
 POLL_SLACK_S = 5.0   # on top of the source's own deadline, for connects
+STOP_TIMEOUT_S = 5.0
 
 
 def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
@@ -114,10 +115,10 @@ class NodeMonitor:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+            # bounded: a source that swallows the cancellation must not keep the console open
+            done, _ = await asyncio.wait({self._task}, timeout=STOP_TIMEOUT_S)
+            if not done:
+                log.warning("poll task of %s did not stop within %s s", self.name, STOP_TIMEOUT_S)
             self._task = None
         try:
             await asyncio.wait_for(self.source.close(), 5)

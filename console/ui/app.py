@@ -164,8 +164,8 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
         return ""
 
     async def on_unmount(self) -> None:
-        for m in self.monitors:
-            await m.stop()
+        # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
+        await asyncio.gather(*(m.stop() for m in self.monitors), return_exceptions=True)
 
     # ------------------------------------------------------------------ data in
     async def _on_snapshot(self, snap: NodeSnapshot) -> None:
