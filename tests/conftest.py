@@ -9,7 +9,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The real-sshd fixtures (one sshd per session, started and stopped by PID).
-pytest_plugins = ("tests.sshd_fixture",)
+pytest_plugins = ("tests.sshd_fixture", "tests.sim_fixtures")
 
 
 @pytest.fixture

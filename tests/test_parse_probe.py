@@ -124,7 +124,7 @@ def test_cut_short_probe_still_gives_what_arrived():
 
 
 def test_forged_marker_in_a_process_name_cannot_end_a_section():
-    ps = f"  72169 root     echo '::gi-other:: end ps 0'\n"
+    ps = "  72169 root     echo '::gi-other:: end ps 0'\n"
     snap = parse.parse_probe("n", probe_text(stat=STAT_72169, ps=ps), MARK, taken_at=0)
     assert snap.proc(72169).cmdline == "echo '::gi-other:: end ps 0'"
 

@@ -1,11 +1,10 @@
 """The seed scenario, as the operator in the story lived it: hung SGLang, SIGKILL, memory that stays."""
 import pytest
 
-from console.sim.clock import FakeClock
-from console.sim.node import SimNode
 from console.sim.scenarios import SEED_LAUNCH
 from console.sources import probe
 from console.sources.sim import SimSource
+from tests.sim_fixtures import sh  # the clock and node fixtures come from there too
 
 SEED_CHECK = "sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader"
 SEED_OUTPUT = ("0, 76109 MiB\n1, 76113 MiB\n2, 76113 MiB\n3, 76113 MiB\n4, 76113 MiB\n5, 76113 MiB\n"
@@ -14,19 +13,6 @@ STORY_KILL = ("kill -9 72169; sleep 2; pkill -9 -f sglang; sleep 2; pkill -9 pyt
               "fuser -k /dev/nvidia* 2>/dev/null; sleep 2; "
               "nvidia-smi --query-gpu=index,memory.used --format=csv,noheader")
 
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def node(clock):
-    return SimNode("seed", clock=clock)
-
-
-async def sh(node, cmd, timeout=600.0):
-    return await node.exec(cmd, timeout)
 
 
 async def scheduler_pids(node):

@@ -9,20 +9,8 @@ from console.sim.clock import FakeClock
 from console.sim.node import SimNode
 from console.sources import parse, probe
 from console.sources.sim import SimSource
+from tests.sim_fixtures import sh  # the clock and node fixtures come from there too
 
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def node(clock):
-    return SimNode("seed", clock=clock)
-
-
-async def sh(node, cmd, timeout=60.0):
-    return await node.exec(cmd, timeout)
 
 
 async def test_probe_script_answers_every_section_with_rc(node):

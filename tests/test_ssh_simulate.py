@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,21 @@ from tests.conftest import gpu_incident_cmd
 from tests.sshd_fixture import free_port
 
 SEED_USED = [76109, 76113, 76113, 76113, 76113, 76113, 76113, 76069]
+
+
+@contextlib.asynccontextmanager
+async def mixed_fleet(sshd, tmp_path):
+    """Two simulated nodes, the real sshd node and a closed port, with one known_hosts for all
+    of them as an operator would have: yields (targets, options)."""
+    real = sshd.nodes[0]
+    real.smi.set()
+    closed = free_port()
+    async with await start_sim_servers("seed", 2, None, tmp_path / "state") as servers:
+        kh = tmp_path / "known_hosts"
+        kh.write_text(servers.known_hosts.read_text() + sshd.known_hosts_line(real.port))
+        opts = SshOptions(known_hosts=str(kh), identity=(str(servers.client_key), str(sshd.keys.client_key)),
+                          connect_timeout=3)
+        yield [*servers.targets, real.target, f"root@127.0.0.1:{closed}"], opts
 
 
 def sim_options(servers) -> SshOptions:
@@ -44,17 +60,7 @@ async def test_state_dir_holds_known_hosts_client_key_and_targets(tmp_path, ssh_
 
 
 async def test_simulated_nodes_and_a_real_node_polled_together_one_failing(sshd, tmp_path, ssh_home):
-    real = sshd.nodes[0]
-    real.smi.set()
-    closed = free_port()
-    async with await start_sim_servers("seed", 2, None, tmp_path / "state") as servers:
-        # one known_hosts for all of them, as an operator would have
-        kh = tmp_path / "known_hosts"
-        kh.write_text(servers.known_hosts.read_text() + sshd.known_hosts_line(real.port))
-        sim_key = str(servers.client_key)
-        opts = SshOptions(known_hosts=str(kh), identity=(sim_key, str(sshd.keys.client_key)),
-                          connect_timeout=3)
-        targets = [*servers.targets, real.target, f"root@127.0.0.1:{closed}"]
+    async with mixed_fleet(sshd, tmp_path) as (targets, opts):
         sources = [SshSource(t, opts) for t in targets]
         try:
             for _ in range(2):
@@ -148,15 +154,7 @@ async def test_one_console_two_simulated_nodes_and_a_real_node_one_failing(sshd,
     from textual.widgets import DataTable
 
     from console.ui.app import IncidentApp
-    real = sshd.nodes[0]
-    real.smi.set()
-    closed = free_port()
-    async with await start_sim_servers("seed", 2, None, tmp_path / "state") as servers:
-        kh = tmp_path / "known_hosts"
-        kh.write_text(servers.known_hosts.read_text() + sshd.known_hosts_line(real.port))
-        opts = SshOptions(known_hosts=str(kh), identity=(str(servers.client_key), str(sshd.keys.client_key)),
-                          connect_timeout=3)
-        targets = [*servers.targets, real.target, f"root@127.0.0.1:{closed}"]
+    async with mixed_fleet(sshd, tmp_path) as (targets, opts):
         app = IncidentApp([SshSource(t, opts) for t in targets], interval=0.3)
         async with app.run_test(size=(80, 24)) as pilot:
             for _ in range(500):

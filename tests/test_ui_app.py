@@ -272,7 +272,7 @@ async def test_read_only_refuses_in_the_action_layer_and_says_so(incident_dir):
 
 
 async def test_palette_reboot_needs_the_node_name_typed(incident_dir):
-    from textual.widgets import DataTable, Input
+    from textual.widgets import Input
 
     from console import timeline
     from console.ui.confirm import ConfirmScreen
