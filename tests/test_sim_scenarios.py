@@ -230,3 +230,18 @@ async def test_a_failing_consumer_does_not_stop_polling_and_poll_soon_is_not_los
         assert len(seen) >= 2
     finally:
         await monitor.stop()
+
+
+async def test_driver_reload_is_refused_while_held_and_clears_a_stuck_gpu_once_free():
+    from console.actions import RELOAD_DRIVER_COMMAND
+    from console.sim.clock import FakeClock
+    from console.sources.sim import SimSource
+    src = SimSource(scenario="reset-required", clock=FakeClock())
+    r = await src.run(RELOAD_DRIVER_COMMAND)
+    assert r.rc == 1 and "is in use" in r.stderr            # nvidia-persistenced holds the devices
+    assert (await src.run("systemctl stop nvidia-persistenced")).rc == 0
+    r = await src.run(RELOAD_DRIVER_COMMAND)
+    assert r.rc == 0, r.stderr
+    snap = await src.poll()
+    assert snap.error is None and snap.gpu(3).memory_used_mib < 1024
+    assert src.node.memory_freed()

@@ -87,3 +87,36 @@ async def c_reboot(sh, argv, stdin):
                     "Failed to connect to bus: Host is down\n"), 1
     sh.node.reboot()
     raise Rebooting()
+
+
+NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia")
+
+
+async def c_modprobe(sh, argv, stdin):
+    """`modprobe -r nvidia_uvm … nvidia` refuses while anything holds the driver (as the kernel
+    does); `modprobe nvidia` loads it fresh: stuck memory and reset-required states are gone."""
+    node = sh.node
+    node.settle()
+    remove = "-r" in argv[1:] or "--remove" in argv[1:]
+    modules = [a for a in argv[1:] if not a.startswith("-")]
+    if not modules:
+        return "", "modprobe: FATAL: Module name not given.\n", 1
+    unknown = [m for m in modules if m not in NVIDIA_MODULES]
+    if unknown:
+        return "", f"modprobe: FATAL: Module {unknown[0]} not found in directory /lib/modules/6.8.0-sim\n", 1
+    if remove:
+        if node.driver_state == "not-loaded":
+            return "", "", 0
+        users = any(p.alive and any(f.startswith("/dev/nvidia") for f in p.fds) for p in node.procs.values())
+        if users or node.contexts:
+            return "", f"modprobe: FATAL: Module {modules[0]} is in use.\n", 1
+        node.driver_state = "not-loaded"
+        node.klog("nvidia-uvm: Unloaded the UVM driver.")
+        return "", "", 0
+    if node.driver_state == "not-loaded":
+        node.driver_state = "ok"
+        for g in node.gpus:
+            g.stuck_mib = 0
+            g.reset_required = False
+        node.klog("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05")
+    return "", "", 0
