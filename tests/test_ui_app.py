@@ -319,3 +319,29 @@ async def test_keys_are_remapped_by_the_config_file(tmp_path):
         assert isinstance(app.screen, ConfirmScreen)
     with pytest.raises(ValueError, match="unknown action id"):
         IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], keymap={"nuke": "x"})
+
+
+async def test_x_on_a_finding_does_its_next_step_through_confirm(incident_dir):
+    """renamed-workers: the orphan finding's next step (SIGTERM the five) from its detail screen."""
+    from textual.widgets import DataTable
+
+    from console import timeline
+    from console.ui.confirm import ConfirmScreen
+    from console.ui.details import DetailScreen
+    tl = timeline.open_incident(incident_dir)
+    src = SimSource(name="demo", scenario="renamed-workers", clock=FakeClock())
+    app = IncidentApp([src], timeline=tl)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots and app.query_one("#findings", DataTable).row_count)
+        app.query_one("#findings", DataTable).focus()
+        await pilot.press("home", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+        assert "x: do this next step" in str(app.screen.query_one("Static").render())
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        shown = str(app.screen.query_one("Static").render())
+        assert "$ kill -s TERM 41388 41403 41451 41499 41547" in shown
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any(e.kind == "action" for e in tl.entries), tries=1000)
+        action = [e for e in tl.entries if e.kind == "action"][-1]
+        assert action.freed_mib and action.freed_mib > 300000      # the orphans let go of ~344 GiB

@@ -285,7 +285,15 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
             body = gpu_detail(gpu, snap) if gpu else None
         elif table == "findings":
             found = [f for f in snap.findings if tables.finding_key(f) == key]
-            body = finding_detail(found[0], snap) if found else None
+            if found:
+                finding = found[0]
+
+                def chosen(answer: str | None) -> None:
+                    if answer == "apply":
+                        self.apply_finding(finding)
+                self.push_screen(DetailScreen(finding_detail(finding, snap), can_apply=finding.rung is not None),
+                                 chosen)
+            return
         if body is not None:
             self.push_screen(DetailScreen(body))
 

@@ -110,12 +110,22 @@ def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
     return out
 
 
-class DetailScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close")]
+class DetailScreen(ModalScreen[str | None]):
+    """Dismisses with None, or with "apply" when the operator asks for the finding's next step
+    (x; only offered for a finding whose step is a rung: the Confirm screen still comes first)."""
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close"), Binding("x", "apply", "Do the next step")]
 
-    def __init__(self, body: Text) -> None:
+    def __init__(self, body: Text, *, can_apply: bool = False) -> None:
         super().__init__()
         self._body = body
+        self._can_apply = can_apply
+        if can_apply:
+            self._body = body.copy()
+            self._body.append("\nx: do this next step (Confirm first)   escape: close", style="bold")
+
+    def action_apply(self) -> None:
+        if self._can_apply:
+            self.dismiss("apply")
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):

@@ -24,15 +24,27 @@ class EscalationKeys:
             return None
         return int(key.rsplit(":", 1)[1])
 
-    def action_act(self, rung: str) -> None:
+    def apply_finding(self, finding) -> None:
+        """A finding's next step: waiting is the wait-and-reread check, a rung goes to Confirm."""
+        from ..ladder import step_args
+        if finding.rung is None:
+            return
+        if finding.rung == "wait":
+            seconds = int(finding.evidence.get("wait_s") or self.WAIT_S) if finding.evidence else self.WAIT_S
+            self._run_check("wait-and-reread", {"seconds": max(1, min(seconds, 300))})
+            return
+        pids, gpus = step_args(finding)
+        self.action_act(finding.rung, pids=pids, gpus=gpus)
+
+    def action_act(self, rung: str, *, pids=None, gpus=None) -> None:
         from ..actions import plan_action
         source, snap = self._current()
         if source is None or snap is None:
             self.notify("no reading of this node yet", severity="warning")
             return
-        pids: list[int] = []
-        gpus: list[int] = []
-        if rung in ("sigterm", "sigkill"):
+        if pids is not None or gpus is not None:     # a finding's own targets
+            pids, gpus = list(pids or ()), list(gpus or ())
+        elif rung in ("sigterm", "sigkill"):
             pids = self.selected_pids()
             if not pids:
                 self.notify("select or tag processes first (space tags)", severity="warning")
@@ -44,7 +56,7 @@ class EscalationKeys:
                 return
             gpus = [gpu]
         try:
-            plan = plan_action(snap, rung, pids=pids, gpus=gpus)
+            plan = plan_action(snap, rung, pids=pids or (), gpus=gpus or ())
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
