@@ -17,7 +17,7 @@ from .text import printable
 
 
 def _field(out: Text, name: str, value: object, style: str = "") -> None:
-    out.append(f"{name:<14}", style="bold")
+    out.append(f"{name:<14} ", style="bold")
     out.append(printable(value) + "\n", style=style)
 
 
