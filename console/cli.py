@@ -70,8 +70,10 @@ def build_console_parser() -> Parser:
     p.add_argument("--interval", type=_positive, default=1.0, metavar="S", help="poll interval (1.0)")
     p.add_argument("--read-only", action="store_true", help="refuse every destructive action")
     p.add_argument("--dry-run", action="store_true", help="record commands without running them")
-    p.add_argument("--theme", default=None, metavar="NAME")
-    p.add_argument("--incident-dir", metavar="DIR")
+    p.add_argument("--theme", default=None, metavar="NAME",
+                   help="incident (default), daylight, or any Textual built-in theme")
+    p.add_argument("--incident-dir", metavar="DIR",
+                   help="where incident timelines go (default: the user state dir)")
     p.add_argument("--incident", metavar="ID", help="continue an existing incident")
     p.add_argument("--config", metavar="FILE", help="TOML config (key bindings, defaults)")
     p.add_argument("--debug-log", metavar="FILE", help="record polls, commands and timings")
