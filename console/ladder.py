@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Sequence
 
@@ -66,7 +65,6 @@ BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
     BlockerDaemon("nvidia-persistenced", "systemctl stop nvidia-persistenced"),
     BlockerDaemon("nv-fabricmanager", "systemctl stop nvidia-fabricmanager"),
 )
-_GPU_DEVICE_RE = re.compile(r"nvidia(\d+)$")
 
 
 # ---------------------------------------------------------------- who may be touched
@@ -109,12 +107,7 @@ def proc_protected(snap: NodeSnapshot, proc: Proc) -> bool:
 
 def device_gpus(proc: Proc) -> set[int]:
     """GPU minors of the /dev/nvidiaN files a process holds (nvidiactl, -uvm: none)."""
-    out = set()
-    for path in proc.device_files:
-        m = _GPU_DEVICE_RE.search(path)
-        if m:
-            out.add(int(m.group(1)))
-    return out
+    return set(proc.device_gpus)
 
 
 def driver_gpus(snap: NodeSnapshot, pid: int) -> set[int]:

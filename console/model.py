@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-_GPU_DEVICE_FILE = re.compile(r"/dev/nvidia(\d+)$")
+# a per-GPU device file: /dev/nvidiaN (or a file named nvidiaN under a --device-glob)
+_GPU_DEVICE_FILE = re.compile(r"nvidia(\d+)$")
 
 SEVERITIES = ("info", "low", "high", "critical")
 FINDING_KINDS = (

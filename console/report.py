@@ -5,6 +5,7 @@ from typing import Sequence
 
 from .model import NodeSnapshot, severity_rank
 from .textsafe import printable
+from .ui.rows import gpu_holders   # pure (no Textual): the console's own definition of a holder
 
 
 def snapshot_report(snaps: Sequence[NodeSnapshot], width: int = 100) -> str:
@@ -21,7 +22,7 @@ def snapshot_report(snaps: Sequence[NodeSnapshot], width: int = 100) -> str:
         for w in snap.warnings:
             lines.append(f"  ⚠ {printable(w, width)}")
         for g in snap.gpus:
-            holders = [p for p in snap.processes if str(g.index) in p.gpu_memory_mib or g.index in p.device_gpus]
+            holders = gpu_holders(snap, g.index)
             used = "N/A" if g.memory_used_mib is None else f"{g.memory_used_mib}MiB"
             total = "N/A" if g.memory_total_mib is None else f"{g.memory_total_mib}MiB"
             lines.append(f"  GPU {g.index}  {used:>9} / {total:<9} {len(holders):>3} holders  "

@@ -20,19 +20,18 @@ def _app_with(scenario: str) -> tuple[IncidentApp, object]:
     return IncidentApp([src], autostart=False), snap
 
 
-def test_seed_first_screen(snap_compare):
-    app, snap = _app_with("seed")
+def _first_screen(snap_compare, scenario: str) -> bool:
+    app, snap = _app_with(scenario)
 
     async def post(pilot):
         app.post_message(NodeUpdated(snap))
         await pilot.pause()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=post)
+    return snap_compare(app, terminal_size=(80, 24), run_before=post)
+
+
+def test_seed_first_screen(snap_compare):
+    assert _first_screen(snap_compare, "seed")
 
 
 def test_hidden_holders_first_screen(snap_compare):
-    app, snap = _app_with("hidden-holders")
-
-    async def post(pilot):
-        app.post_message(NodeUpdated(snap))
-        await pilot.pause()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=post)
+    assert _first_screen(snap_compare, "hidden-holders")
