@@ -1,3 +1,3 @@
-from .cli import main
+from console.cli import main
 
 raise SystemExit(main())

@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from . import ladder
-from .diagnosis import text as t
-from .model import NodeSnapshot, Proc
+from console import ladder
+from console.diagnosis import text as t
+from console.model import NodeSnapshot, Proc
 
 RELOAD_DRIVER_COMMAND = "modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"
 ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot")
@@ -140,7 +140,7 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
 def _finish(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,
             targets: Sequence[ActionTarget] = (), refusals: Sequence[str] = (), notes: Sequence[str] = (),
             expected: Mapping[str, int | None] | None = None, typed: str | None = None) -> ActionPlan:
-    from .actions_verify import memory_of
+    from console.actions_verify import memory_of
     gpus = tuple(sorted(set(gpus)))
     return ActionPlan(node=snap.name, rung=rung, title=title, commands=tuple(commands), targets=tuple(targets),
                       gpus=gpus, refusals=tuple(refusals), notes=tuple(notes), destructive=True,
@@ -294,7 +294,7 @@ def _node_plan(snap: NodeSnapshot, rung: str) -> ActionPlan:
                    notes=notes, typed=snap.name)
 
 
-from .actions_run import ActionOutcome, ActionWatch, execute  # noqa: E402  (re-exported API)
+from console.actions_run import ActionOutcome, ActionWatch, execute  # noqa: E402  (re-exported API)
 
 __all__ = ["ACTION_RUNGS", "KEY_RUNGS", "RELOAD_DRIVER_COMMAND", "RUNG_DEADLINE_S", "VERIFY_WINDOW_S",
            "ActionOutcome", "ActionPlan", "ActionPolicy", "ActionTarget", "ActionWatch", "execute",

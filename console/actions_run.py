@@ -16,14 +16,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
-from . import actions_verify as av
-from . import ladder
-from .diagnosis import text as t
-from .model import ActionRecord, CommandResult, NodeSnapshot, TimelineEntry
-from .sim.clock import RealClock
+from console import actions_verify as av
+from console import ladder
+from console.diagnosis import text as t
+from console.model import ActionRecord, CommandResult, NodeSnapshot, TimelineEntry
+from console.sim.clock import RealClock
 
 if TYPE_CHECKING:
-    from .actions import ActionPlan, ActionPolicy
+    from console.actions import ActionPlan, ActionPolicy
 
 log = logging.getLogger("gpu_incident.actions")
 Reader = Callable[[], Awaitable[NodeSnapshot]]
@@ -131,7 +131,7 @@ async def execute(plan: "ActionPlan", source: Any, *, policy: "ActionPolicy | No
     simulated node, else the real one. ``typed``: what the operator typed for a plan with
     ``typed_confirmation`` (refused unless equal). ``deadline_s`` default: the rung's.
     """
-    from .actions import VERIFY_WINDOW_S, ActionPolicy
+    from console.actions import VERIFY_WINDOW_S, ActionPolicy
     policy = policy or ActionPolicy()
     clock = clock or getattr(getattr(source, "node", None), "clock", None) or RealClock()
     read = read or source.poll
@@ -225,7 +225,7 @@ async def _run(plan: "ActionPlan", source: Any, results: list[CommandResult], ti
                                       create_time=tgt.create_time)
             results.append(res)
         return
-    from .actions import RELEASES_NVML
+    from console.actions import RELEASES_NVML
     release = plan.rung in RELEASES_NVML and hasattr(source, "nvml_paused")
     if release:   # this console is an NVML client too: the driver refuses a reset while it holds on
         source.nvml_paused = True

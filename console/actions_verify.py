@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from .diagnosis import text as t
-from .ladder import FREED_MIB, blocker_daemon
-from .model import NodeSnapshot
+from console.diagnosis import text as t
+from console.ladder import FREED_MIB, blocker_daemon
+from console.model import NodeSnapshot
 
 Memory = Mapping[str, "int | None"]
 

@@ -30,8 +30,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import __version__
-from .bench_stats import Result
+from console import __version__
+from console.bench_stats import Result
 
 MAX_NODES = 256
 DEFAULT_NODES = 16
@@ -67,8 +67,8 @@ def _target_settings(args) -> tuple[str, object, str, float] | None:
     dest = getattr(args, "target", None)
     if not dest:
         return None
-    from .sources.probe import DEFAULT_DEVICE_GLOB
-    from .targets import SshOptions, is_special, parse_destination
+    from console.sources.probe import DEFAULT_DEVICE_GLOB
+    from console.targets import SshOptions, is_special, parse_destination
     if is_special(dest):
         raise ValueError(f"--target needs an SSH destination [user@]host[:port], not {dest!r}")
     parse_destination(dest)
@@ -90,7 +90,7 @@ def machine() -> dict:
 
 
 async def _run(plan: Plan, target, progress) -> tuple[list[Result], list[str]]:
-    from . import bench_probe, bench_ssh, bench_ui
+    from console import bench_probe, bench_ssh, bench_ui
     results, snaps = await bench_probe.measure(plan.sim_polls, plan.seed_iterations, plan.big_iterations,
                                                progress)
     results += await bench_ui.measure(snaps, plan.ui_updates, progress)

@@ -6,14 +6,14 @@ import dataclasses
 import time
 from typing import Callable
 
-from .bench_stats import Result, Stopwatch
-from .bench_synth import big_probe_text
-from .diagnose import diagnose
-from .engine import HISTORY
-from .model import NodeSnapshot
-from .sources import probe
-from .sources.parse import parse_probe
-from .sources.sim import SimSource
+from console.bench_stats import Result, Stopwatch
+from console.bench_synth import big_probe_text
+from console.diagnose import diagnose
+from console.engine import HISTORY
+from console.model import NodeSnapshot
+from console.sources import probe
+from console.sources.parse import parse_probe
+from console.sources.sim import SimSource
 
 BIG_PROCESSES = 2000
 BIG_GPUS = 8

@@ -13,7 +13,7 @@ import asyncio
 import signal
 import sys
 
-from .sim.server import start_sim_servers
+from console.sim.server import start_sim_servers
 
 
 async def _serve(state_dir: str, nodes: int, scenario: str) -> int:

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .bench_stats import Result, Stopwatch
-from .engine import NodeMonitor
-from .sources.ssh import SshSource
-from .targets import SshOptions
+from console.bench_stats import Result, Stopwatch
+from console.engine import NodeMonitor
+from console.sources.ssh import SshSource
+from console.targets import SshOptions
 
 CHILD_START_TIMEOUT_S = 60.0
 CHILD_STOP_TIMEOUT_S = 5.0

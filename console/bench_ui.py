@@ -15,9 +15,9 @@ import dataclasses
 import time
 from typing import Callable, Sequence
 
-from .bench_stats import Result, Stopwatch, percentile
-from .model import NodeSnapshot
-from .sources.sim import SimSource
+from console.bench_stats import Result, Stopwatch, percentile
+from console.model import NodeSnapshot
+from console.sources.sim import SimSource
 
 
 def _after_tables_settle(app, done: Callable[[], None], handled: Callable[[], None]) -> None:
@@ -50,7 +50,7 @@ async def _apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
                        ) -> tuple[list[float], list[float], float]:
     """(settled ms per update, handler ms per update, CPU ms of all but the first) for a fresh
     one-node console."""
-    from .ui.app import IncidentApp, NodeUpdated
+    from console.ui.app import IncidentApp, NodeUpdated
     name = snaps[0].name
     app = IncidentApp([SimSource(name=name, scenario="seed")], autostart=False)
     settled: list[float] = []

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__
-from .sources.probe import DEFAULT_DEVICE_GLOB
+from console import __version__
+from console.sources.probe import DEFAULT_DEVICE_GLOB
 
 SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench")
 SEVERITY_WORDS = ("info", "low", "high", "critical")
@@ -130,7 +130,7 @@ def setup_debug_log(path: str | None) -> None:
 
 def make_sources(args: argparse.Namespace, default_target: str = "local"):
     """Targets from the command line -> Source objects (ValueError on a bad target)."""
-    from .targets import SshOptions, expand_targets, make_source
+    from console.targets import SshOptions, expand_targets, make_source
     targets = expand_targets(args.targets or ([] if args.nodes_file else [default_target]), args.nodes_file)
     if not targets:
         raise ValueError("no targets (the nodes file is empty)")
@@ -141,17 +141,17 @@ def make_sources(args: argparse.Namespace, default_target: str = "local"):
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from .diagnose import fails
-    from .engine import snapshot_all
+    from console.diagnose import fails
+    from console.engine import snapshot_all
     sources = make_sources(args)
     taken = time.time()
     snaps = asyncio.run(snapshot_all(sources))
     if args.json:
-        from .jsonout import snapshot_document
+        from console.jsonout import snapshot_document
         json.dump(snapshot_document(snaps, taken), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:  # a plain-text report for a terminal or a ticket; scripts use --json
-        from .report import snapshot_report
+        from console.report import snapshot_report
         sys.stdout.write(snapshot_report(snaps))
     if args.fail_on:
         findings = [f for s in snaps for f in s.findings]
@@ -161,7 +161,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from . import export, timeline
+    from console import export, timeline
     directory = Path(args.incident_dir) if args.incident_dir else None
     if args.verb == "list":
         rows = timeline.list_incidents(directory)
@@ -194,13 +194,13 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from .sim.server import run_simulate
+    from console.sim.server import run_simulate
     return run_simulate(args)
 
 
 def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """Config-file defaults fill in what the command line left at its default."""
-    from .config import load_config
+    from console.config import load_config
     config = load_config(args.config)
     for key, value in config.defaults.items():
         if getattr(args, key, None) == parser.get_default(key):
@@ -210,10 +210,10 @@ def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser):
 
 def cmd_console(args: argparse.Namespace, config=None) -> int:
     sources = make_sources(args)
-    from . import timeline
+    from console import timeline
     tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
     os.environ.setdefault("TEXTUAL_FPS", "30")
-    from .ui.app import IncidentApp  # Textual only from here on
+    from console.ui.app import IncidentApp  # Textual only from here on
     app = IncidentApp(sources, timeline=tl, interval=args.interval, read_only=args.read_only,
                       dry_run=args.dry_run, theme_name=args.theme,
                       keymap=config.keys if config else None)
@@ -228,17 +228,17 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .ui.timeline_view import run_replay  # Textual only from here on
+    from console.ui.timeline_view import run_replay  # Textual only from here on
     return run_replay(args.file, args.theme)
 
 
 def cmd_follow(args: argparse.Namespace) -> int:
-    from .ui.timeline_view import run_follow  # Textual only from here on
+    from console.ui.timeline_view import run_follow  # Textual only from here on
     return run_follow(args.file, args.theme)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import run_bench
+    from console.bench import run_bench
     return run_bench(args)
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .diagnosis import node, processes
-from .diagnosis.context import Situation
-from .model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
+from console.diagnosis import node, processes
+from console.diagnosis.context import Situation
+from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
 
 #: within one severity, the order findings are shown (cause before consequence)
 KIND_ORDER = ("driver-error", "probe-hung", "xid", "zombie", "d-state", "foreign-pid", "hidden-holder",

@@ -14,9 +14,9 @@ import logging
 import time
 from typing import Awaitable, Callable, Sequence
 
-from .diagnosis.history import HISTORY_POLLS, History
-from .model import ActionRecord, NodeSnapshot
-from .sources.base import Source
+from console.diagnosis.history import HISTORY_POLLS, History
+from console.model import ActionRecord, NodeSnapshot
+from console.sources.base import Source
 
 log = logging.getLogger("gpu_incident.engine")
 HISTORY = HISTORY_POLLS   # polls kept per node (5 min at 1 s), as digests
@@ -27,7 +27,7 @@ STOP_TIMEOUT_S = 5.0
 def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
               actions: Sequence[ActionRecord] = ()) -> NodeSnapshot:
     """The snapshot with its findings filled in (diagnosis never takes a node down)."""
-    from .diagnose import diagnose
+    from console.diagnose import diagnose
     try:
         findings = diagnose(snap, history, actions)
     except Exception as exc:  # noqa: BLE001

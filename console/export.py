@@ -5,8 +5,8 @@ from typing import Sequence
 
 import re
 
-from .model import TimelineEntry
-from .textsafe import one_line, printable
+from console.model import TimelineEntry
+from console.textsafe import one_line, printable
 
 
 def _clean(text: str | None) -> str:

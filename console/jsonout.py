@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Sequence
 
-from .model import Finding, Gpu, NodeSnapshot, Proc
+from console.model import Finding, Gpu, NodeSnapshot, Proc
 
 
 def iso_utc(epoch: float) -> str:

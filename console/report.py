@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .model import NodeSnapshot, severity_rank
-from .textsafe import printable
-from .ui.rows import gpu_holders   # pure (no Textual): the console's own definition of a holder
+from console.model import NodeSnapshot, severity_rank
+from console.textsafe import printable
+from console.ui.rows import gpu_holders   # pure (no Textual): the console's own definition of a holder
 
 
 def snapshot_report(snaps: Sequence[NodeSnapshot], width: int = 100) -> str:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from .sources.probe import DEFAULT_DEVICE_GLOB
+from console.sources.probe import DEFAULT_DEVICE_GLOB
 
 if TYPE_CHECKING:
-    from .sources.base import Source
+    from console.sources.base import Source
 
 #: the most nodes one command line may expand to (a typo like gpu[1-999999] stops here)
 MAX_TARGETS = 4096
@@ -174,16 +174,16 @@ def make_source(target: str, *, ssh: SshOptions | None = None,
                 probe_timeout: float = 10.0) -> Source:
     """The Source for one expanded target: local, demo[:SCENARIO] or an SSH destination."""
     if target == "local":
-        from .sources.local import LocalSource
+        from console.sources.local import LocalSource
         return LocalSource(name="local", device_glob=device_glob)
     if target == "demo" or target.startswith("demo:"):
         scenario = target.partition(":")[2] or DEFAULT_SCENARIO
-        from .sources.sim import SimSource
+        from console.sources.sim import SimSource
         try:
             return SimSource(name=target, scenario=scenario)
         except KeyError:
             raise ValueError(f"unknown demo scenario {scenario!r}") from None
     parse_destination(target)
-    from .sources.ssh import SshSource
+    from console.sources.ssh import SshSource
     return SshSource(target, ssh or SshOptions(), device_glob=device_glob,
                      probe_timeout=probe_timeout)

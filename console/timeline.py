@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
-from .model import TIMELINE_KINDS, VERDICTS, TimelineEntry
+from console.model import TIMELINE_KINDS, VERDICTS, TimelineEntry
 
 SUFFIX = ".jsonl"
 _FIELDS = {f.name for f in dataclasses.fields(TimelineEntry)}

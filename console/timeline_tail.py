@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .model import TimelineEntry
-from .timeline import entry_from_dict
+from console.model import TimelineEntry
+from console.timeline import entry_from_dict
 
 READ_LIMIT = 4 << 20        # bytes read per poll; `more` says when there is more waiting
 MAX_LINE = 16 << 20         # a line longer than this is skipped (a binary file, a runaway writer)

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..ladder import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S
-from ..model import Finding, Proc
-from . import text as t
-from .context import IN_D, Situation
+from console.ladder import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S
+from console.model import Finding, Proc
+from console.diagnosis import text as t
+from console.diagnosis.context import IN_D, Situation
 
 KILL_RUNGS = ("sigkill", "kill-holders")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from ..ladder import (TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, label, proc_protected)
-from ..model import ActionRecord, NodeSnapshot, Proc
-from . import text
-from .history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map, streak_start,
+from console.ladder import (TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, label, proc_protected)
+from console.model import ActionRecord, NodeSnapshot, Proc
+from console.diagnosis import text
+from console.diagnosis.history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map, streak_start,
                       track_of)
 
 SHRINK_MIB = 256            # a drop this large between polls means the driver is still freeing

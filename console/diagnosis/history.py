@@ -24,7 +24,7 @@ import dataclasses
 import weakref
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar, overload
 
-from ..model import DriverProc, NodeSnapshot, Proc
+from console.model import DriverProc, NodeSnapshot, Proc
 
 HISTORY_POLLS = 300        # polls kept per node (5 min at 1 s; diagnosis reads up to this far back)
 

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..ladder import TEARDOWN_WINDOW_S, WAIT_S, program_of
-from ..model import Finding, NodeSnapshot
-from . import text as t
-from .advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
+from console.ladder import TEARDOWN_WINDOW_S, WAIT_S, program_of
+from console.model import Finding, NodeSnapshot
+from console.diagnosis import text as t
+from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
                      signal_step)
-from .context import Situation
-from .xid import XidEvent, bus_key, parse_xid_line
+from console.diagnosis.context import Situation
+from console.diagnosis.xid import XidEvent, bus_key, parse_xid_line
 
 HUNG_PROBES_BEFORE_REBOOT = 3     # consecutive timed-out probes (and at least the teardown window)
 _CONNECTION_WORDS = ("unreachable", "refused", "authentication", "host key")

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..ladder import TEARDOWN_WINDOW_S, WAIT_S, label, program_of
-from ..model import Finding, Proc
-from . import text as t
-from .advice import Step, finding, in_d, kill_step, reset_step, signal_step
-from .context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
+from console.ladder import TEARDOWN_WINDOW_S, WAIT_S, label, program_of
+from console.model import Finding, Proc
+from console.diagnosis import text as t
+from console.diagnosis.advice import Step, finding, in_d, kill_step, reset_step, signal_step
+from console.diagnosis.context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
 
 #: parents that adopt orphans instead of PID 1 (PR_SET_CHILD_SUBREAPER users)
 SUBREAPERS = ("systemd", "containerd-shim", "containerd-shim-runc-v2", "tini", "docker-init",

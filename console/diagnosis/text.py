@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable, Sequence
 
-from ..ladder import label
-from ..model import Proc
-from ..sources.parse import clip
+from console.ladder import label
+from console.model import Proc
+from console.sources.parse import clip
 
 
 def mib(value: int | None) -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 
-from . import procfs, vfs
-from . import ps as ps_mod
-from .node import SIGNALS, signal_name
-from .options import scan_options
-from .shell import transient_procs
+from console.sim import procfs, vfs
+from console.sim import ps as ps_mod
+from console.sim.node import SIGNALS, signal_name
+from console.sim.options import scan_options
+from console.sim.shell import transient_procs
 
 
 def _sherr(sh, cmd: str, msg: str) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from . import nvsmi, procfs
-from .shell import Rebooting
+from console.sim import nvsmi, procfs
+from console.sim.shell import Rebooting
 
 
 async def c_nvidia_smi(sh, argv, stdin):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from . import procfs, vfs
+from console.sim import procfs, vfs
 
 
 async def c_cat(sh, argv, stdin):

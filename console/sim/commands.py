@@ -6,11 +6,11 @@ cmd_basic (builtins, sleep, timeout, date, id, ...), cmd_text (cat, grep, sed, .
 """
 from __future__ import annotations
 
-from .cmd_basic import (c_date, c_echo, c_exit, c_false, c_getconf, c_hostname, c_id, c_nproc,
+from console.sim.cmd_basic import (c_date, c_echo, c_exit, c_false, c_getconf, c_hostname, c_id, c_nproc,
                         c_printf, c_sleep, c_timeout, c_true, c_uname, c_uptime, c_whoami)
-from .cmd_proc import c_fuser, c_kill, c_pgrep, c_pkill, c_ps
-from .cmd_system import c_dmesg, c_journalctl, c_modprobe, c_nvidia_smi, c_reboot, c_ss, c_systemctl
-from .cmd_text import (c_cat, c_cut, c_grep, c_head, c_ls, c_readlink, c_sed, c_sort, c_tail,
+from console.sim.cmd_proc import c_fuser, c_kill, c_pgrep, c_pkill, c_ps
+from console.sim.cmd_system import c_dmesg, c_journalctl, c_modprobe, c_nvidia_smi, c_reboot, c_ss, c_systemctl
+from console.sim.cmd_text import (c_cat, c_cut, c_grep, c_head, c_ls, c_readlink, c_sed, c_sort, c_tail,
                        c_uniq, c_wc)
 
 COMMANDS = {

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import uuid
 
-from .node import SimNode
-from .state import SimGpu, SimProc
+from console.sim.node import SimNode
+from console.sim.state import SimGpu, SimProc
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 GPU_TOTAL_MIB = 97887

@@ -14,9 +14,9 @@ import itertools
 import random
 from typing import Callable
 
-from ..model import CommandResult
-from .clock import RealClock
-from .state import (ALIVE, CLK_TCK, EXITING, GONE, HOST_PID_NS, ZOMBIE, GroundTruth, SimContext,
+from console.model import CommandResult
+from console.sim.clock import RealClock
+from console.sim.state import (ALIVE, CLK_TCK, EXITING, GONE, HOST_PID_NS, ZOMBIE, GroundTruth, SimContext,
                     SimGpu, SimProc)
 
 SIGNALS = {
@@ -50,7 +50,7 @@ class SimNode:
     """The state of one simulated machine (see console.sim.scenarios for what is on it)."""
 
     def __init__(self, scenario_name: str = "seed", clock=None, name: str = "demo", seed: int = 0) -> None:
-        from .scenarios import get_scenario
+        from console.sim.scenarios import get_scenario
         self.scenario = get_scenario(scenario_name)
         self.clock = clock if clock is not None else RealClock()
         self.name = name
@@ -382,7 +382,7 @@ class SimNode:
 
     def reboot(self, delay_s: float = 60.0) -> None:
         """Go down now; come back ``delay_s`` later as a freshly booted machine (no workload)."""
-        from .machine import add_boot_log, add_console_session, add_host_background
+        from console.sim.machine import add_boot_log, add_console_session, add_host_background
         self.down_until = self.now + delay_s
 
         def boot() -> None:
@@ -403,5 +403,5 @@ class SimNode:
     # ------------------------------------------------------------------ the shell
 
     async def exec(self, script: str, timeout: float) -> CommandResult:
-        from .shell import run_script
+        from console.sim.shell import run_script
         return await run_script(self, script, timeout)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from .node import SimNode
-from .options import scan_options
-from .state import SimGpu
+from console.sim.node import SimNode
+from console.sim.options import scan_options
+from console.sim.state import SimGpu
 
 DRIVER_NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
                      "Make sure that the latest NVIDIA driver is installed and running.\n")
@@ -171,7 +171,7 @@ def run(node: SimNode, argv: list[str]) -> tuple[str, str, int]:
 
 
 def _foreign(node: SimNode, pid: int) -> bool:
-    from .state import HOST_PID_NS
+    from console.sim.state import HOST_PID_NS
     return node.pid_ns != HOST_PID_NS and node.proc(pid) is None
 
 

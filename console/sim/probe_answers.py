@@ -7,10 +7,10 @@ import re
 import shlex
 from typing import Callable
 
-from ..sources import probe
-from . import vfs
-from .node import SimNode
-from .procfs import stat_line
+from console.sources import probe
+from console.sim import vfs
+from console.sim.node import SimNode
+from console.sim.procfs import stat_line
 
 _LNAME = re.compile(r" -lname ('(?:[^']|'\\'')*'|\S+) ")
 

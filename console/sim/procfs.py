@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import time
 
-from .node import SIGNALS, SimNode
-from .state import ALIVE, CLK_TCK, EXITING, ZOMBIE, SimProc
+from console.sim.node import SIGNALS, SimNode
+from console.sim.state import ALIVE, CLK_TCK, EXITING, ZOMBIE, SimProc
 
 _PAGE_KB = 4
 _FLAGS_USER = 4194560          # PF_RANDOMIZE | PF_SUPERPRIV-ish value seen on ordinary tasks

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import time
 
-from . import procfs
-from .node import SimNode
-from .state import ALIVE, SimProc
+from console.sim import procfs
+from console.sim.node import SimNode
+from console.sim.state import ALIVE, SimProc
 
 # name -> (header, width, right-aligned)
 _COLS = {

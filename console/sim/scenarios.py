@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .machine import (CONTAINER_PID_NS, add_boot_log, add_console_session, add_gpus, add_host_background,
+from console.sim.machine import (CONTAINER_PID_NS, add_boot_log, add_console_session, add_gpus, add_host_background,
                       gpu_fds)
-from .node import SimNode
-from .state import GroundTruth
+from console.sim.node import SimNode
+from console.sim.state import GroundTruth
 
 FREED_ALL = "memory freed on all GPUs"
 

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import asyncssh
 
-from ..model import CommandResult
-from ..sources.base import DEFAULT_COMMAND_TIMEOUT_S
-from .node import SimNode
+from console.model import CommandResult
+from console.sources.base import DEFAULT_COMMAND_TIMEOUT_S
+from console.sim.node import SimNode
 
 log = logging.getLogger("gpu_incident.simulate")
 

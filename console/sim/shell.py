@@ -12,10 +12,10 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from ..model import CommandResult
-from ..sources import probe
-from . import probe_answers, vfs
-from .state import SimProc
+from console.model import CommandResult
+from console.sources import probe
+from console.sim import probe_answers, vfs
+from console.sim.state import SimProc
 
 _PROBE_LINE = re.compile(r"^echo '(?P<mark>[^']*) begin (?P<name>\w+)'; (?P<cmd>.*); "
                          r"echo \"(?P=mark) end (?P=name) \$\?\"$")
@@ -241,7 +241,7 @@ class Shell:
             words = words[1:]
         if not words:
             return "", "", self.status if self.vars else 0
-        from .commands import COMMANDS
+        from console.sim.commands import COMMANDS
         name = words[0]
         base = name.rsplit("/", 1)[-1] if name.startswith(("/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/")) else name
         handler = COMMANDS.get(base)

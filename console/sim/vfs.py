@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import fnmatch
 
-from . import procfs
-from .node import SimNode
-from .state import ALIVE, SimProc
+from console.sim import procfs
+from console.sim.node import SimNode
+from console.sim.state import ALIVE, SimProc
 
 _PID_FILES = ["cmdline", "comm", "exe", "fd", "ns", "stack", "stat", "status", "task", "wchan"]
 _TASK_FILES = ["comm", "stack", "stat", "status", "wchan"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import abc
 import logging
 
-from ..model import CommandResult, NodeSnapshot
+from console.model import CommandResult, NodeSnapshot
 
 log = logging.getLogger("gpu_incident.commands")
 
@@ -48,7 +48,7 @@ class Source(abc.ABC):
         /proc/PID/stat field 22 compared before `kill`); local overrides with
         psutil/pidfd.
         """
-        from .probe import guarded_kill_command
+        from console.sources.probe import guarded_kill_command
         if int(pid) <= 1:
             return logged(self.name, CommandResult(
                 command=f"kill -s {signame} {pid}", rc=3,

@@ -26,12 +26,12 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
-from ..model import CommandResult, DriverProc, NodeSnapshot, Proc
-from . import nvml as _nvml
-from .base import DEFAULT_COMMAND_TIMEOUT_S, Source, logged
-from .parse import DMESG_DENIED, credit_driver_memory, parse_stat_line, parse_xid
-from .probe import DEFAULT_DEVICE_GLOB
-from .procscan import ProcScan, ProcScanner, own_ancestry, own_pids_now, read_file
+from console.model import CommandResult, DriverProc, NodeSnapshot, Proc
+from console.sources import nvml as _nvml
+from console.sources.base import DEFAULT_COMMAND_TIMEOUT_S, Source, logged
+from console.sources.parse import DMESG_DENIED, credit_driver_memory, parse_stat_line, parse_xid
+from console.sources.probe import DEFAULT_DEVICE_GLOB
+from console.sources.procscan import ProcScan, ProcScanner, own_ancestry, own_pids_now, read_file
 
 __all__ = ["DEFAULT_DEVICE_GLOB", "DMESG_DENIED", "LocalSource", "ProcScan", "ProcScanner",
            "own_ancestry"]

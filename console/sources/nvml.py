@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..model import DriverProc, Gpu, MigInstance
+from console.model import DriverProc, Gpu, MigInstance
 
 MIB = 1024 * 1024
 

@@ -10,9 +10,9 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from ..model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, ThreadInfo
-from ..textsafe import one_line
-from .probe import split_sections
+from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, ThreadInfo
+from console.textsafe import one_line
+from console.sources.probe import split_sections
 
 NA_VALUES = {"[n/a]", "n/a", "[not supported]", "[insufficient permissions]", "[unknown error]",
              "[gpu is lost]", "[requested functionality has been deprecated]", ""}

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from ..model import Proc, ThreadInfo
-from .parse import parse_stat_line
-from .probe import DEFAULT_DEVICE_GLOB
+from console.model import Proc, ThreadInfo
+from console.sources.parse import parse_stat_line
+from console.sources.probe import DEFAULT_DEVICE_GLOB
 
 
 @dataclass

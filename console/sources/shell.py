@@ -9,9 +9,9 @@ from __future__ import annotations
 import abc
 import time
 
-from ..model import CommandResult, NodeSnapshot
-from . import probe
-from .base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S, Source, logged
+from console.model import CommandResult, NodeSnapshot
+from console.sources import probe
+from console.sources.base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S, Source, logged
 
 
 class ShellSource(Source):
@@ -33,7 +33,7 @@ class ShellSource(Source):
         return await self._exec(script, timeout)
 
     async def poll(self) -> NodeSnapshot:
-        from .parse import parse_probe
+        from console.sources.parse import parse_probe
         mark = probe.new_mark()
         started = time.monotonic()
         result = await self._exec_probe(probe.build_script(mark, self.device_glob), mark,

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model import CommandResult, NodeSnapshot
-from ..sim.node import SimNode
-from ..sim.scenarios import scenario_names
-from . import probe
-from .base import DEFAULT_PROBE_TIMEOUT_S
-from .shell import ShellSource
+from console.model import CommandResult, NodeSnapshot
+from console.sim.node import SimNode
+from console.sim.scenarios import scenario_names
+from console.sources import probe
+from console.sources.base import DEFAULT_PROBE_TIMEOUT_S
+from console.sources.shell import ShellSource
 
 DEFAULT_SCENARIO = "seed"
 

@@ -31,15 +31,15 @@ from typing import Callable
 
 import asyncssh
 
-from ..model import CommandResult, NodeSnapshot
-from ..targets import SshOptions, parse_destination
-from . import probe
-from .base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
-from .parse import clip
-from .shell import ShellSource
-from .ssh_limits import MAX_HANDSHAKES_PER_SSHD, MAX_HANDSHAKES_TOTAL, ConnectLimiter
-from .ssh_session import session_pids
-from .ssh_trust import HostKeyFileError, HostTrust, host_port
+from console.model import CommandResult, NodeSnapshot
+from console.targets import SshOptions, parse_destination
+from console.sources import probe
+from console.sources.base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
+from console.sources.parse import clip
+from console.sources.shell import ShellSource
+from console.sources.ssh_limits import MAX_HANDSHAKES_PER_SSHD, MAX_HANDSHAKES_TOTAL, ConnectLimiter
+from console.sources.ssh_session import session_pids
+from console.sources.ssh_trust import HostKeyFileError, HostTrust, host_port
 
 __all__ = ["ConnectLimiter", "MAX_HANDSHAKES_PER_SSHD", "MAX_HANDSHAKES_TOTAL", "SshSource",
            "session_pids"]

@@ -1,7 +1,7 @@
 """Which processes on a node are the console's own SSH session (never signalled by it)."""
 from __future__ import annotations
 
-from ..model import NodeSnapshot
+from console.model import NodeSnapshot
 
 
 def _is_sshd(proc) -> bool:

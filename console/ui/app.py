@@ -13,19 +13,19 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from ..actions import ActionPolicy
-from ..engine import NodeMonitor
-from ..incident import IncidentLog
-from ..model import NodeSnapshot
-from ..sources.base import Source
-from ..timeline import Timeline
-from . import tables
-from .escalation import EscalationKeys
-from .palette import IncidentCommands
-from .reasoning import ReasoningKeys
-from .theme_install import install_themes
-from .rows import proc_rows
-from .text import printable
+from console.actions import ActionPolicy
+from console.engine import NodeMonitor
+from console.incident import IncidentLog
+from console.model import NodeSnapshot
+from console.sources.base import Source
+from console.timeline import Timeline
+from console.ui import tables
+from console.ui.escalation import EscalationKeys
+from console.ui.palette import IncidentCommands
+from console.ui.reasoning import ReasoningKeys
+from console.ui.theme_install import install_themes
+from console.ui.rows import proc_rows
+from console.ui.text import printable
 
 
 class NodeUpdated(Message):
@@ -270,7 +270,7 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
     @on(DataTable.RowSelected)
     def _show_detail(self, event: DataTable.RowSelected) -> None:
         """Enter on a finding, process or GPU: everything about it, nothing cut."""
-        from .details import DetailScreen, finding_detail, gpu_detail, proc_detail
+        from console.ui.details import DetailScreen, finding_detail, gpu_detail, proc_detail
         snap = self.snapshots.get(self.current_node)
         key = event.row_key.value if event.row_key is not None else None
         if snap is None or key is None:

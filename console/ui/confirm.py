@@ -9,8 +9,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from ..actions import ActionPlan
-from .text import printable
+from console.actions import ActionPlan
+from console.ui.text import printable
 
 
 def plan_text(plan: ActionPlan, *, read_only: bool, dry_run: bool) -> Text:

@@ -10,10 +10,10 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..model import Finding, Gpu, NodeSnapshot, Proc
-from .rows import fmt_mib, gpu_holders
-from .tables import SEVERITY_STYLE
-from .text import printable
+from console.model import Finding, Gpu, NodeSnapshot, Proc
+from console.ui.rows import fmt_mib, gpu_holders
+from console.ui.tables import SEVERITY_STYLE
+from console.ui.text import printable
 
 
 def _field(out: Text, name: str, value: object, style: str = "") -> None:
@@ -28,7 +28,7 @@ def _when(epoch: float | None) -> str:
 
 
 def finding_detail(f: Finding, snap: NodeSnapshot) -> Text:
-    from ..ladder import commands_for, step_args
+    from console.ladder import commands_for, step_args
     out = Text()
     out.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
     out.append(f"{f.kind} on {printable(snap.name)}\n\n", style="bold")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from ..sources.base import Source
-from . import tables
-from .text import printable
+from console.sources.base import Source
+from console.ui import tables
+from console.ui.text import printable
 
 
 class EscalationKeys:
@@ -26,7 +26,7 @@ class EscalationKeys:
 
     def apply_finding(self, finding) -> None:
         """A finding's next step: waiting is the wait-and-reread check, a rung goes to Confirm."""
-        from ..ladder import step_args
+        from console.ladder import step_args
         if finding.rung is None:
             return
         if finding.rung == "wait":
@@ -37,7 +37,7 @@ class EscalationKeys:
         self.action_act(finding.rung, pids=pids, gpus=gpus)
 
     def action_act(self, rung: str, *, pids=None, gpus=None) -> None:
-        from ..actions import plan_action
+        from console.actions import plan_action
         source, snap = self._current()
         if source is None or snap is None:
             self.notify("no reading of this node yet", severity="warning")
@@ -64,7 +64,7 @@ class EscalationKeys:
             why = "; ".join(plan.refusals) or "nothing to do"
             self.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
             return
-        from .confirm import ConfirmScreen
+        from console.ui.confirm import ConfirmScreen
 
         def answered(answer: str | None) -> None:
             if answer:
@@ -74,7 +74,7 @@ class EscalationKeys:
         self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
 
     def _execute(self, plan, source: Source, *, typed: str | None = None) -> None:
-        from ..actions import execute
+        from console.actions import execute
         monitor = next(m for m in self.monitors if m.source is source)
         hyp = self.incident.open_hypothesis()
         self.notify(f"{plan.node}: {plan.title} — verifying for up to 10 s…", timeout=5)

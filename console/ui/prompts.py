@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from .text import printable
+from console.ui.text import printable
 
 
 class TextPrompt(ModalScreen[str | None]):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from ..model import NodeSnapshot
-from ..sources.base import Source
-from .text import printable
+from console.model import NodeSnapshot
+from console.sources.base import Source
+from console.ui.text import printable
 
 
 class ReasoningKeys:
@@ -32,8 +32,8 @@ class ReasoningKeys:
         self._run_check("wait-and-reread", {"seconds": self.WAIT_S})
 
     def action_check(self) -> None:
-        from ..checks import CHECKS
-        from .prompts import CheckPicker
+        from console.checks import CHECKS
+        from console.ui.prompts import CheckPicker
 
         def chosen(name: str | None) -> None:
             if name:
@@ -42,8 +42,8 @@ class ReasoningKeys:
 
     def _ask_params(self, name: str) -> None:
         """Fill a check's parameters: PIDs from the selection, the rest asked for."""
-        from ..checks import CHECKS
-        from .prompts import TextPrompt
+        from console.checks import CHECKS
+        from console.ui.prompts import TextPrompt
         check = CHECKS[name]
         params: dict[str, object] = {}
         pending = []
@@ -73,7 +73,7 @@ class ReasoningKeys:
         ask(0)
 
     def _run_check(self, name: str, params: dict) -> None:
-        from ..checks import render, run_check
+        from console.checks import render, run_check
         source, snap = self._current()
         if source is None:
             return
@@ -95,7 +95,7 @@ class ReasoningKeys:
         self.run_worker(work(), group="checks", exclusive=False)
 
     def _show_check(self, result, seq: int | None) -> None:
-        from .details import DetailScreen
+        from console.ui.details import DetailScreen
         body = Text()
         body.append(f"{result.name} on {printable(result.node)}", style="bold")
         body.append(f"   (timeline #{seq})\n\n" if seq else "\n\n", style="dim")
@@ -108,7 +108,7 @@ class ReasoningKeys:
         self.push_screen(DetailScreen(body))
 
     def action_hypothesis(self) -> None:
-        from .prompts import TextPrompt
+        from console.ui.prompts import TextPrompt
 
         def got(text: str | None) -> None:
             if text and text.strip():
@@ -118,7 +118,7 @@ class ReasoningKeys:
                                     hint="it stays open until you give a verdict (v)"), got)
 
     def action_verdict(self) -> None:
-        from .prompts import VerdictScreen
+        from console.ui.prompts import VerdictScreen
         hyp = self.incident.open_hypothesis()
         if hyp is None:
             self.notify("no open hypothesis: state one first (h)", severity="warning")
@@ -132,7 +132,7 @@ class ReasoningKeys:
         self.push_screen(VerdictScreen(hyp.text, suggested, why), got)
 
     def action_note(self) -> None:
-        from .prompts import TextPrompt
+        from console.ui.prompts import TextPrompt
 
         def got(text: str | None) -> None:
             if text and text.strip():
@@ -140,7 +140,7 @@ class ReasoningKeys:
         self.push_screen(TextPrompt("Note", placeholder="what you see, what you decided"), got)
 
     def action_export(self) -> None:
-        from ..export import as_markdown
+        from console.export import as_markdown
         if self.timeline is None:
             self.notify("no timeline to export", severity="warning")
             return
@@ -155,7 +155,7 @@ class ReasoningKeys:
         self.notify(f"postmortem written: {path}", timeout=8)
 
     def action_filter(self) -> None:
-        from .prompts import TextPrompt
+        from console.ui.prompts import TextPrompt
 
         def got(text: str | None) -> None:
             if text is not None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..diagnosis.history import memo
-from ..model import NodeSnapshot, Proc
+from console.diagnosis.history import memo
+from console.model import NodeSnapshot, Proc
 
 
 def fmt_mib(value: int | None) -> str:

@@ -6,9 +6,9 @@ import weakref
 from rich.text import Text
 from textual.widgets import DataTable
 
-from ..model import Finding, Gpu, NodeSnapshot, severity_rank
-from .rows import ProcRow, fmt_mib, gpu_holders
-from .text import literal, printable
+from console.model import Finding, Gpu, NodeSnapshot, severity_rank
+from console.ui.rows import ProcRow, fmt_mib, gpu_holders
+from console.ui.text import literal, printable
 
 SEVERITY_STYLE = {"critical": "bold white on red", "high": "bold red", "low": "yellow", "info": "dim"}
 STATE_STYLE = {"Z": "bold magenta", "D": "bold red", "R": "green"}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ..textsafe import printable
+from console.textsafe import printable
 
 __all__ = ["literal", "printable"]
 

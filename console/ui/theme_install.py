@@ -4,7 +4,7 @@ from __future__ import annotations
 from textual.app import App
 from textual.theme import Theme
 
-from ..theming import DEFAULT_THEME, load_themes
+from console.theming import DEFAULT_THEME, load_themes
 
 
 def install_themes(app: App, theme_name: str | None) -> list[str]:

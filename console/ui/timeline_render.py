@@ -10,9 +10,9 @@ from typing import Sequence
 
 from rich.text import Text
 
-from ..model import VERDICTS, TimelineEntry
-from ..textsafe import one_line
-from .text import literal, printable
+from console.model import VERDICTS, TimelineEntry
+from console.textsafe import one_line
+from console.ui.text import literal, printable
 
 POLL_S = 0.5
 KIND_SHORT = {"hypothesis": "hyp", "observation": "obs", "verdict": "verdict"}
