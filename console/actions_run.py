@@ -20,7 +20,6 @@ from console import actions_verify as av
 from console import ladder
 from console.diagnosis import text as t
 from console.model import ActionRecord, CommandResult, NodeSnapshot, TimelineEntry
-from console.sim.clock import RealClock
 
 if TYPE_CHECKING:
     from console.actions import ActionPlan, ActionPolicy
@@ -123,17 +122,16 @@ async def execute(plan: "ActionPlan", source: Any, *, policy: "ActionPolicy | No
                   command_timeout: float = ladder.COMMAND_TIMEOUT_S) -> ActionOutcome:
     """Run ``plan`` on ``source`` (a console.sources.base.Source); never raises for node trouble.
 
-    ``timeline``: a console.timeline.Timeline (or None: nothing is written).
+    ``timeline``: a console.incident.timeline.Timeline (or None: nothing is written).
     ``read``: how to re-read the node (default ``source.poll``).
     ``monitor``: a NodeMonitor (or anything with ``actions`` and ``poll_soon()``): the action is
     recorded there so diagnosis knows its teardown window, and a poll is asked for at once.
-    ``clock``: ``now()`` epoch seconds + ``async sleep(s)``; default the simulator's clock for a
-    simulated node, else the real one. ``typed``: what the operator typed for a plan with
+    ``clock``: a console.clock clock; default the source's own (a simulated node's time). ``typed``: what the operator typed for a plan with
     ``typed_confirmation`` (refused unless equal). ``deadline_s`` default: the rung's.
     """
     from console.actions import VERIFY_WINDOW_S, ActionPolicy
     policy = policy or ActionPolicy()
-    clock = clock or getattr(getattr(source, "node", None), "clock", None) or RealClock()
+    clock = clock or source.clock
     read = read or source.poll
     window = VERIFY_WINDOW_S if verify_window_s is None else float(verify_window_s)
     deadline = plan.deadline_s if deadline_s is None else float(deadline_s)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from console import __version__
-from console.sources.probe import DEFAULT_DEVICE_GLOB
+from console.probe import DEFAULT_DEVICE_GLOB
 
 SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench")
 SEVERITY_WORDS = ("info", "low", "high", "critical")
@@ -147,11 +147,11 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     taken = time.time()
     snaps = asyncio.run(snapshot_all(sources))
     if args.json:
-        from console.jsonout import snapshot_document
+        from console.output.json import snapshot_document
         json.dump(snapshot_document(snaps, taken), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:  # a plain-text report for a terminal or a ticket; scripts use --json
-        from console.report import snapshot_report
+        from console.output.report import snapshot_report
         sys.stdout.write(snapshot_report(snaps))
     if args.fail_on:
         findings = [f for s in snaps for f in s.findings]
@@ -161,7 +161,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from console import export, timeline
+    from console.incident import export
+    from console.incident import timeline
     directory = Path(args.incident_dir) if args.incident_dir else None
     if args.verb == "list":
         rows = timeline.list_incidents(directory)
@@ -210,7 +211,7 @@ def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser):
 
 def cmd_console(args: argparse.Namespace, config=None) -> int:
     sources = make_sources(args)
-    from console import timeline
+    from console.incident import timeline
     tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
     os.environ.setdefault("TEXTUAL_FPS", "30")
     from console.ui.app import IncidentApp  # Textual only from here on
@@ -238,7 +239,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from console.bench import run_bench
+    from console.bench.run import run_bench
     return run_bench(args)
 
 

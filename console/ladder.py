@@ -22,10 +22,10 @@ import os
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Sequence
 
-from console.checkparse import parse_memory_read
+from console.checks.parse import parse_memory_read
 from console.model import CommandResult, Finding, NodeSnapshot, Proc
 from console.sources.parse import program_name
-from console.sources.probe import QUERY_MEMORY
+from console.probe import QUERY_MEMORY
 
 RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
 RUNG_TITLES = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from console.sources.probe import DEFAULT_DEVICE_GLOB
+from console.probe import DEFAULT_DEVICE_GLOB
 
 if TYPE_CHECKING:
     from console.sources.base import Source

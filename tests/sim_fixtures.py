@@ -1,7 +1,7 @@
 """Shared fixtures for simulator tests: a fake clock and the seed node on it."""
 import pytest
 
-from console.sim.clock import FakeClock
+from console.clock import FakeClock
 from console.sim.node import SimNode
 
 

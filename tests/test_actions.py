@@ -15,12 +15,12 @@ from console.actions import (RELOAD_DRIVER_COMMAND, ActionPolicy, execute, plan_
 from console.diagnose import diagnose
 from console.engine import NodeMonitor, diagnosed
 from console.ladder import holder_pids, top_step
-from console.sim.clock import FakeClock
+from console.clock import FakeClock
 from console.sim.scenarios import RESET_GPU, SEED_USED_MIB
 from console.sim.state import ALIVE
 from console.sources.local import LocalSource
 from console.sources.sim import SimSource
-from console.timeline import Timeline, load
+from console.incident.timeline import Timeline, load
 from fake_pynvml import FakeNvml, eight_gpus
 
 SEED_TARGETS = (72169, 72230, 72294, 72358, 72422, 72486, 72550, 72614, 72678)

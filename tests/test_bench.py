@@ -10,13 +10,13 @@ import platform
 
 import pytest
 
-from console.bench import MAX_NODES, run_bench, table
-from console.bench_ssh import measure_target
-from console.bench_stats import percentile
-from console.bench_synth import big_probe_text
+from console.bench.run import MAX_NODES, run_bench, table
+from console.bench.ssh import measure_target
+from console.bench.stats import percentile
+from console.bench.synth import big_probe_text
 from console.diagnose import diagnose
 from console.sim.server import start_sim_servers
-from console.sources import probe
+from console import probe
 from console.sources.parse import parse_probe
 from console.targets import SshOptions
 from tests.sshd_fixture import free_port

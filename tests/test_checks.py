@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console import checkparse as cp
-from console.checks import CHECKS, CheckResult, render, run_check
+from console.checks import parse as cp
+from console.checks.registry import CHECKS, CheckResult, render, run_check
 from console.model import CommandResult
 from test_diagnose_builders import RealShell, seed_stuck, snap
 

@@ -48,7 +48,7 @@ def test_bad_config_file_names_the_problem(tmp_path):
 
 
 def test_timeline_cli_list_show_export(tmp_path):
-    from console import timeline
+    from console.incident import timeline
     with timeline.open_incident(tmp_path, "inc-7") as tl:
         tl.append("hypothesis", "memory needs more time", node="demo")
         tl.append("check", "wait 5 s", node="demo", command="sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader",

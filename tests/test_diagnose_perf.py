@@ -27,7 +27,7 @@ from console.diagnosis.context import Situation  # noqa: E402
 from console.diagnosis.history import PARENT, STREAKS, History  # noqa: E402
 from console.ladder import RUNGS, apply_rung, step_args, top_step  # noqa: E402
 from console.model import ActionRecord, DriverProc, Gpu, NodeSnapshot, Proc, ThreadInfo  # noqa: E402
-from console.sim.clock import FakeClock  # noqa: E402
+from console.clock import FakeClock  # noqa: E402
 from console.sim.scenarios import scenario_names  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
 

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from console.checks import run_check
+from console.checks.registry import run_check
 from console.diagnose import diagnose
 from console.ladder import RUNGS, apply_rung, commands_for, step_args, top_step
 from console.model import ActionRecord
-from console.sim.clock import FakeClock
+from console.clock import FakeClock
 from console.sim.scenarios import scenario_names
 from console.sources.sim import SimSource
 

@@ -1,9 +1,9 @@
 """Hypotheses, checks and verdicts in the timeline, as the console's h/w/c/v keys record them."""
 import pytest
 
-from console import timeline
-from console.checks import CheckResult
-from console.incident import IncidentLog
+from console.incident import timeline
+from console.checks.registry import CheckResult
+from console.incident.log import IncidentLog
 
 
 def reread(freed: bool) -> CheckResult:

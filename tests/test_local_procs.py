@@ -16,6 +16,7 @@ import psutil
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from console.clock import FakeClock
 from console.sources.local import DMESG_DENIED, LocalSource, ProcScanner
 from console.sources.parse import parse_stat_line
 from fake_pynvml import FakeNvml, eight_gpus
@@ -181,16 +182,16 @@ async def test_xid_lines_from_dmesg_cached_for_30s(tmp_path):
               "echo '[ 12.5] usb 1-1: new device'; "
               "echo '[ 99.1] NVRM: Xid (PCI:0000:18:00): 79, pid=72170, GPU has fallen off the bus.'; "
               "echo '[ 99.2] NVRM: Xid (PCI:0000:18:00): 119, Timeout waiting for RPC'")
-    now = [1000.0]
-    src = source(dmesg_command=("sh", "-c", script), clock=lambda: now[0])
+    clock = FakeClock(1000.0)
+    src = source(dmesg_command=("sh", "-c", script), clock=clock)
     snap = await src.poll()
     assert snap.kernel_log == (
         "[ 99.1] NVRM: Xid (PCI:0000:18:00): 79, pid=72170, GPU has fallen off the bus.",
         "[ 99.2] NVRM: Xid (PCI:0000:18:00): 119, Timeout waiting for RPC")
-    now[0] += 29
+    clock.advance(29)
     assert (await src.poll()).kernel_log == snap.kernel_log
     assert counter.read_text().count("x") == 1
-    now[0] += 2
+    clock.advance(2)
     await src.poll()
     assert counter.read_text().count("x") == 2
 

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.model import NodeSnapshot
-from console.sources import parse, probe
+from console.sources import parse
+from console import probe
 
 MARK = "::gi-fuzz::"
 NA = ["[N/A]", "[Not Supported]", "[Insufficient Permissions]", "[Unknown Error]", "N/A", ""]

@@ -2,7 +2,8 @@
 import subprocess
 import time
 
-from console.sources import parse, probe
+from console.sources import parse
+from console import probe
 
 MARK = "::gi-test::"
 GPU_ROWS = """\

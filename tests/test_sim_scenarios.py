@@ -1,11 +1,11 @@
 """Every scenario's physics under a fake clock: what each rung of the ladder does and when memory returns."""
 import pytest
 
-from console.sim.clock import FakeClock
+from console.clock import FakeClock
 from console.sim.node import SimNode
 from console.sim.scenarios import CONTAINER_HOST_PIDS, SCENARIOS, scenario_names
 from console.sim.state import LADDER_RUNGS
-from console.sources import probe
+from console import probe
 from console.sources.sim import SimSource, parse_demo_target
 
 
@@ -207,7 +207,7 @@ async def test_a_failing_consumer_does_not_stop_polling_and_poll_soon_is_not_los
     import asyncio
 
     from console.engine import NodeMonitor
-    from console.sim.clock import FakeClock
+    from console.clock import FakeClock
     from console.sources.sim import SimSource
     seen = []
 
@@ -234,7 +234,7 @@ async def test_a_failing_consumer_does_not_stop_polling_and_poll_soon_is_not_los
 
 async def test_driver_reload_is_refused_while_held_and_clears_a_stuck_gpu_once_free():
     from console.actions import RELOAD_DRIVER_COMMAND
-    from console.sim.clock import FakeClock
+    from console.clock import FakeClock
     from console.sources.sim import SimSource
     src = SimSource(scenario="reset-required", clock=FakeClock())
     r = await src.run(RELOAD_DRIVER_COMMAND)

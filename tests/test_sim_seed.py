@@ -2,7 +2,7 @@
 import pytest
 
 from console.sim.scenarios import SEED_LAUNCH
-from console.sources import probe
+from console import probe
 from console.sources.sim import SimSource
 from tests.sim_fixtures import sh  # the clock and node fixtures come from there too
 

@@ -5,9 +5,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.sim.clock import FakeClock
+from console.clock import FakeClock
 from console.sim.node import SimNode
-from console.sources import parse, probe
+from console.sources import parse
+from console import probe
 from console.sources.sim import SimSource
 from tests.sim_fixtures import sh  # the clock and node fixtures come from there too
 
@@ -206,7 +207,7 @@ def test_any_command_line_gives_a_result_never_an_exception(words):
 
 
 async def test_shell_source_refuses_a_signal_without_a_start_time():
-    from console.sim.clock import FakeClock
+    from console.clock import FakeClock
     from console.sources.sim import SimSource
     src = SimSource(scenario="graceful", clock=FakeClock())
     snap = await src.poll()

@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from console import timeline
+from console.incident import timeline
 
 
 def test_entries_are_on_disk_with_private_modes(incident_dir):
@@ -66,7 +66,7 @@ def test_bad_kind_and_verdict_are_refused(incident_dir):
 
 
 def test_list_resolve_and_markdown_export(incident_dir):
-    from console import export
+    from console.incident import export
     with timeline.open_incident(incident_dir, "20261129-a") as tl:
         h = tl.append("hypothesis", "SIGKILL was enough", node="demo")
         tl.append("action", "SIGKILL 9 processes", node="demo", command="kill -s KILL 72170 72171",
@@ -118,7 +118,7 @@ def test_lines_with_wrong_types_are_skipped_not_fatal(incident_dir):
 
 
 def test_exports_never_pass_escape_sequences_and_keep_fences_intact(incident_dir):
-    from console import export
+    from console.incident import export
     with timeline.open_incident(incident_dir, "esc") as tl:
         tl.append("check", "evil \x1b]0;pwned\x07 name", node="n\x1b[31m",
                   command="printf '\x1b[2J'", rc=0, output="```\nnot the end of the block\n```")

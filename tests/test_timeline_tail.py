@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console import timeline
+from console.incident import timeline
 from console.model import TimelineEntry
-from console.timeline import entry_to_json
-from console.timeline_tail import TimelineTail, read_all
+from console.incident.timeline import entry_to_json
+from console.incident.tail import TimelineTail, read_all
 
 
 def line(seq: int, text: str = "", **fields) -> bytes:
@@ -26,7 +26,7 @@ class Clock:
     def __init__(self) -> None:
         self.now = 0.0
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
         return self.now
 
 

@@ -3,7 +3,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from console.sim.clock import FakeClock  # noqa: E402
+from console.clock import FakeClock  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
 from console.ui.app import IncidentApp  # noqa: E402
 
@@ -30,7 +30,7 @@ def screen_text(app) -> str:
 
 
 async def test_demo_shows_seed_gpus_and_selects_top_holder(incident_dir):
-    from console import timeline
+    from console.incident import timeline
     tl = timeline.open_incident(incident_dir)
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -142,7 +142,7 @@ async def test_enter_shows_the_whole_finding_with_the_exact_commands():
 
 async def test_the_seed_moment_hypothesis_wait_verdict(incident_dir):
     """h: 'the memory needs more time'; w: 5 s later nothing came back; v: refuted is suggested."""
-    from console import timeline
+    from console.incident import timeline
     from console.ui.details import DetailScreen
     from console.ui.prompts import VerdictScreen
     tl = timeline.open_incident(incident_dir)
@@ -179,7 +179,7 @@ async def test_the_seed_moment_hypothesis_wait_verdict(incident_dir):
 
 
 async def test_check_picker_runs_port_check_and_records_it(incident_dir):
-    from console import timeline
+    from console.incident import timeline
     tl = timeline.open_incident(incident_dir)
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -222,7 +222,7 @@ async def test_k_shows_confirm_with_exact_command_then_kills_and_verifies(incide
     """The seed: k on tagged workers -> Confirm (exact kill line) -> y -> action entry, memory stays."""
     from textual.widgets import DataTable
 
-    from console import timeline
+    from console.incident import timeline
     from console.ui.confirm import ConfirmScreen
     tl = timeline.open_incident(incident_dir)
     src = SimSource(name="demo", scenario="seed", clock=FakeClock())
@@ -253,7 +253,7 @@ async def test_k_shows_confirm_with_exact_command_then_kills_and_verifies(incide
 async def test_read_only_refuses_in_the_action_layer_and_says_so(incident_dir):
     from textual.widgets import DataTable
 
-    from console import timeline
+    from console.incident import timeline
     tl = timeline.open_incident(incident_dir)
     src = SimSource(name="demo", scenario="graceful", clock=FakeClock())
     app = IncidentApp([src], timeline=tl, read_only=True)
@@ -274,7 +274,7 @@ async def test_read_only_refuses_in_the_action_layer_and_says_so(incident_dir):
 async def test_palette_reboot_needs_the_node_name_typed(incident_dir):
     from textual.widgets import Input
 
-    from console import timeline
+    from console.incident import timeline
     from console.ui.confirm import ConfirmScreen
     tl = timeline.open_incident(incident_dir)
     src = SimSource(name="demo", scenario="reset-required", clock=FakeClock())
@@ -325,7 +325,7 @@ async def test_x_on_a_finding_does_its_next_step_through_confirm(incident_dir):
     """renamed-workers: the orphan finding's next step (SIGTERM the five) from its detail screen."""
     from textual.widgets import DataTable
 
-    from console import timeline
+    from console.incident import timeline
     from console.ui.confirm import ConfirmScreen
     from console.ui.details import DetailScreen
     tl = timeline.open_incident(incident_dir)

@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 
 from console.engine import diagnosed
-from console.sim.clock import FakeClock
+from console.clock import FakeClock
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp, NodeUpdated
 

@@ -13,7 +13,7 @@ from textual.widgets import DataTable  # noqa: E402
 
 from console.model import NodeSnapshot, Proc  # noqa: E402
 from console.ui import tables  # noqa: E402
-from console.ui.rows import ProcRow, gpu_holders  # noqa: E402
+from console.output.rows import ProcRow, gpu_holders  # noqa: E402
 
 
 class Tables(App):

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("textual")
 
-from console import timeline  # noqa: E402
+from console.incident import timeline
 from console.model import TimelineEntry  # noqa: E402
-from console.timeline import entry_to_json  # noqa: E402
+from console.incident.timeline import entry_to_json  # noqa: E402
 from console.ui.timeline_view import (FollowApp, ReplayApp, detail, row_cells, run_follow,  # noqa: E402
                                       run_replay)
 

@@ -15,7 +15,7 @@ import random
 from typing import Callable
 
 from console.model import CommandResult
-from console.sim.clock import RealClock
+from console.clock import RealClock
 from console.sim.state import (ALIVE, CLK_TCK, EXITING, GONE, HOST_PID_NS, ZOMBIE, GroundTruth, SimContext,
                     SimGpu, SimProc)
 

@@ -7,7 +7,7 @@ import re
 import shlex
 from typing import Callable
 
-from console.sources import probe
+from console import probe
 from console.sim import vfs
 from console.sim.node import SimNode
 from console.sim.procfs import stat_line

@@ -31,7 +31,7 @@ from pathlib import Path
 import asyncssh
 
 from console.model import CommandResult
-from console.sources.base import DEFAULT_COMMAND_TIMEOUT_S
+from console.probe import DEFAULT_COMMAND_TIMEOUT_S
 from console.sim.node import SimNode
 
 log = logging.getLogger("gpu_incident.simulate")

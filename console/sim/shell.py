@@ -13,7 +13,7 @@ import fnmatch
 import re
 
 from console.model import CommandResult
-from console.sources import probe
+from console import probe
 from console.sim import probe_answers, vfs
 from console.sim.state import SimProc
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 import abc
 import logging
 
+from console.clock import REAL_CLOCK, Clock
 from console.model import CommandResult, NodeSnapshot
+from console.probe import DEFAULT_COMMAND_TIMEOUT_S, guarded_kill_command
 
 log = logging.getLogger("gpu_incident.commands")
 
@@ -15,8 +17,6 @@ def logged(node: str, result: CommandResult) -> CommandResult:
               result.duration_s * 1000, f" ({result.error})" if result.error else "")
     return result
 
-DEFAULT_PROBE_TIMEOUT_S = 10.0
-DEFAULT_COMMAND_TIMEOUT_S = 30.0
 
 
 class Source(abc.ABC):
@@ -24,6 +24,8 @@ class Source(abc.ABC):
 
     #: "local", "sim" or "ssh"
     kind: str = "?"
+    #: the node's time (console/clock.py): a simulated node's own, else the machine's
+    clock: Clock = REAL_CLOCK
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -48,7 +50,6 @@ class Source(abc.ABC):
         /proc/PID/stat field 22 compared before `kill`); local overrides with
         psutil/pidfd.
         """
-        from console.sources.probe import guarded_kill_command
         if int(pid) <= 1:
             return logged(self.name, CommandResult(
                 command=f"kill -s {signame} {pid}", rc=3,

@@ -26,11 +26,13 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
+from console.clock import REAL_CLOCK, Clock
 from console.model import CommandResult, DriverProc, NodeSnapshot, Proc
 from console.sources import nvml as _nvml
-from console.sources.base import DEFAULT_COMMAND_TIMEOUT_S, Source, logged
+from console.probe import DEFAULT_COMMAND_TIMEOUT_S
+from console.sources.base import Source, logged
 from console.sources.parse import DMESG_DENIED, credit_driver_memory, parse_stat_line, parse_xid
-from console.sources.probe import DEFAULT_DEVICE_GLOB
+from console.probe import DEFAULT_DEVICE_GLOB
 from console.sources.procscan import ProcScan, ProcScanner, own_ancestry, own_pids_now, read_file
 
 __all__ = ["DEFAULT_DEVICE_GLOB", "DMESG_DENIED", "LocalSource", "ProcScan", "ProcScanner",
@@ -79,7 +81,7 @@ class LocalSource(Source):
                  scan_timeout: float | None = None,
                  dmesg_command: Sequence[str] = ("dmesg",),
                  dmesg_every: float = DMESG_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = REAL_CLOCK) -> None:
         super().__init__(name)
         self.device_glob = device_glob
         self.nvml_timeout = float(nvml_timeout)
@@ -87,7 +89,7 @@ class LocalSource(Source):
                                   else max(self.nvml_timeout, 5.0))
         self.dmesg_command = tuple(dmesg_command)
         self.dmesg_every = dmesg_every
-        self._clock = clock
+        self.clock = clock
         module = nvml_module if nvml_module is not None else _nvml.load_pynvml()
         self._session = _nvml.NvmlSession(module)
         self._nvml_worker = _nvml.DeadlineWorker("NVML call")
@@ -125,7 +127,7 @@ class LocalSource(Source):
     async def _kernel_log(self) -> tuple[tuple[str, ...], str | None]:
         """Cached Xid lines; dmesg runs at most every ``dmesg_every`` s, in the background,
         and a poll waits for it at most ``DMESG_WAIT_S``."""
-        now = self._clock()
+        now = self.clock.monotonic()
         due = self._dmesg_at is None or now - self._dmesg_at >= self.dmesg_every
         if due and (self._dmesg_task is None or self._dmesg_task.done()):
             self._dmesg_at = now

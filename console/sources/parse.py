@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, ThreadInfo
 from console.textsafe import one_line
-from console.sources.probe import split_sections
+from console.probe import split_sections
 
 NA_VALUES = {"[n/a]", "n/a", "[not supported]", "[insufficient permissions]", "[unknown error]",
              "[gpu is lost]", "[requested functionality has been deprecated]", ""}

@@ -18,7 +18,7 @@ import psutil
 
 from console.model import Proc, ThreadInfo
 from console.sources.parse import parse_stat_line
-from console.sources.probe import DEFAULT_DEVICE_GLOB
+from console.probe import DEFAULT_DEVICE_GLOB
 
 
 @dataclass

@@ -10,8 +10,9 @@ import abc
 import time
 
 from console.model import CommandResult, NodeSnapshot
-from console.sources import probe
-from console.sources.base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S, Source, logged
+from console import probe
+from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
+from console.sources.base import Source, logged
 
 
 class ShellSource(Source):
@@ -24,7 +25,7 @@ class ShellSource(Source):
     @abc.abstractmethod
     async def _exec(self, script: str, timeout: float) -> CommandResult:
         """Run shell text on the node; never raises. On failure ``error`` holds one
-        human line using the DESIGN.md words (unreachable, refused, authentication,
+        human line using the words of the README's snapshot contract (unreachable, refused, authentication,
         host key, timed out)."""
 
     async def _exec_probe(self, script: str, mark: str, timeout: float) -> CommandResult:
@@ -40,10 +41,9 @@ class ShellSource(Source):
                                         self.probe_timeout)
         probe_ms = round((time.monotonic() - started) * 1000, 1)
         if result.error is not None:
-            return NodeSnapshot(name=self.name, taken_at=time.time(), error=result.error,
+            return NodeSnapshot(name=self.name, taken_at=self.clock.now(), error=result.error,
                                 probe_ms=probe_ms)
-        snap = parse_probe(self.name, result.stdout, mark, taken_at=time.time(), probe_ms=probe_ms)
-        return snap
+        return parse_probe(self.name, result.stdout, mark, taken_at=self.clock.now(), probe_ms=probe_ms)
 
     async def run(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
         return logged(self.name, await self._exec(command, timeout))

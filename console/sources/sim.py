@@ -6,13 +6,11 @@ in-process SimNode.
 """
 from __future__ import annotations
 
-import dataclasses
-
-from console.model import CommandResult, NodeSnapshot
+from console.model import CommandResult
 from console.sim.node import SimNode
 from console.sim.scenarios import scenario_names
-from console.sources import probe
-from console.sources.base import DEFAULT_PROBE_TIMEOUT_S
+from console import probe
+from console.probe import DEFAULT_PROBE_TIMEOUT_S
 from console.sources.shell import ShellSource
 
 DEFAULT_SCENARIO = "seed"
@@ -43,16 +41,11 @@ class SimSource(ShellSource):
                  probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> None:
         super().__init__(name, device_glob=device_glob, probe_timeout=probe_timeout)
         self._node = node if node is not None else SimNode(scenario, clock=clock, name=name)
+        self.clock = self._node.clock      # snapshots are stamped with the simulated time
 
     @property
     def node(self) -> SimNode:
         return self._node
-
-    async def poll(self) -> NodeSnapshot:
-        """As every shell node, but stamped with the simulated clock (a FakeClock's time in tests),
-        so that ages computed from /proc start times and the snapshot's time agree."""
-        snap = await super().poll()
-        return dataclasses.replace(snap, taken_at=self._node.clock.now())
 
     async def _exec(self, script: str, timeout: float) -> CommandResult:
         try:

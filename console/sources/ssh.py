@@ -31,10 +31,11 @@ from typing import Callable
 
 import asyncssh
 
+from console.clock import REAL_CLOCK, Clock
 from console.model import CommandResult, NodeSnapshot
 from console.targets import SshOptions, parse_destination
-from console.sources import probe
-from console.sources.base import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
+from console import probe
+from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
 from console.sources.parse import clip
 from console.sources.shell import ShellSource
 from console.sources.ssh_limits import MAX_HANDSHAKES_PER_SSHD, MAX_HANDSHAKES_TOTAL, ConnectLimiter
@@ -83,11 +84,11 @@ class SshSource(ShellSource):
     def __init__(self, target: str, options: SshOptions | None = None, *,
                  device_glob: str = probe.DEFAULT_DEVICE_GLOB,
                  probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = REAL_CLOCK) -> None:
         super().__init__(target, device_glob=device_glob, probe_timeout=probe_timeout)
         self.options = options or SshOptions()
         self.user, self.host, self.port = parse_destination(target)
-        self._clock = clock
+        self.clock = clock
         self._conn: asyncssh.SSHClientConnection | None = None
         self._conn_opts: asyncssh.SSHClientConnectionOptions | None = None
         self._where = host_port(self.host, self.port or 22)
@@ -202,7 +203,7 @@ class SshSource(ShellSource):
         async with self._connect_lock:
             if self._conn is not None:
                 return None
-            if self._clock() < self._retry_at and self._last_error:
+            if self.clock.monotonic() < self._retry_at and self._last_error:
                 return self._last_error
             started = time.monotonic()
             try:
@@ -210,9 +211,9 @@ class SshSource(ShellSource):
             except Exception as exc:  # noqa: BLE001 - every failure is one line of data
                 self._failures += 1
                 self._last_error = self._describe(exc)
-                self._retry_at = self._clock() + self._backoff()
+                self._retry_at = self.clock.monotonic() + self._backoff()
                 log.info("%s: %s (retry in %.1f s)", self.name, self._last_error,
-                         self._retry_at - self._clock())
+                         self._retry_at - self.clock.monotonic())
                 return self._last_error
             self._conn, self._failures, self._last_error = conn, 0, None
             self._lost_reason = None

@@ -15,16 +15,16 @@ from textual.widgets import DataTable, Footer, Static
 
 from console.actions import ActionPolicy
 from console.engine import NodeMonitor
-from console.incident import IncidentLog
+from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
 from console.sources.base import Source
-from console.timeline import Timeline
+from console.incident.timeline import Timeline
 from console.ui import tables
 from console.ui.escalation import EscalationKeys
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
 from console.ui.theme_install import install_themes
-from console.ui.rows import proc_rows
+from console.output.rows import proc_rows
 from console.ui.text import printable
 
 

@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.model import Finding, Gpu, NodeSnapshot, Proc
-from console.ui.rows import fmt_mib, gpu_holders
+from console.output.rows import fmt_mib, gpu_holders
 from console.ui.tables import SEVERITY_STYLE
 from console.ui.text import printable
 

@@ -8,7 +8,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 
 def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
-    from console.checks import CHECKS
+    from console.checks.registry import CHECKS
     out: list[tuple[str, Callable[[], object], str]] = [
         ("SIGTERM the selected/tagged processes", partial(app.action_act, "sigterm"), "t — Confirm first"),
         ("SIGKILL the selected/tagged processes", partial(app.action_act, "sigkill"), "k — Confirm first"),

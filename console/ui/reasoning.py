@@ -32,7 +32,7 @@ class ReasoningKeys:
         self._run_check("wait-and-reread", {"seconds": self.WAIT_S})
 
     def action_check(self) -> None:
-        from console.checks import CHECKS
+        from console.checks.registry import CHECKS
         from console.ui.prompts import CheckPicker
 
         def chosen(name: str | None) -> None:
@@ -42,7 +42,7 @@ class ReasoningKeys:
 
     def _ask_params(self, name: str) -> None:
         """Fill a check's parameters: PIDs from the selection, the rest asked for."""
-        from console.checks import CHECKS
+        from console.checks.registry import CHECKS
         from console.ui.prompts import TextPrompt
         check = CHECKS[name]
         params: dict[str, object] = {}
@@ -73,7 +73,7 @@ class ReasoningKeys:
         ask(0)
 
     def _run_check(self, name: str, params: dict) -> None:
-        from console.checks import render, run_check
+        from console.checks.registry import render, run_check
         source, snap = self._current()
         if source is None:
             return
@@ -140,7 +140,7 @@ class ReasoningKeys:
         self.push_screen(TextPrompt("Note", placeholder="what you see, what you decided"), got)
 
     def action_export(self) -> None:
-        from console.export import as_markdown
+        from console.incident.export import as_markdown
         if self.timeline is None:
             self.notify("no timeline to export", severity="warning")
             return

@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
-from console.ui.rows import ProcRow, fmt_mib, gpu_holders
+from console.output.rows import ProcRow, fmt_mib, gpu_holders
 from console.ui.text import literal, printable
 
 SEVERITY_STYLE = {"critical": "bold white on red", "high": "bold red", "low": "yellow", "info": "dim"}

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from console.ui.theme_install import install_themes
 from console.model import TimelineEntry
-from console.timeline_tail import TimelineTail, check_readable, read_all
+from console.incident.tail import TimelineTail, check_readable, read_all
 from console.ui.text import printable
 from console.ui.timeline_render import (  # the pure helpers are public here too
     POLL_S, COLUMNS, elapsed_seconds, elapsed_text, _key, verdicts_as_of, hypothesis_state, row_cells, detail, hypotheses_line, short_path)

@@ -1,7 +1,7 @@
 """Bench, parts 2 and 3: polling over SSH.
 
 Part 2 starts N simulated nodes (sim.server.start_sim_servers, in a child
-process: console.bench_simserver) on free 127.0.0.1 ports with their keys in a
+process: console.bench.simserver) on free 127.0.0.1 ports with their keys in a
 temporary state directory, and polls them the way the console does: one
 SshSource per node, every connect through the connect limiter. It measures the
 connect storm (time until every node's first snapshot), steady-state polls with
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from console.bench_stats import Result, Stopwatch
+from console.bench.stats import Result, Stopwatch
 from console.engine import NodeMonitor
 from console.sources.ssh import SshSource
 from console.targets import SshOptions
@@ -72,7 +72,7 @@ class SimChild:
         err_path = state_dir / "simulator.err"
         with open(err_path, "wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "console.bench_simserver", str(state_dir), str(nodes), scenario,
+                sys.executable, "-m", "console.bench.simserver", str(state_dir), str(nodes), scenario,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err, env=env)
         child = cls(proc, [], state_dir)
         try:

@@ -1,4 +1,7 @@
-"""The node probe: one POSIX-shell script read in one round trip.
+"""The node probe and its wire format: one POSIX-shell script read in one round trip.
+
+The lowest layer beside console/model.py: the sources build and parse it, the simulator
+(console/sim/) answers it, and neither imports the other for it.
 
 Used by the SSH source (fed to a long-lived remote ``sh``) and by the
 simulator (whose fake shell answers exactly these command lines with the real
@@ -34,6 +37,8 @@ GPU_FIELDS = ("index,uuid,name,pci.bus_id,memory.used,memory.total,utilization.g
 APP_FIELDS = "pid,gpu_uuid,used_memory,process_name"   # name last: names contain commas
 NVSMI_TIMEOUT_S = 5
 DEFAULT_DEVICE_GLOB = "/dev/nvidia*"
+DEFAULT_PROBE_TIMEOUT_S = 10.0     # the client's deadline for one whole probe
+DEFAULT_COMMAND_TIMEOUT_S = 30.0   # and for one command (checks, actions)
 
 QUERY_GPU = f"nvidia-smi --query-gpu={GPU_FIELDS} --format=csv,noheader,nounits"
 QUERY_APPS = f"nvidia-smi --query-compute-apps={APP_FIELDS} --format=csv,noheader,nounits"

@@ -1,6 +1,6 @@
 """The simulated nodes `gpu-incident bench` polls over SSH, served from a child process.
 
-``python -m console.bench_simserver STATE_DIR NODES [SCENARIO]`` starts NODES
+``python -m console.bench.simserver STATE_DIR NODES [SCENARIO]`` starts NODES
 simulated nodes (sim.server.start_sim_servers) on free 127.0.0.1 ports with
 their keys in STATE_DIR, prints ``ready PORT ...`` on stdout, and serves until
 its stdin reaches EOF (the bench closes it, or the bench died) or SIGTERM.
@@ -44,7 +44,7 @@ async def _serve(state_dir: str, nodes: int, scenario: str) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3) or not argv[1].isdecimal():
-        print("usage: python -m console.bench_simserver STATE_DIR NODES [SCENARIO]", file=sys.stderr)
+        print("usage: python -m console.bench.simserver STATE_DIR NODES [SCENARIO]", file=sys.stderr)
         return 2
     try:
         return asyncio.run(_serve(argv[0], int(argv[1]), argv[2] if len(argv) == 3 else "seed"))

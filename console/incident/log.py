@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from console.checks import CheckResult
+from console.checks.registry import CheckResult
 from console.model import TimelineEntry
-from console.timeline import Timeline
+from console.incident.timeline import Timeline
 
 OUTPUT_LIMIT = 8000            # characters of raw output kept per check entry
 _PATIENCE = re.compile(r"\b(time|wait|slow|later|teardown|releas|pinned|clean ?up|settl)", re.IGNORECASE)

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from console import __version__
-from console.bench_stats import Result
+from console.bench.stats import Result
 
 MAX_NODES = 256
 DEFAULT_NODES = 16
@@ -67,7 +67,7 @@ def _target_settings(args) -> tuple[str, object, str, float] | None:
     dest = getattr(args, "target", None)
     if not dest:
         return None
-    from console.sources.probe import DEFAULT_DEVICE_GLOB
+    from console.probe import DEFAULT_DEVICE_GLOB
     from console.targets import SshOptions, is_special, parse_destination
     if is_special(dest):
         raise ValueError(f"--target needs an SSH destination [user@]host[:port], not {dest!r}")
@@ -90,7 +90,9 @@ def machine() -> dict:
 
 
 async def _run(plan: Plan, target, progress) -> tuple[list[Result], list[str]]:
-    from console import bench_probe, bench_ssh, bench_ui
+    from console.bench import ui as bench_ui
+    from console.bench import ssh as bench_ssh
+    from console.bench import probe as bench_probe
     results, snaps = await bench_probe.measure(plan.sim_polls, plan.seed_iterations, plan.big_iterations,
                                                progress)
     results += await bench_ui.measure(snaps, plan.ui_updates, progress)

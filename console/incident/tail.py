@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
+from console.clock import REAL_CLOCK, Clock
 from console.model import TimelineEntry
-from console.timeline import entry_from_dict
+from console.incident.timeline import entry_from_dict
 
 READ_LIMIT = 4 << 20        # bytes read per poll; `more` says when there is more waiting
 MAX_LINE = 16 << 20         # a line longer than this is skipped (a binary file, a runaway writer)
@@ -55,13 +54,13 @@ class TimelineTail:
 
     def __init__(self, path: str | os.PathLike[str], *, read_limit: int = READ_LIMIT,
                  max_line: int = MAX_LINE, torn_after: float = TORN_AFTER_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = REAL_CLOCK) -> None:
         self.path = Path(path)
         self.name = self.path.name
         self.read_limit = max(1, read_limit)
         self.max_line = max(1, max_line)
         self.torn_after = torn_after
-        self._clock = clock
+        self.clock = clock
         self._ident: tuple[int, int] | None = None   # (st_dev, st_ino) of the file being read
         self._state = "new"                          # new | ok | missing | unreadable
         self._restart()
@@ -161,7 +160,7 @@ class TimelineTail:
                                    f"{self.max_line} bytes skipped")
             self._pending = b""
             self._skipping = True
-        self._pending_since = self._clock() if self._pending else None
+        self._pending_since = self.clock.monotonic() if self._pending else None
         self._torn_warned = False
 
     def _take(self, raw: bytes, update: TailUpdate) -> None:
@@ -175,7 +174,7 @@ class TimelineTail:
 
     def _check_torn(self, update: TailUpdate) -> None:
         if (self._pending and not self._torn_warned and self._pending_since is not None
-                and self._clock() - self._pending_since >= self.torn_after):
+                and self.clock.monotonic() - self._pending_since >= self.torn_after):
             self._torn_warned = True
             update.warnings.append(f"{self.name}: last line incomplete for {self.torn_after:g} s "
                                    "(torn write?) — waiting for its newline")

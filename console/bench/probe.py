@@ -6,12 +6,12 @@ import dataclasses
 import time
 from typing import Callable
 
-from console.bench_stats import Result, Stopwatch
-from console.bench_synth import big_probe_text
+from console.bench.stats import Result, Stopwatch
+from console.bench.synth import big_probe_text
 from console.diagnose import diagnose
 from console.engine import HISTORY
 from console.model import NodeSnapshot
-from console.sources import probe
+from console import probe
 from console.sources.parse import parse_probe
 from console.sources.sim import SimSource
 

@@ -1,4 +1,5 @@
-"""Bench, part 4: what applying one NodeUpdated costs the console (Textual, headless 80x24).
+"""What applying one NodeUpdated costs the console (Textual, headless 80x24), for bench part 4
+(console/bench/ui.py turns these times into results).
 
 The message is posted exactly as the poller posts it. Timed: from the post until
 the console has caught up -- the app's handler has synced the tables, and every
@@ -6,16 +7,14 @@ DataTable has done the work that sync left for its idle moment (measuring new an
 changed cells); the event loop, and so the operator's keys, wait on both. A
 callback queued behind the message marks the first (``handler`` in the results),
 a callback each table runs right after its next idle handler marks the second.
-Between updates the screen settles, untimed. Textual is imported here only.
+Between updates the screen settles, untimed.
 """
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from typing import Callable, Sequence
 
-from console.bench_stats import Result, Stopwatch, percentile
 from console.model import NodeSnapshot
 from console.sources.sim import SimSource
 
@@ -46,7 +45,7 @@ def _after_tables_settle(app, done: Callable[[], None], handled: Callable[[], No
     app.call_later(after_app)
 
 
-async def _apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
+async def apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
                        ) -> tuple[list[float], list[float], float]:
     """(settled ms per update, handler ms per update, CPU ms of all but the first) for a fresh
     one-node console."""
@@ -69,10 +68,10 @@ async def _apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
                 marks["handled"] = time.perf_counter()
 
             def done() -> None:
-                marks["done"], marks["cpu"] = time.perf_counter(), watch.cpu_ms
+                marks["done"], marks["cpu"] = time.perf_counter(), (time.process_time() - cpu0) * 1000
                 finished.set()
 
-            watch = Stopwatch()
+            cpu0 = time.process_time()
             t0 = time.perf_counter()
             app.post_message(NodeUpdated(snap))
             _after_tables_settle(app, done, handled)
@@ -85,30 +84,3 @@ async def _apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
                 raise RuntimeError("the console did not take the update")
             await pilot.pause()                # settle the screen (untimed)
     return settled, handler, cpu
-
-
-def _series(snaps: Sequence[NodeSnapshot], count: int) -> list[NodeSnapshot]:
-    """``count`` successive snapshots of one node, one second apart, cycling through ``snaps``."""
-    base = snaps[-1].taken_at
-    return [dataclasses.replace(snaps[i % len(snaps)], taken_at=base + 1 + i) for i in range(count)]
-
-
-async def measure(snaps: dict, updates: int,
-                  progress: Callable[[str], None] = lambda _m: None) -> list[Result]:
-    """``snaps``: {"seed": [diagnosed seed snapshots], "big": [diagnosed 2000-process snapshots
-    whose values move from one to the next]}."""
-    results: list[Result] = []
-    big = snaps["big"][0]
-    cases = [("seed", "the seed node", snaps["seed"], False),
-             ("big", f"the {len(big.processes)}-process node (GPU processes shown)", snaps["big"], False),
-             ("big_all", f"the {len(big.processes)}-process node, all processes shown (key a)",
-              snaps["big"], True)]
-    for label, what, series, show_all in cases:
-        progress(f"ui: {label}")
-        settled, handler, cpu = await _apply_times(_series(series, updates + 1), show_all=show_all)
-        results.append(Result(f"ui.first_update.{label}", f"first NodeUpdated (empty tables filled), {what}",
-                              settled[:1], extra={"handler_ms": round(handler[0], 3)}))
-        results.append(Result(f"ui.update.{label}", f"one NodeUpdated until the console caught up, {what}",
-                              settled[1:], cpu_ms=cpu,
-                              extra={"handler_p50": round(percentile(handler[1:], 50), 3)}))
-    return results

@@ -12,7 +12,7 @@ from console.diagnosis.xid import bus_key, parse_xid_line
 from console.sources.parse import (clip, csv_rows, na_or_int, nvsmi_failure, on_off, parse_compute_apps,
                             parse_fds, parse_gpu_query, parse_pidns, parse_ps, parse_stat_line,
                             program_name)
-from console.sources.probe import split_sections
+from console.probe import split_sections
 
 SECTION_RE = re.compile(r"^::([a-z-]+)::$")
 _USERS_RE = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=(\d+),fd=(\d+)\)')

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from console import checkparse as cp
+from console.checks import parse as cp
 from console.diagnosis import text as t
 from console.ladder import BLOCKER_DAEMONS
 from console.model import CommandResult, NodeSnapshot
-from console.sources.probe import DEFAULT_DEVICE_GLOB, QUERY_MEMORY, build_script
+from console.probe import DEFAULT_DEVICE_GLOB, QUERY_MEMORY, build_script
 
 FREED_NOTICE_MIB = 256          # less than this between reads is noise, not memory coming back
 #: systemd units of the reset blockers -> the program each runs

@@ -5,7 +5,7 @@ from typing import Sequence
 
 from console.model import NodeSnapshot, severity_rank
 from console.textsafe import printable
-from console.ui.rows import gpu_holders   # pure (no Textual): the console's own definition of a holder
+from console.output.rows import gpu_holders   # pure (no Textual): the console's own definition of a holder
 
 
 def snapshot_report(snaps: Sequence[NodeSnapshot], width: int = 100) -> str:
