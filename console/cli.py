@@ -17,6 +17,7 @@ from typing import Sequence
 
 from console import __version__
 from console.probe import DEFAULT_DEVICE_GLOB
+from console.sim.state import DEFAULT_SCENARIO
 
 SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench")
 SEVERITY_WORDS = ("info", "low", "high", "critical")
@@ -93,7 +94,7 @@ def build_sub_parser(name: str) -> Parser:
                        help="exit 1 when a finding reaches SEVERITY (info, low, high, critical)")
         _add_ssh_options(p)
     elif name == "simulate":
-        p.add_argument("--scenario", default="seed")
+        p.add_argument("--scenario", default=DEFAULT_SCENARIO)
         p.add_argument("--nodes", type=int, default=1)
         p.add_argument("--port", type=_port, default=None)
         p.add_argument("--state-dir", metavar="DIR", default=None)
@@ -130,7 +131,8 @@ def setup_debug_log(path: str | None) -> None:
 
 def make_sources(args: argparse.Namespace, default_target: str = "local"):
     """Targets from the command line -> Source objects (ValueError on a bad target)."""
-    from console.targets import SshOptions, expand_targets, make_source
+    from console.sources.ssh.options import SshOptions
+    from console.sources.targets import expand_targets, make_source
     targets = expand_targets(args.targets or ([] if args.nodes_file else [default_target]), args.nodes_file)
     if not targets:
         raise ValueError("no targets (the nodes file is empty)")
@@ -141,8 +143,8 @@ def make_sources(args: argparse.Namespace, default_target: str = "local"):
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from console.diagnose import fails
-    from console.engine import snapshot_all
+    from console.diagnosis import fails
+    from console.monitor import snapshot_all
     sources = make_sources(args)
     taken = time.time()
     snaps = asyncio.run(snapshot_all(sources))

@@ -11,14 +11,17 @@ import subprocess
 
 import pytest
 
-from console.actions import (RELOAD_DRIVER_COMMAND, ActionPolicy, execute, plan_action)
-from console.diagnose import diagnose
-from console.engine import NodeMonitor, diagnosed
-from console.ladder import holder_pids, top_step
+from console.actions.ladder import RELOAD_DRIVER_COMMAND
+from console.actions.plan import ActionPolicy, plan_action
+from console.actions.run import execute
+from console.diagnosis import diagnose
+from console.monitor import NodeMonitor, diagnosed
+from console.actions.ladder import top_step
+from console.diagnosis.who import holder_pids
 from console.clock import FakeClock
 from console.sim.scenarios import RESET_GPU, SEED_USED_MIB
 from console.sim.state import ALIVE
-from console.sources.local import LocalSource
+from console.sources.local.source import LocalSource
 from console.sources.sim import SimSource
 from console.incident.timeline import Timeline, load
 from fake_pynvml import FakeNvml, eight_gpus

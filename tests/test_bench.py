@@ -14,11 +14,11 @@ from console.bench.run import MAX_NODES, run_bench, table
 from console.bench.ssh import measure_target
 from console.bench.stats import percentile
 from console.bench.synth import big_probe_text
-from console.diagnose import diagnose
+from console.diagnosis import diagnose
 from console.sim.server import start_sim_servers
 from console import probe
 from console.sources.parse import parse_probe
-from console.targets import SshOptions
+from console.sources.ssh.options import SshOptions
 from tests.sshd_fixture import free_port
 
 FIGURES = ("p50", "p95", "max")

@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from console.diagnose import diagnose, fails, worst_severity
-from console.ladder import commands_for, step_args
+from console.diagnosis import diagnose, fails, worst_severity
+from console.actions.ladder import commands_for, step_args
 from console.model import ActionRecord, DriverProc, Finding, Proc, ThreadInfo
 from test_diagnose_builders import (CONSOLE_SHELL, LAUNCHER, SEED_USED, T0, WORKERS, at, freed, launcher,
                                     seed_orphans, seed_running, seed_stuck, snap, uuid, worker)
@@ -350,7 +350,7 @@ def test_never_targets_pid_1_kernel_threads_or_the_console():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from console.ladder import RUNGS  # noqa: E402
+from console.actions.ladder import RUNGS  # noqa: E402
 from console.model import Gpu, NodeSnapshot  # noqa: E402
 
 _PIDS = st.sampled_from([1, 2, 812, CONSOLE_SHELL, 4000, 4001, 72169, *WORKERS])
@@ -442,7 +442,7 @@ def test_diagnose_is_fast_on_a_big_node_with_five_minutes_of_history():
 
 
 def test_zombies_and_d_threads_are_reported_even_when_the_driver_does_not_answer():
-    from console.diagnose import diagnose
+    from console.diagnosis import diagnose
     from console.model import NodeSnapshot, Proc, ThreadInfo
     snap = NodeSnapshot(
         name="n", taken_at=1000.0, error="nvidia-smi timed out (the driver may be hung)",
@@ -461,7 +461,7 @@ def test_zombies_and_d_threads_are_reported_even_when_the_driver_does_not_answer
 
 
 def test_an_unreachable_node_is_not_a_hung_driver():
-    from console.diagnose import diagnose, fails
+    from console.diagnosis import diagnose, fails
     from console.model import NodeSnapshot
     history = [NodeSnapshot(name="n", taken_at=float(t),
                             error="unreachable: no SSH answer from 10.0.0.9:22 within 10 s (connect timed out)")

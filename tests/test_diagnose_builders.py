@@ -116,7 +116,7 @@ def test_seed_numbers_are_the_incidents():
 
 
 def test_renamed_worker_label_shows_the_full_name():
-    from console.ladder import label
+    from console.diagnosis.who import label
     assert label(worker(3)) == "sglang::scheduler_TP3"
 
 

@@ -15,21 +15,23 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 if __name__ == "__main__":      # run as a script: the package lives one level up
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console import ladder  # noqa: E402
-from console.diagnose import DEFAULT_GHOST_THRESHOLD_MIB, diagnose  # noqa: E402
+from console.diagnosis import who  # noqa: E402
+from console.diagnosis import DEFAULT_GHOST_THRESHOLD_MIB, diagnose  # noqa: E402
 from console.diagnosis.context import Situation  # noqa: E402
 from console.diagnosis.history import PARENT, STREAKS, History  # noqa: E402
-from console.ladder import RUNGS, apply_rung, step_args, top_step  # noqa: E402
+from console.actions.ladder import RUNGS, step_args, top_step  # noqa: E402
+from console.actions.plan import plan_action  # noqa: E402
 from console.model import ActionRecord, DriverProc, Gpu, NodeSnapshot, Proc, ThreadInfo  # noqa: E402
 from console.clock import FakeClock  # noqa: E402
 from console.sim.scenarios import scenario_names  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
+from tests.sim_fixtures import take_step  # noqa: E402
 
 T0 = 1_800_000_000.0
 
@@ -82,9 +84,9 @@ async def test_compacted_history_gives_the_same_findings_as_the_full_snapshots(s
         if top is not None and step % 3 != 2:
             pids, gpus = step_args(top)
             at = clock.now()
-            await apply_rung(src, top.rung, snap, pids, gpus, sleep=clock.sleep,
-                             wait_s=top.evidence.get("wait_s"), settle_s=0)
-            actions.append(ActionRecord(rung=top.rung, ts=at, node="demo", pids=pids, gpus=gpus))
+            await take_step(src, snap, top)
+            if top.rung != "wait":
+                actions.append(ActionRecord(rung=top.rung, ts=at, node="demo", pids=pids, gpus=gpus))
         clock.advance(GAPS[step % len(GAPS)])
     assert compared > 0
     assert len(compact) == len(full) == min(keep, 28)
@@ -151,13 +153,20 @@ def test_any_sequence_of_polls_gives_the_same_answers_compacted(seq, actions, ke
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(polls())
-def test_situation_finds_the_holders_the_ladder_would_target(seq):
+def test_situation_finds_the_holders_the_action_layer_would_target(seq):
+    """What diagnosis calls the holders of some GPUs is what `F` on them would signal (less the
+    processes whose start time is unknown, which the PID-reuse guard refuses)."""
     snap = dataclasses.replace(seq[-1], own_pids=(9,))
+    assume(len({p.pid for p in snap.processes}) == len(snap.processes))    # as in any real /proc
     sit = situation(snap, ())
     for gpus in ((), (0,), (1,), (0, 1), (5,)):
-        assert sit.holder_pids(gpus) == ladder.holder_pids(snap, gpus)
+        plan = plan_action(snap, "kill-holders", gpus=gpus)
+        guarded = {p for p in sit.holder_pids(gpus)
+                   if snap.proc(p).start_ticks is not None or snap.proc(p).create_time is not None}
+        assert {t.pid for t in plan.targets} == guarded
+        assert not {9, 1} & set(sit.holder_pids(gpus))
         for p in snap.processes:
-            assert sit.gpus_of(p) == ladder.device_gpus(p) | ladder.driver_gpus(snap, p.pid) | {
+            assert sit.gpus_of(p) == who.device_gpus(p) | who.driver_gpus(snap, p.pid) | {
                 int(k) for k in p.gpu_memory_mib if str(k).isdigit()}
 
 

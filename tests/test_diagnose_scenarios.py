@@ -6,13 +6,16 @@ from dataclasses import replace
 
 import pytest
 
+from console.actions.plan import plan_action
+from console.actions.run import execute
 from console.checks.registry import run_check
-from console.diagnose import diagnose
-from console.ladder import RUNGS, apply_rung, commands_for, step_args, top_step
-from console.model import ActionRecord
+from console.diagnosis import diagnose
+from console.actions.ladder import RUNGS, commands_for, step_args, top_step
+from console.monitor import NodeMonitor
 from console.clock import FakeClock
 from console.sim.scenarios import scenario_names
 from console.sources.sim import SimSource
+from tests.sim_fixtures import take_step
 
 SCENARIOS = ("seed", "slow-teardown", "renamed-workers", "hidden-holders", "container", "reset-required", "graceful")
 
@@ -67,25 +70,29 @@ async def test_tell_tale_findings_at_the_start(scenario, kinds):
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_following_the_advice_frees_the_memory_within_the_shortest_path_plus_one(scenario):
+    """The console's own loop: the monitor polls and diagnoses (with the actions it was told of),
+    the top finding's step is taken the way `x` takes it (console/actions/step.py), Confirm
+    answered yes, until the node's memory is back."""
     clock, src = await start(scenario)
     node = src.node
+    monitor = NodeMonitor(src, interval=3600)
     budget = len(node.ground_truth.shortest_path) + 1
-    history, actions, taken = [], [], []
+    taken = []
     while not node.memory_freed():
         assert len(taken) < budget, f"{scenario}: not freed after {taken} (truth {node.ground_truth.shortest_path})"
-        snap = await poll(src, clock)
-        findings = diagnose(snap, history, actions)
-        history.append(snap)
-        top = top_step(findings)
-        assert top is not None, [(f.kind, f.summary) for f in findings]
+        snap = await monitor.poll_once()
+        top = top_step(snap.findings)
+        assert top is not None, [(f.kind, f.summary) for f in snap.findings]
         assert top.rung in RUNGS
         pids, gpus = step_args(top)
         assert 1 not in pids and not set(pids) & set(snap.own_pids)
-        at = clock.now()
-        results = await apply_rung(src, top.rung, snap, pids, gpus, sleep=clock.sleep,
-                                   wait_s=top.evidence.get("wait_s"))
-        assert all(r.error is None or not r.error.startswith("refused") for r in results), results
-        actions.append(ActionRecord(rung=top.rung, ts=at, node=snap.name, pids=pids, gpus=gpus))
+        done = await take_step(src, snap, top, monitor)
+        if top.rung == "wait":
+            assert done.rc == 0, done
+        else:
+            assert done.status in ("settled", "unsettled"), (done.status, done.text)
+            assert not done.plan.refusals, done.plan.refusals
+            assert monitor.actions[-1].rung == top.rung
         taken.append(top.rung)
     assert node.memory_freed()
     if scenario in ("seed", "slow-teardown"):
@@ -114,7 +121,8 @@ async def test_checks_on_the_simulated_node_after_sigkill():
     snap = await poll(src, clock)
     workers = [p.pid for p in snap.processes if p.cmdline.startswith("sglang::scheduler_TP")]
     assert len(workers) == 8
-    await apply_rung(src, "sigkill", snap, workers, sleep=clock.sleep)
+    plan = plan_action(snap, "sigkill", pids=workers)
+    await execute(plan, src, verify_window_s=0, deadline_s=0)
     r = await run_check(src, "states", pids=workers[:2])
     first = r.data["processes"][str(workers[0])]
     assert first["state"] == "Z" and first["d_threads"] and first["d_threads"][0]["wchan"]

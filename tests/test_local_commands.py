@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.sources.local import LocalSource
+from console.sources.local.source import LocalSource
 from fake_pynvml import FakeNvml
 
 

@@ -10,8 +10,8 @@ import pynvml
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.sources import nvml as nvml_layer
-from console.sources.local import LocalSource
+from console.sources.local import nvml as nvml_layer
+from console.sources.local.source import LocalSource
 from fake_pynvml import MIB, FakeMig, FakeNvml, eight_gpus, nvml_error
 
 
@@ -331,8 +331,9 @@ async def test_a_host_pid_that_collides_with_a_local_process_is_not_credited():
         proc = snap.proc(innocent.pid)
         assert proc is not None and dict(proc.gpu_memory_mib) == {}
         assert [d.local for d in snap.driver_processes if d.pid == innocent.pid] == [False]
-        from console.diagnose import diagnose
-        from console.ladder import commands_for, holder_pids
+        from console.diagnosis import diagnose
+        from console.actions.ladder import commands_for
+        from console.diagnosis.who import holder_pids
         findings = diagnose(snap)
         assert any(f.kind == "foreign-pid" and innocent.pid in f.pids for f in findings)
         assert innocent.pid not in holder_pids(snap)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from console.clock import FakeClock
-from console.sources.local import DMESG_DENIED, LocalSource, ProcScanner
+from console.sources.local.source import DMESG_DENIED, LocalSource, ProcScanner
 from console.sources.parse import parse_stat_line
 from fake_pynvml import FakeNvml, eight_gpus
 
@@ -220,7 +220,7 @@ def test_unprivileged_scan_warns_about_unreadable_fds(tmp_path, children):
     code = textwrap.dedent(f"""
         import asyncio, json, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from console.sources.local import LocalSource
+        from console.sources.local.source import LocalSource
         class NoNvml: pass
         async def main():
             snap = await LocalSource(nvml_module=None, dmesg_command=("dmesg",)).poll()

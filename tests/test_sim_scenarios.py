@@ -206,7 +206,7 @@ async def test_renamed_workers_follow_their_engine_core_when_it_is_killed():
 async def test_a_failing_consumer_does_not_stop_polling_and_poll_soon_is_not_lost():
     import asyncio
 
-    from console.engine import NodeMonitor
+    from console.monitor import NodeMonitor
     from console.clock import FakeClock
     from console.sources.sim import SimSource
     seen = []
@@ -233,7 +233,7 @@ async def test_a_failing_consumer_does_not_stop_polling_and_poll_soon_is_not_los
 
 
 async def test_driver_reload_is_refused_while_held_and_clears_a_stuck_gpu_once_free():
-    from console.actions import RELOAD_DRIVER_COMMAND
+    from console.actions.ladder import RELOAD_DRIVER_COMMAND
     from console.clock import FakeClock
     from console.sources.sim import SimSource
     src = SimSource(scenario="reset-required", clock=FakeClock())

@@ -7,8 +7,8 @@ import time
 import psutil
 import pytest
 
-from console.sources.ssh import ConnectLimiter, SshSource
-from console.targets import SshOptions
+from console.sources.ssh.source import ConnectLimiter, SshSource
+from console.sources.ssh.options import SshOptions
 from tests.sshd_fixture import Sshd, free_port
 
 

@@ -13,8 +13,9 @@ import subprocess
 import pytest
 
 from console.sim.server import start_sim_servers, unwrap_command
-from console.sources.ssh import SshSource
-from console.targets import SshOptions, expand_targets
+from console.sources.ssh.source import SshSource
+from console.sources.ssh.options import SshOptions
+from console.sources.targets import expand_targets
 from tests.conftest import gpu_incident_cmd
 from tests.sshd_fixture import free_port
 

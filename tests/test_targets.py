@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.targets import (MAX_TARGETS, SshOptions, expand_targets, format_destination, make_source,
-                             parse_destination)
+from console.sources.ssh.options import SshOptions, format_destination, parse_destination
+from console.sources.targets import MAX_TARGETS, expand_targets, make_source
 
 
 @pytest.mark.parametrize("text, expected", [

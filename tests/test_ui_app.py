@@ -91,8 +91,8 @@ async def test_theme_from_themes_dir_is_applied():
 async def test_a_dead_node_shows_its_error_while_the_live_one_updates(incident_dir):
     from textual.widgets import DataTable
 
-    from console.sources.ssh import SshSource
-    from console.targets import SshOptions
+    from console.sources.ssh.source import SshSource
+    from console.sources.ssh.options import SshOptions
     from tests.sshd_fixture import free_port
     dead = SshSource(f"root@127.0.0.1:{free_port()}", SshOptions(connect_timeout=2.0))
     live = SimSource(name="demo", scenario="seed", clock=FakeClock())

@@ -7,7 +7,7 @@ way the poller posts it, with the probe time blanked. Update on purpose with
 import asyncio
 import dataclasses
 
-from console.engine import diagnosed
+from console.monitor import diagnosed
 from console.clock import FakeClock
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp, NodeUpdated

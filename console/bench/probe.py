@@ -8,8 +8,8 @@ from typing import Callable
 
 from console.bench.stats import Result, Stopwatch
 from console.bench.synth import big_probe_text
-from console.diagnose import diagnose
-from console.engine import HISTORY
+from console.diagnosis import diagnose
+from console.monitor import HISTORY
 from console.model import NodeSnapshot
 from console import probe
 from console.sources.parse import parse_probe
@@ -55,7 +55,7 @@ def big_probe_texts(count: int) -> tuple[list[str], str]:
 def parse_and_diagnose(label: str, what: str, texts: list[str], mark: str, iterations: int,
                        name: str) -> tuple[list[Result], list[NodeSnapshot]]:
     """parse_probe then diagnose, as the engine does each poll: the history is full
-    (engine.HISTORY snapshots, one a second), so diagnosis pays its steady-state cost.
+    (monitor.HISTORY snapshots, one a second), so diagnosis pays its steady-state cost.
     Also returns the last diagnosed snapshot of each text (for the UI part)."""
     t_base = time.time()
     first = parse_probe(name, texts[0], mark, taken_at=t_base - HISTORY - 1)

@@ -68,7 +68,8 @@ def _target_settings(args) -> tuple[str, object, str, float] | None:
     if not dest:
         return None
     from console.probe import DEFAULT_DEVICE_GLOB
-    from console.targets import SshOptions, is_special, parse_destination
+    from console.sources.ssh.options import SshOptions, parse_destination
+    from console.sources.targets import is_special
     if is_special(dest):
         raise ValueError(f"--target needs an SSH destination [user@]host[:port], not {dest!r}")
     parse_destination(dest)

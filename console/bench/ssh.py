@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Callable
 
 from console.bench.stats import Result, Stopwatch
-from console.engine import NodeMonitor
-from console.sources.ssh import SshSource
-from console.targets import SshOptions
+from console.monitor import NodeMonitor
+from console.sources.ssh.source import SshSource
+from console.sources.ssh.options import SshOptions
 
 CHILD_START_TIMEOUT_S = 60.0
 CHILD_STOP_TIMEOUT_S = 5.0

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 from console.checks import parse as cp
 from console.diagnosis import text as t
-from console.ladder import BLOCKER_DAEMONS
+from console.diagnosis.who import BLOCKER_DAEMONS
 from console.model import CommandResult, NodeSnapshot
 from console.probe import DEFAULT_DEVICE_GLOB, QUERY_MEMORY, build_script
 

@@ -1,1 +1,82 @@
-"""Diagnosis internals: context, advice (the ladder's judgement), finding kinds, Xid table."""
+"""Diagnosis: a node snapshot (with its recent history and the actions taken) -> findings.
+
+Pure: no clock, no I/O.  Every finding carries a one-line summary, the evidence (PIDs,
+GPUs, MiB, since when), and a next step that follows the evidence — an imperative line
+with its reason plus the ladder rung (``Finding.rung``) that carries it out.  The rules
+for choosing the rung live in console/diagnosis/advice.py; the kinds in
+console/diagnosis/processes.py and console/diagnosis/node.py.
+
+To act on a finding: console/actions/step.py (``step_for``): the same path the console takes.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from console.diagnosis import node, processes
+from console.diagnosis.context import Situation
+from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
+
+#: within one severity, the order findings are shown (cause before consequence)
+KIND_ORDER = ("driver-error", "probe-hung", "xid", "zombie", "d-state", "foreign-pid", "hidden-holder",
+              "orphan", "ghost-memory", "reset-blocker", "holder")
+DEFAULT_GHOST_THRESHOLD_MIB = 1024
+
+
+def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
+             actions: Sequence[ActionRecord] = (), *, now: float | None = None,
+             ghost_threshold_mib: int = DEFAULT_GHOST_THRESHOLD_MIB) -> tuple[Finding, ...]:
+    """Findings for one snapshot, most severe first.
+
+    ``history``: earlier snapshots of the same node (any order; others are ignored), or the
+    engine's compacted ``diagnosis.history.History`` of them, which gives the same findings.
+    ``actions``: rungs applied to the node (ladder timing: teardown windows, SIGTERM grace).
+    ``now``: the time the advice is for (default ``snap.taken_at``).
+    """
+    findings: list[Finding] = []
+    findings += node.probe_hung(snap, history)
+    findings += node.driver_errors(snap)
+    if snap.error is None or snap.processes:
+        # Zombies, threads in D and Xid lines matter most when the driver does not answer
+        # (a hung nvidia-smi leaves its callers in D): they are read even then.
+        sit = Situation.build(snap, history, actions, now, ghost_threshold_mib)
+        findings += node.xids(sit)
+        findings += processes.zombies(sit)
+        findings += processes.dstate(sit)
+    if snap.error is None:
+        ghosts = node.ghost_memory(sit)
+        ghost_gpus = {f.gpus[0] for f in ghosts}
+        findings += processes.orphans(sit)
+        findings += processes.hidden_holders(sit, ghost_gpus)
+        findings += processes.foreign_pids(sit)
+        findings += ghosts
+        covered = {pid for f in findings for pid in f.pids} | {
+            pid for f in findings for pid in f.evidence.get("targets", ())}
+        findings += processes.holders(sit, covered)
+        findings += node.reset_blockers(sit)      # last: knows which GPUs the advice wants reset
+    return tuple(sorted(findings, key=_order))
+
+
+def _order(f: Finding) -> tuple:
+    kind = KIND_ORDER.index(f.kind) if f.kind in KIND_ORDER else len(KIND_ORDER)
+    return (-severity_rank(f.severity), kind, -(f.evidence.get("mib") or f.evidence.get("ghost_mib") or 0),
+            f.gpus, f.pids)
+
+
+def worst_severity(findings: Sequence[Finding]) -> str | None:
+    """The highest severity among the findings, or None when there are none."""
+    ranks = [severity_rank(f.severity) for f in findings if severity_rank(f.severity) >= 0]
+    return SEVERITIES[max(ranks)] if ranks else None
+
+
+def fails(findings: Sequence[Finding], severity: str) -> bool:
+    """True when any finding is at least ``severity`` (for `snapshot --fail-on`).
+
+    Raises ValueError for a word that is not one of model.SEVERITIES (the CLI turns it into exit 2).
+    """
+    if severity not in SEVERITIES:
+        raise ValueError(f"unknown severity {severity!r}; one of {', '.join(SEVERITIES)}")
+    worst = worst_severity(findings)
+    return worst is not None and severity_rank(worst) >= severity_rank(severity)
+
+
+__all__ = ["diagnose", "worst_severity", "fails", "FINDING_KINDS", "KIND_ORDER", "DEFAULT_GHOST_THRESHOLD_MIB"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from console.ladder import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S
+from console.diagnosis.who import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S
 from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.context import IN_D, Situation

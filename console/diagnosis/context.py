@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from console.ladder import (TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, label, proc_protected)
+from console.diagnosis import who
+from console.diagnosis.who import TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, is_protected, label
 from console.model import ActionRecord, NodeSnapshot, Proc
 from console.diagnosis import text
 from console.diagnosis.history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map, streak_start,
@@ -160,7 +161,7 @@ class Situation:
     def touchable(self, proc: Proc) -> bool:
         """May the ladder signal it? (not PID 1, not a kernel thread, not us, not a blocker daemon)"""
         return self._per_proc("touchable", proc,
-                              lambda p: not proc_protected(self.snap, p) and not self._blocker(p))
+                              lambda p: not is_protected(self.snap, p.pid, p) and not self._blocker(p))
 
     def blocker_daemons(self) -> list[Proc]:
         """Reset-blocker daemons running (persistenced, MPS, DCGM, fabric manager), in /proc order."""
@@ -168,24 +169,12 @@ class Situation:
             p for p in self.snap.processes if self._blocker(p) and p.state != "Z"]))
 
     def holder_pids(self, gpus: Iterable[int] = ()) -> list[int]:
-        """ladder.holder_pids(self.snap, gpus), with what it looks up worked out once per call."""
-        def build():
-            listed = self.driver_pids()
-            out = []
-            for proc in self.snap.processes:
-                if not (proc.holds_devices or proc.pid in listed):
-                    continue
-                if proc_protected(self.snap, proc) or self._blocker(proc):
-                    continue
-                on = self._device_gpus(proc) | self._driver()[2].get(proc.pid, set())
-                out.append((proc.pid, on, proc.holds_devices))
-            return out
-        want = set(gpus)
-        return [pid for pid, on, devices in self._once("holders", build)
-                if ((on & want) if want else (on or devices))]
+        """who.holder_pids(self.snap, gpus), worked out once per call for each set of GPUs."""
+        want = frozenset(gpus)
+        return list(self._once(("holders", want), lambda: who.holder_pids(self.snap, want)))
 
     def live_holders(self, gpus: Iterable[int]) -> list[Proc]:
-        """ladder.holder_pids (signallable holders of these GPUs, all when empty) as processes,
+        """who.holder_pids (signallable holders of these GPUs, all when empty) as processes,
         leaving out zombies that no longer hold anything."""
         pmap = self.pmap(self.snap)
         out = []

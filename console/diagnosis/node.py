@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from console.ladder import TEARDOWN_WINDOW_S, WAIT_S, program_of
+from console.diagnosis.who import TEARDOWN_WINDOW_S, WAIT_S, program_of
 from console.model import Finding, NodeSnapshot
 from console.diagnosis import text as t
 from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from console.ladder import TEARDOWN_WINDOW_S, WAIT_S, label, program_of
+from console.diagnosis.who import TEARDOWN_WINDOW_S, WAIT_S, label, program_of
 from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.advice import Step, finding, in_d, kill_step, reset_step, signal_step

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable, Sequence
 
-from console.ladder import label
+from console.diagnosis.who import label
 from console.model import Proc
 from console.sources.parse import clip
 

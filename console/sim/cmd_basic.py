@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 import time
 
-from console.sim.node import signal_name
-from console.sim.shell import Deadline, ShellExit
+from console.sim.errors import Deadline, ShellExit
+from console.sim.signals import signal_name
 
 _FLOAT = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([smhd]?)$")
 
@@ -86,8 +86,7 @@ async def c_timeout(sh, argv, stdin):
     if not m:
         return "", f"timeout: invalid time interval ‘{args[0]}’\n", 125
     limit = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    from console.sim.commands import COMMANDS          # the table that lists this very handler
-    if args[1] not in COMMANDS:
+    if not sh.knows(args[1]):
         return "", f"timeout: failed to run command ‘{args[1]}’: No such file or directory\n", 127
     mine = sh.node.clock.now() + limit
     sh.deadlines.append(mine)

@@ -8,9 +8,9 @@ import re
 
 from console.sim import procfs, vfs
 from console.sim import ps as ps_mod
-from console.sim.node import SIGNALS, signal_name
+from console.sim.signals import SIGNALS, signal_name
+from console.sim.state import SimProc
 from console.sim.options import scan_options
-from console.sim.shell import transient_procs
 
 
 def _sherr(sh, cmd: str, msg: str) -> str:
@@ -192,3 +192,20 @@ async def c_fuser(sh, argv, stdin):
     if silent:
         out = err = ""
     return out, "".join(err_missing) + err, 0 if holders else 1
+
+
+def transient_procs(sh, comm: str, args: str) -> list[SimProc]:
+    """The processes a running command line shows in ps: its parents in the line and itself."""
+    node = sh.node
+    out = []
+    parent = node.shell_pid
+    for c, a in sh.chain[:-1] + [(comm, args)]:
+        pid = node.alloc_pid()
+        sp = node.procs.get(node.shell_pid)
+        p = SimProc(pid=pid, ppid=parent, comm=c, args=a, user=sp.user if sp else "root",
+                    uid=sp.uid if sp else 0, start=node.now, state="R" if c == comm else "S",
+                    wchan="do_wait", pid_ns=node.pid_ns, pgrp=sp.pgrp if sp else pid,
+                    sid=sp.sid if sp else pid)
+        out.append(p)
+        parent = pid
+    return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from console.sim import nvsmi, procfs
-from console.sim.shell import Rebooting
+from console.sim.errors import Rebooting
 
 
 async def c_nvidia_smi(sh, argv, stdin):

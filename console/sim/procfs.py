@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import time
 
-from console.sim.node import SIGNALS, SimNode
+from console.sim.node import SimNode
+from console.sim.signals import SIGNALS
 from console.sim.state import ALIVE, CLK_TCK, EXITING, ZOMBIE, SimProc
 
 _PAGE_KB = 4

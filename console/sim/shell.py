@@ -15,31 +15,14 @@ import re
 from console.model import CommandResult
 from console import probe
 from console.sim import probe_answers, vfs
-from console.sim.state import SimProc
+from console.sim.commands import COMMANDS
+from console.sim.errors import Deadline, Rebooting, ShellExit
 
 _PROBE_LINE = re.compile(r"^echo '(?P<mark>[^']*) begin (?P<name>\w+)'; (?P<cmd>.*); "
                          r"echo \"(?P=mark) end (?P=name) \$\?\"$")
 _GUARD = re.compile(r"/proc/(?P<pid>\d+)/stat .*\[ \"\$s\" = (?P<ticks>-?\d+) \]; then kill -s (?P<sig>\w+) ")
 _REDIR = re.compile(r"^(\d?)(>>|>|<)(&?)(.*)$")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-
-
-class Deadline(Exception):
-    """A sleep ran into the innermost deadline (a ``timeout`` or the exec's own)."""
-
-    def __init__(self, deadline: float) -> None:
-        super().__init__(deadline)
-        self.deadline = deadline
-
-
-class Rebooting(Exception):
-    """The command line rebooted the node: the connection drops."""
-
-
-class ShellExit(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
 
 
 def split_list(line: str) -> list[tuple[str, str]]:
@@ -145,6 +128,10 @@ class Shell:
 
     # ------------------------------------------------------------------ time
 
+    def knows(self, command: str) -> bool:
+        """A command this shell can run (what `timeout CMD` checks before it starts)."""
+        return command in COMMANDS
+
     async def sleep(self, seconds: float) -> None:
         clock = self.node.clock
         now = clock.now()
@@ -241,7 +228,6 @@ class Shell:
             words = words[1:]
         if not words:
             return "", "", self.status if self.vars else 0
-        from console.sim.commands import COMMANDS
         name = words[0]
         base = name.rsplit("/", 1)[-1] if name.startswith(("/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/")) else name
         handler = COMMANDS.get(base)
@@ -455,20 +441,3 @@ async def run_script(node, script: str, timeout: float) -> CommandResult:
     node.settle()
     return CommandResult(command=script, rc=rc, stdout="".join(sh.out), stderr="".join(sh.err),
                          duration_s=round(clock.now() - started, 6), error=error)
-
-
-def transient_procs(sh: Shell, comm: str, args: str) -> list[SimProc]:
-    """The processes a running command line shows in ps: its parents in the line and itself."""
-    node = sh.node
-    out = []
-    parent = node.shell_pid
-    for c, a in sh.chain[:-1] + [(comm, args)]:
-        pid = node.alloc_pid()
-        sp = node.procs.get(node.shell_pid)
-        p = SimProc(pid=pid, ppid=parent, comm=c, args=a, user=sp.user if sp else "root",
-                    uid=sp.uid if sp else 0, start=node.now, state="R" if c == comm else "S",
-                    wchan="do_wait", pid_ns=node.pid_ns, pgrp=sp.pgrp if sp else pid,
-                    sid=sp.sid if sp else pid)
-        out.append(p)
-        parent = pid
-    return out

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: what ``demo`` and ``simulate`` run when no scenario is named
+DEFAULT_SCENARIO = "seed"
 HOST_PID_NS = "pid:[4026531836]"        # the initial PID namespace's inode on every Linux
 CLK_TCK = 100
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 from console.model import CommandResult
 from console.sim.node import SimNode
 from console.sim.scenarios import scenario_names
+from console.sim.state import DEFAULT_SCENARIO
 from console import probe
 from console.probe import DEFAULT_PROBE_TIMEOUT_S
 from console.sources.shell import ShellSource
-
-DEFAULT_SCENARIO = "seed"
-
 
 def parse_demo_target(target: str) -> str | None:
     """``demo`` -> "seed", ``demo:NAME`` -> NAME; None when the target is not a demo target.

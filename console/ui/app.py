@@ -13,8 +13,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from console.actions import ActionPolicy
-from console.engine import NodeMonitor
+from console.actions.plan import ActionPolicy
+from console.monitor import NodeMonitor
 from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
 from console.sources.base import Source

@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from console.actions import ActionPlan
+from console.actions.plan import ActionPlan
 from console.ui.text import printable
 
 

@@ -28,7 +28,7 @@ def _when(epoch: float | None) -> str:
 
 
 def finding_detail(f: Finding, snap: NodeSnapshot) -> Text:
-    from console.ladder import commands_for, step_args
+    from console.actions.ladder import commands_for, step_args
     out = Text()
     out.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
     out.append(f"{f.kind} on {printable(snap.name)}\n\n", style="bold")

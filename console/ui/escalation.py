@@ -25,26 +25,33 @@ class EscalationKeys:
         return int(key.rsplit(":", 1)[1])
 
     def apply_finding(self, finding) -> None:
-        """A finding's next step: waiting is the wait-and-reread check, a rung goes to Confirm."""
-        from console.ladder import step_args
-        if finding.rung is None:
-            return
-        if finding.rung == "wait":
-            seconds = int(finding.evidence.get("wait_s") or self.WAIT_S) if finding.evidence else self.WAIT_S
-            self._run_check("wait-and-reread", {"seconds": max(1, min(seconds, 300))})
-            return
-        pids, gpus = step_args(finding)
-        self.action_act(finding.rung, pids=pids, gpus=gpus)
-
-    def action_act(self, rung: str, *, pids=None, gpus=None) -> None:
-        from console.actions import plan_action
+        """A finding's next step (console/actions/step.py): waiting is the wait-and-reread
+        check, a rung goes to Confirm."""
+        from console.actions.step import step_for
         source, snap = self._current()
         if source is None or snap is None:
             self.notify("no reading of this node yet", severity="warning")
             return
-        if pids is not None or gpus is not None:     # a finding's own targets
-            pids, gpus = list(pids or ()), list(gpus or ())
-        elif rung in ("sigterm", "sigkill"):
+        try:
+            step = step_for(finding, snap, wait_default=self.WAIT_S)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        if step is None:
+            return
+        if step.check is not None:
+            self._run_check(step.check[0], dict(step.check[1]))
+        else:
+            self._confirm(step.plan, source)
+
+    def action_act(self, rung: str) -> None:
+        from console.actions.plan import plan_action
+        source, snap = self._current()
+        if source is None or snap is None:
+            self.notify("no reading of this node yet", severity="warning")
+            return
+        pids = gpus = None
+        if rung in ("sigterm", "sigkill"):
             pids = self.selected_pids()
             if not pids:
                 self.notify("select or tag processes first (space tags)", severity="warning")
@@ -60,6 +67,10 @@ class EscalationKeys:
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
+        self._confirm(plan, source)
+
+    def _confirm(self, plan, source: Source) -> None:
+        """Confirm (exact commands, every target), then the guarded execute; nothing runs unanswered."""
         if not plan.commands:
             why = "; ".join(plan.refusals) or "nothing to do"
             self.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
@@ -74,10 +85,10 @@ class EscalationKeys:
         self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
 
     def _execute(self, plan, source: Source, *, typed: str | None = None) -> None:
-        from console.actions import execute
+        from console.actions.run import execute
         monitor = next(m for m in self.monitors if m.source is source)
         hyp = self.incident.open_hypothesis()
-        self.notify(f"{plan.node}: {plan.title} — verifying for up to 10 s…", timeout=5)
+        self.notify(f"{plan.node}: {plan.title} — verifying for up to {plan.verify_s:.0f} s…", timeout=5)
 
         async def work() -> None:
             outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline,

@@ -33,14 +33,14 @@ import asyncssh
 
 from console.clock import REAL_CLOCK, Clock
 from console.model import CommandResult, NodeSnapshot
-from console.targets import SshOptions, parse_destination
+from console.sources.ssh.options import SshOptions, parse_destination
 from console import probe
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
 from console.sources.parse import clip
 from console.sources.shell import ShellSource
-from console.sources.ssh_limits import MAX_HANDSHAKES_PER_SSHD, MAX_HANDSHAKES_TOTAL, ConnectLimiter
-from console.sources.ssh_session import session_pids
-from console.sources.ssh_trust import HostKeyFileError, HostTrust, host_port
+from console.sources.ssh.limits import MAX_HANDSHAKES_PER_SSHD, MAX_HANDSHAKES_TOTAL, ConnectLimiter
+from console.sources.ssh.session import session_pids
+from console.sources.ssh.trust import HostKeyFileError, HostTrust, host_port
 
 __all__ = ["ConnectLimiter", "MAX_HANDSHAKES_PER_SSHD", "MAX_HANDSHAKES_TOTAL", "SshSource",
            "session_pids"]

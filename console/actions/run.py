@@ -14,15 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
-from console import actions_verify as av
-from console import ladder
+from console.actions import verify as av
+from console.actions.ladder import COMMAND_TIMEOUT_S, RELEASES_NVML
+from console.actions.plan import ActionPlan, ActionPolicy
 from console.diagnosis import text as t
 from console.model import ActionRecord, CommandResult, NodeSnapshot, TimelineEntry
-
-if TYPE_CHECKING:
-    from console.actions import ActionPlan, ActionPolicy
 
 log = logging.getLogger("gpu_incident.actions")
 Reader = Callable[[], Awaitable[NodeSnapshot]]
@@ -31,7 +29,7 @@ OUTPUT_LIMIT = 4000
 
 @dataclass(frozen=True)
 class ActionOutcome:
-    plan: "ActionPlan"
+    plan: ActionPlan
     status: str                     # refused | dry-run | failed | settled | unsettled
     text: str                       # title + one outcome line (the timeline entry's text)
     refused: str | None = None      # why it did not run ("read-only: ...", typed name wrong, nothing to run)
@@ -76,7 +74,7 @@ class ActionWatch:
 class _Seen:
     """What verification has seen so far (kept outside the coroutine so a cancel can report it)."""
 
-    def __init__(self, plan: "ActionPlan") -> None:
+    def __init__(self, plan: ActionPlan) -> None:
         self.plan = plan
         self.after: dict[str, int | None] | None = None
         self.fates = av.TargetFates()
@@ -114,12 +112,12 @@ class _Seen:
 
 # ---------------------------------------------------------------- execute
 
-async def execute(plan: "ActionPlan", source: Any, *, policy: "ActionPolicy | None" = None,
+async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None = None,
                   timeline: Any = None, read: Reader | None = None, monitor: Any = None,
                   clock: Any = None, typed: str | None = None, hypothesis: int | None = None,
                   verify_window_s: float | None = None, deadline_s: float | None = None,
                   poll_s: float = 1.0, watch_poll_s: float = 2.0,
-                  command_timeout: float = ladder.COMMAND_TIMEOUT_S) -> ActionOutcome:
+                  command_timeout: float = COMMAND_TIMEOUT_S) -> ActionOutcome:
     """Run ``plan`` on ``source`` (a console.sources.base.Source); never raises for node trouble.
 
     ``timeline``: a console.incident.timeline.Timeline (or None: nothing is written).
@@ -127,13 +125,12 @@ async def execute(plan: "ActionPlan", source: Any, *, policy: "ActionPolicy | No
     ``monitor``: a NodeMonitor (or anything with ``actions`` and ``poll_soon()``): the action is
     recorded there so diagnosis knows its teardown window, and a poll is asked for at once.
     ``clock``: a console.clock clock; default the source's own (a simulated node's time). ``typed``: what the operator typed for a plan with
-    ``typed_confirmation`` (refused unless equal). ``deadline_s`` default: the rung's.
+    ``typed_confirmation`` (refused unless equal). ``verify_window_s`` and ``deadline_s`` default: the plan's.
     """
-    from console.actions import VERIFY_WINDOW_S, ActionPolicy
     policy = policy or ActionPolicy()
     clock = clock or source.clock
     read = read or source.poll
-    window = VERIFY_WINDOW_S if verify_window_s is None else float(verify_window_s)
+    window = plan.verify_s if verify_window_s is None else float(verify_window_s)
     deadline = plan.deadline_s if deadline_s is None else float(deadline_s)
     command = "\n".join(plan.commands)
 
@@ -215,7 +212,7 @@ async def execute(plan: "ActionPlan", source: Any, *, policy: "ActionPolicy | No
                          entry=entry, watch=watch, timeline_error=timeline_errors[0] if timeline_errors else None)
 
 
-async def _run(plan: "ActionPlan", source: Any, results: list[CommandResult], timeout: float) -> None:
+async def _run(plan: ActionPlan, source: Any, results: list[CommandResult], timeout: float) -> None:
     """Signal each target (guarded by its start time) or run each command line, in order."""
     if plan.signal:
         for tgt in plan.targets:
@@ -223,7 +220,6 @@ async def _run(plan: "ActionPlan", source: Any, results: list[CommandResult], ti
                                       create_time=tgt.create_time)
             results.append(res)
         return
-    from console.actions import RELEASES_NVML
     release = plan.rung in RELEASES_NVML and hasattr(source, "nvml_paused")
     if release:   # this console is an NVML client too: the driver refuses a reset while it holds on
         source.nvml_paused = True
@@ -341,12 +337,12 @@ def _deadline_text(seen: _Seen, words: str) -> str:
 
 # ---------------------------------------------------------------- texts
 
-def _going_down(plan: "ActionPlan", res: CommandResult) -> bool:
+def _going_down(plan: ActionPlan, res: CommandResult) -> bool:
     """A reboot's connection closing under it is the reboot happening, not a failure."""
     return plan.rung == "reboot" and res.rc is None and res.error is not None
 
 
-def _issued(plan: "ActionPlan", res: CommandResult) -> bool:
+def _issued(plan: ActionPlan, res: CommandResult) -> bool:
     return res.ok or _going_down(plan, res)
 
 
@@ -357,14 +353,14 @@ def _overall_rc(results: list[CommandResult]) -> int | None:
     return 0 if results else None
 
 
-def _shown(plan: "ActionPlan", res: CommandResult, index: int) -> str:
+def _shown(plan: ActionPlan, res: CommandResult, index: int) -> str:
     """The command as the operator was shown it (a guarded kill renders as plain `kill -s`)."""
     if plan.signal and index < len(plan.targets):
         return f"kill -s {plan.signal} {plan.targets[index].pid}"
     return res.command
 
 
-def _output(plan: "ActionPlan", results: list[CommandResult]) -> str:
+def _output(plan: ActionPlan, results: list[CommandResult]) -> str:
     parts: list[str] = []
     if plan.signal:
         ok = sum(1 for r in results if r.ok)
@@ -381,7 +377,7 @@ def _output(plan: "ActionPlan", results: list[CommandResult]) -> str:
     return text if len(text) <= OUTPUT_LIMIT else text[:OUTPUT_LIMIT] + "\n[output cut]"
 
 
-def _outcome_line(plan: "ActionPlan", results: list[CommandResult], seen: _Seen, cancelled: bool) -> str:
+def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, cancelled: bool) -> str:
     bits: list[str] = []
     if plan.signal:
         ok = [i for i, r in enumerate(results) if r.ok]

@@ -5,7 +5,7 @@ the exact command lines as a shell would read them (even where signals go throug
 a pidfd), one row per process it touches, and why any selected process was left out (PID 1,
 the console itself or its SSH session, kernel threads, processes no longer there). It is pure.
 
-``execute`` (console/actions_run.py) runs a plan under an ``ActionPolicy`` (``--read-only``
+``execute`` (console/actions/run.py) runs a plan under an ``ActionPolicy`` (``--read-only``
 refuses, ``--dry-run`` records without running), re-checks every target's start time as it
 signals it, re-reads the node to verify the effect and writes the timeline entries::
 
@@ -14,32 +14,28 @@ signals it, re-reads the node to verify the effect and writes the timeline entri
     outcome.entry.freed_mib          # what the first verification window saw
     outcome.watch                    # still watching until the rung's deadline (cancel() on quit)
 
-Rungs: the ladder's (console/ladder.py) except "wait" (that is the wait-and-reread check),
-plus "reload-driver" (palette only, like reboot; both ask for the node's name).
+Rungs: console/actions/ladder.py's ACTION_RUNGS ("wait" is the wait-and-reread check, not an
+action); reload-driver and reboot are palette-only and ask for the node's name.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from console import ladder
+from console.actions import ladder
+from console.actions.ladder import ACTION_RUNGS, SIGNAL_OF
+from console.actions.verify import memory_of
 from console.diagnosis import text as t
+from console.diagnosis import who
 from console.model import NodeSnapshot, Proc
 
-RELOAD_DRIVER_COMMAND = "modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"
-ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot")
-SIGNAL_RUNGS = {"sigterm": "TERM", "sigkill": "KILL", "kill-holders": "KILL"}
-#: rungs that need the node's name typed before they run (palette only)
-TYPED_RUNGS = frozenset({"reload-driver", "reboot"})
-#: rungs that must release a local NVML handle first (the driver refuses while a client holds it)
-RELEASES_NVML = frozenset({"reset", "reload-driver"})
-#: the operator's keys for the rungs that have one (DESIGN.md §1 Keys)
-KEY_RUNGS = {"t": "sigterm", "k": "sigkill", "F": "kill-holders", "B": "clear-blockers", "R": "reset"}
-
 VERIFY_WINDOW_S = 10.0
+#: the first verification window where a rung needs another: SIGTERM is given its grace before
+#: the outcome is written (else the advice after it would only be "wait out the grace")
+VERIFY_WINDOW_OF = {"sigterm": who.SIGTERM_GRACE_S}
 #: how long after an action later changes are still attributed to it (observations)
-RUNG_DEADLINE_S = {"sigterm": 30.0, "sigkill": ladder.TEARDOWN_WINDOW_S,
-                   "kill-holders": ladder.TEARDOWN_WINDOW_S, "clear-blockers": 30.0, "reset": 60.0,
+RUNG_DEADLINE_S = {"sigterm": 30.0, "sigkill": who.TEARDOWN_WINDOW_S,
+                   "kill-holders": who.TEARDOWN_WINDOW_S, "clear-blockers": 30.0, "reset": 60.0,
                    "reload-driver": 120.0, "reboot": 600.0}
 
 
@@ -62,7 +58,7 @@ class ActionTarget:
 
     @classmethod
     def of(cls, proc: Proc) -> "ActionTarget":
-        return cls(pid=proc.pid, user=proc.user, state=proc.state, name=ladder.label(proc),
+        return cls(pid=proc.pid, user=proc.user, state=proc.state, name=who.label(proc),
                    cmdline=proc.cmdline, gpu_memory_mib=dict(proc.gpu_memory_mib),
                    start_ticks=proc.start_ticks, create_time=proc.create_time,
                    threads_in_d=proc.threads_in_d)
@@ -84,15 +80,12 @@ class ActionPlan:
     expected_mib: Mapping[str, int | None] = field(default_factory=dict)    # targets' share per GPU
     taken_at: float | None = None               # the snapshot's time
     deadline_s: float = VERIFY_WINDOW_S
-
-    @property
-    def runnable(self) -> bool:
-        return bool(self.commands)
+    verify_s: float = VERIFY_WINDOW_S          # the first verification window (the outcome's)
 
     @property
     def signal(self) -> str | None:
         """TERM/KILL for the signalling rungs, else None."""
-        return SIGNAL_RUNGS.get(self.rung)
+        return SIGNAL_OF.get(self.rung)
 
 
 @dataclass(frozen=True)
@@ -128,7 +121,7 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
         raise ValueError(f"unknown action {rung!r}; one of {', '.join(ACTION_RUNGS)}{extra}")
     gpus = tuple(sorted(dict.fromkeys(int(g) for g in gpus)))
     pids = tuple(dict.fromkeys(int(p) for p in pids))
-    if rung in SIGNAL_RUNGS:
+    if rung in SIGNAL_OF:
         return _signal_plan(snap, rung, pids, gpus)
     if rung == "clear-blockers":
         return _blockers_plan(snap, gpus)
@@ -140,26 +133,21 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
 def _finish(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,
             targets: Sequence[ActionTarget] = (), refusals: Sequence[str] = (), notes: Sequence[str] = (),
             expected: Mapping[str, int | None] | None = None, typed: str | None = None) -> ActionPlan:
-    from console.actions_verify import memory_of
     gpus = tuple(sorted(set(gpus)))
     return ActionPlan(node=snap.name, rung=rung, title=title, commands=tuple(commands), targets=tuple(targets),
                       gpus=gpus, refusals=tuple(refusals), notes=tuple(notes), destructive=True,
                       typed_confirmation=typed, memory_before=memory_of(snap, gpus),
                       expected_mib=dict(expected or {}), taken_at=snap.taken_at,
-                      deadline_s=RUNG_DEADLINE_S[rung])
+                      deadline_s=RUNG_DEADLINE_S[rung], verify_s=VERIFY_WINDOW_OF.get(rung, VERIFY_WINDOW_S))
 
 
 def refusal_reason(snap: NodeSnapshot, pid: int) -> str | None:
-    """Why this PID must not be signalled from this snapshot, or None when it may be."""
-    if pid <= 0:
-        return f"PID {pid} is not a process"
-    if pid == 1:
-        return "PID 1 (init) is never signalled"
-    if pid in snap.own_pids:
-        return f"PID {pid} is this console or the session it runs in"
+    """Why this PID must not be signalled from this snapshot, or None when it may be: the
+    protected processes (console/diagnosis/who.py), and what the snapshot cannot vouch for."""
+    protected = who.protection_reason(snap, pid)
+    if protected is not None:
+        return protected
     proc = snap.proc(pid)
-    if pid == 2 or (proc is not None and proc.ppid == 2):
-        return f"PID {pid} is a kernel thread"
     if proc is None:
         if any(dp.pid == pid for dp in snap.driver_processes):
             return (f"PID {pid} is listed by the driver but not visible here (another PID namespace); "
@@ -177,8 +165,8 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     ok: list[int] = []
     for pid in pids:
         reason = refusal_reason(snap, pid)
-        if reason is None and rung == "kill-holders" and ladder.blocker_daemon(snap.proc(pid)) is not None:
-            reason = (f"PID {pid} ({ladder.label(snap.proc(pid))}) is a reset blocker: "
+        if reason is None and rung == "kill-holders" and who.blocker_daemon(snap.proc(pid)) is not None:
+            reason = (f"PID {pid} ({who.label(snap.proc(pid))}) is a reset blocker: "
                       "clear-blockers (B) stops it")
         if reason is None:
             ok.append(pid)
@@ -194,7 +182,7 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     for tgt in targets:
         proc = snap.proc(tgt.pid)
         held = {int(k) for k in tgt.gpu_memory_mib if str(k).isdecimal()}
-        held |= ladder.device_gpus(proc) | ladder.driver_gpus(snap, tgt.pid)
+        held |= who.device_gpus(proc) | who.driver_gpus(snap, tgt.pid)
         if not gpus:
             on |= held
         for k, v in tgt.gpu_memory_mib.items():
@@ -202,7 +190,7 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
                 expected[str(k)] = (expected.get(str(k)) or 0) + (v or 0)
     if expected:   # the targets' share is known: GPUs they hold nothing on have nothing to give back
         expected = {str(g): expected.get(str(g), 0) for g in on}
-    sig = SIGNAL_RUNGS[rung]
+    sig = SIGNAL_OF[rung]
     n = len(targets)
     noun = t.plural(n, "process", "processes")
     if rung == "kill-holders":
@@ -216,17 +204,10 @@ def _holder_candidates(snap: NodeSnapshot, gpus: Sequence[int], refusals: list[s
     """Every holder of the GPUs the snapshot found: open device files and the driver's list.
 
     Protected processes and the blocker daemons stay in (the caller refuses them with a reason);
-    a superset of ladder.holder_pids, which leaves them out silently.
+    a PID the driver lists from another PID namespace is added (refused too, with the reason).
     """
     want = set(gpus)
-    out: list[int] = []
-    for proc in snap.processes:
-        listed = ladder.driver_gpus(snap, proc.pid)
-        if not (proc.holds_devices or listed):
-            continue
-        on = ladder.device_gpus(proc) | listed
-        if (on & want) if want else (on or proc.holds_devices):
-            out.append(proc.pid)
+    out = [p.pid for p in who.holder_candidates(snap, gpus)]
     here = set(snap.driver_processes_here())
     for dp in snap.driver_processes:
         if dp in here or (want and dp.gpu_index not in want):
@@ -244,12 +225,12 @@ def _holder_candidates(snap: NodeSnapshot, gpus: Sequence[int], refusals: list[s
 
 def _blockers_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
     lines = ladder.commands_for("clear-blockers", snap, gpus=gpus)
-    daemons = [p for p in snap.processes if ladder.blocker_daemon(p) is not None and p.state != "Z"]
+    daemons = [p for p in snap.processes if who.blocker_daemon(p) is not None and p.state != "Z"]
     pm = [g.index for g in snap.gpus if g.persistence_mode and (not gpus or g.index in gpus)]
     on = gpus or tuple(pm) or tuple(g.index for g in snap.gpus)
     what = []
     if daemons:
-        what.append(", ".join(dict.fromkeys(ladder.program_of(p) for p in daemons)))
+        what.append(", ".join(dict.fromkeys(who.program_of(p) for p in daemons)))
     if pm:
         what.append(f"persistence mode on {t.gpus(pm)}")
     title = "Clear the reset blockers" + (f": {' and '.join(what)}" if what else "")
@@ -262,15 +243,15 @@ def _reset_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
     lines = ladder.commands_for("reset", snap, gpus=gpus)
     on = [int(line.rsplit(" ", 1)[1]) for line in lines]
     notes = []
-    holders = [p for p in (snap.proc(pid) for pid in ladder.holder_pids(snap, on)) if p is not None]
+    holders = [p for p in (snap.proc(pid) for pid in who.holder_pids(snap, on)) if p is not None]
     if holders:
         notes.append(f"{t.plural(len(holders), 'process', 'processes')} still hold {t.gpus(on)} "
                      f"({t.pid_list([p.pid for p in holders])}): the reset refuses while any does")
-    daemons = [p for p in snap.processes if ladder.blocker_daemon(p) is not None and p.state != "Z"]
+    daemons = [p for p in snap.processes if who.blocker_daemon(p) is not None and p.state != "Z"]
     pm = [g.index for g in snap.gpus if g.persistence_mode and g.index in on]
     if daemons or pm:
         bits = [f"persistence mode on {t.gpus(pm)}"] if pm else []
-        bits += [f"{ladder.label(p)} (PID {p.pid})" for p in daemons]
+        bits += [f"{who.label(p)} (PID {p.pid})" for p in daemons]
         notes.append(f"reset blockers: {', '.join(bits)}; clear them first (B)")
     refusals = [] if lines else ["no GPU selected and none holds memory"]
     title = f"Reset {t.gpus(on)}" if on else "Reset"
@@ -279,23 +260,18 @@ def _reset_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
 
 def _node_plan(snap: NodeSnapshot, rung: str) -> ActionPlan:
     every = [g.index for g in snap.gpus]
-    holders = [snap.proc(pid) for pid in ladder.holder_pids(snap)]
+    holders = [snap.proc(pid) for pid in who.holder_pids(snap)]
     notes = []
     if holders:
         notes.append(f"{t.plural(len(holders), 'process', 'processes')} hold the GPUs and will be lost "
                      f"({t.pid_list([p.pid for p in holders])})")
+    lines = ladder.commands_for(rung, snap)
     if rung == "reboot":
-        title, lines = f"Reboot {snap.name}", ladder.commands_for("reboot", snap)
+        title = f"Reboot {snap.name}"
     else:
-        title, lines = f"Reload the NVIDIA driver on {snap.name}", [RELOAD_DRIVER_COMMAND]
+        title = f"Reload the NVIDIA driver on {snap.name}"
         if holders:
             notes.append("modprobe -r refuses while any process holds the driver (\"Module nvidia is in use\")")
     return _finish(snap, rung, title, lines, every, targets=[ActionTarget.of(p) for p in holders if p],
                    notes=notes, typed=snap.name)
 
-
-from console.actions_run import ActionOutcome, ActionWatch, execute  # noqa: E402  (re-exported API)
-
-__all__ = ["ACTION_RUNGS", "KEY_RUNGS", "RELOAD_DRIVER_COMMAND", "RUNG_DEADLINE_S", "VERIFY_WINDOW_S",
-           "ActionOutcome", "ActionPlan", "ActionPolicy", "ActionTarget", "ActionWatch", "execute",
-           "plan_action", "refusal_reason"]

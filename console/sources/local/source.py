@@ -28,12 +28,12 @@ import psutil
 
 from console.clock import REAL_CLOCK, Clock
 from console.model import CommandResult, DriverProc, NodeSnapshot, Proc
-from console.sources import nvml as _nvml
+from console.sources.local import nvml as _nvml
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S
 from console.sources.base import Source, logged
 from console.sources.parse import DMESG_DENIED, credit_driver_memory, parse_stat_line, parse_xid
 from console.probe import DEFAULT_DEVICE_GLOB
-from console.sources.procscan import ProcScan, ProcScanner, own_ancestry, own_pids_now, read_file
+from console.sources.local.procscan import ProcScan, ProcScanner, own_ancestry, own_pids_now, read_file
 
 __all__ = ["DEFAULT_DEVICE_GLOB", "DMESG_DENIED", "LocalSource", "ProcScan", "ProcScanner",
            "own_ancestry"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from console.diagnosis import text as t
-from console.ladder import FREED_MIB, blocker_daemon
+from console.diagnosis.who import FREED_MIB, blocker_daemon
 from console.model import NodeSnapshot
 
 Memory = Mapping[str, "int | None"]

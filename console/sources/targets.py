@@ -1,100 +1,36 @@
 """What the operator names on the command line, turned into sources.
 
 ``expand_targets`` expands Slurm-style hostlists (``gpu[01-16]``) and a nodes
-file; ``parse_destination`` splits ``[user@]host[:port]`` (IPv6 in brackets);
+file (``[user@]host[:port]`` destinations are console/sources/ssh/options.py's);
 ``make_source`` picks the Source kind for one target. Every bad input raises
 ValueError with one line that says what is wrong.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from console.probe import DEFAULT_DEVICE_GLOB
+from console.sources.ssh.options import SshOptions, parse_destination
 
 if TYPE_CHECKING:
     from console.sources.base import Source
 
 #: the most nodes one command line may expand to (a typo like gpu[1-999999] stops here)
 MAX_TARGETS = 4096
-DEFAULT_SCENARIO = "seed"
 
 _PORT_RE = re.compile(r"^(?P<host>.*?):(?P<port>[0-9]+)$")
 
 
-@dataclass(frozen=True)
-class SshOptions:
-    """SSH settings shared by every SSH target (the CLI's SSH flags)."""
-    ssh_config: str | None = None          # None: ~/.ssh/config when it exists
-    identity: tuple[str, ...] = ()         # -i files, tried before the agent's keys
-    known_hosts: str | None = None         # None: UserKnownHostsFile from the config, else ~/.ssh/known_hosts
-    accept_new_host_keys: bool = False     # record keys of hosts not yet known (never changed ones)
-    connect_timeout: float = 10.0          # TCP connect + SSH handshake + authentication
-    keepalive: float = 15.0                # seconds between keepalives; 3 missed answers drop the link
-    reconnect_min: float = 1.0             # first reconnect delay; doubles per failure (with jitter)
-    reconnect_max: float = 30.0
-    max_channels: int = 8                  # per node, the probe shell included (sshd allows 10)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.identity, str):
-            object.__setattr__(self, "identity", (self.identity,))
-        else:
-            object.__setattr__(self, "identity", tuple(self.identity or ()))
-        if self.max_channels < 1:
-            raise ValueError("max_channels must be at least 1")
-
-
 def is_special(target: str) -> bool:
     """`local`, `demo` and `demo:NAME` are not SSH destinations."""
-    return target == "local" or target == "demo" or target.startswith("demo:")
+    return target == "local" or is_demo_target(target)
 
 
-def parse_destination(dest: str) -> tuple[str | None, str, int | None]:
-    """Split ``[user@]host[:port]`` into (user, host, port); IPv6 as ``[::1]:22`` or bare ``::1``."""
-    text = dest.strip()
-    if not text or any(c.isspace() for c in text):
-        raise ValueError(f"bad SSH destination {dest!r}: empty or contains spaces")
-    if text.startswith("ssh://"):
-        text = text[len("ssh://"):].rstrip("/")
-    user: str | None = None
-    if "@" in text:
-        user, _, text = text.rpartition("@")
-        if not user:
-            raise ValueError(f"bad SSH destination {dest!r}: empty user name")
-    port_text: str | None = None
-    if text.startswith("["):
-        close = text.find("]")
-        if close < 0:
-            raise ValueError(f"bad SSH destination {dest!r}: '[' without ']'")
-        host, rest = text[1:close], text[close + 1:]
-        if rest:
-            if not rest.startswith(":"):
-                raise ValueError(f"bad SSH destination {dest!r}: unexpected {rest!r} after ']'")
-            port_text = rest[1:]
-    elif text.count(":") > 1:          # a bare IPv6 address: no port possible
-        host = text
-    elif ":" in text:
-        host, _, port_text = text.partition(":")
-    else:
-        host = text
-    if not host:
-        raise ValueError(f"bad SSH destination {dest!r}: no host")
-    if any(c in host for c in "[]/,"):
-        raise ValueError(f"bad SSH destination {dest!r}: bad host name {host!r}")
-    port: int | None = None
-    if port_text is not None:
-        if not port_text.isdecimal() or not 0 < int(port_text) < 65536:
-            raise ValueError(f"bad SSH destination {dest!r}: port must be a number from 1 to 65535")
-        port = int(port_text)
-    return user, host, port
-
-
-def format_destination(user: str | None, host: str, port: int | None) -> str:
-    """The inverse of parse_destination."""
-    h = f"[{host}]" if ":" in host and port is not None else host
-    return (f"{user}@" if user else "") + h + (f":{port}" if port is not None else "")
+def is_demo_target(target: str) -> bool:
+    """``demo`` or ``demo:NAME`` (console/sources/sim.py knows the scenarios)."""
+    return target == "demo" or target.startswith("demo:")
 
 
 def _expand_one(word: str) -> list[str]:
@@ -174,16 +110,12 @@ def make_source(target: str, *, ssh: SshOptions | None = None,
                 probe_timeout: float = 10.0) -> Source:
     """The Source for one expanded target: local, demo[:SCENARIO] or an SSH destination."""
     if target == "local":
-        from console.sources.local import LocalSource
+        from console.sources.local.source import LocalSource
         return LocalSource(name="local", device_glob=device_glob)
-    if target == "demo" or target.startswith("demo:"):
-        scenario = target.partition(":")[2] or DEFAULT_SCENARIO
-        from console.sources.sim import SimSource
-        try:
-            return SimSource(name=target, scenario=scenario)
-        except KeyError:
-            raise ValueError(f"unknown demo scenario {scenario!r}") from None
+    if is_demo_target(target):
+        from console.sources.sim import SimSource, parse_demo_target
+        return SimSource(name=target, scenario=parse_demo_target(target))
     parse_destination(target)
-    from console.sources.ssh import SshSource
+    from console.sources.ssh.source import SshSource
     return SshSource(target, ssh or SshOptions(), device_glob=device_glob,
                      probe_timeout=probe_timeout)

@@ -27,7 +27,7 @@ STOP_TIMEOUT_S = 5.0
 def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
               actions: Sequence[ActionRecord] = ()) -> NodeSnapshot:
     """The snapshot with its findings filled in (diagnosis never takes a node down)."""
-    from console.diagnose import diagnose
+    from console.diagnosis import diagnose
     try:
         findings = diagnose(snap, history, actions)
     except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,111 @@
+"""The escalation ladder: its rungs and the exact commands each rung shows.
+
+Rungs, gentlest first::
+
+    wait            let the driver finish tearing down (nothing is run: the wait-and-reread check)
+    sigterm         kill -s TERM <pids>            ask the processes to exit
+    sigkill         kill -s KILL <pids>            force them
+    kill-holders    kill -s KILL <pids>            every process holding the GPUs' device files,
+                                                   listed one by one (never `fuser -k`, never by name)
+    clear-blockers  stop persistenced / MPS / DCGM / fabric manager, `nvidia-smi -pm 0 -i N`
+    reset           nvidia-smi -r -i N
+    reload-driver   modprobe -r ... && modprobe nvidia      (palette only, the node's name typed)
+    reboot          systemctl reboot                        (palette only, the node's name typed)
+
+Which rung to take is decided by diagnosis (console/diagnosis/advice.py) from the evidence;
+this module renders a rung; console/actions/plan.py plans it and console/actions/run.py
+carries it out. Who may be touched is console/diagnosis/who.py's rule, whatever is asked.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from console.diagnosis.who import BLOCKER_DAEMONS, FREED_MIB, blocker_daemon, holder_pids, is_protected
+from console.model import Finding, NodeSnapshot, Proc
+
+#: what diagnosis may propose (Finding.rung), gentlest first
+RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
+#: what the action layer runs ("wait" is the wait-and-reread check, not an action)
+ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot")
+#: the signal each signalling rung sends
+SIGNAL_OF = {"sigterm": "TERM", "sigkill": "KILL", "kill-holders": "KILL"}
+#: rungs that must release a local NVML handle first (the driver refuses while a client holds it)
+RELEASES_NVML = frozenset({"reset", "reload-driver"})
+RELOAD_DRIVER_COMMAND = "modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"
+COMMAND_TIMEOUT_S = 60.0    # nvidia-smi -r and systemctl stop can be slow
+
+def _signal_targets(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],
+                    rung: str) -> tuple[list[int], list[int]]:
+    """(PIDs to signal, PIDs refused). Default targets when none are given."""
+    if not pids:
+        pids = holder_pids(snap, gpus)
+        if rung in ("sigterm", "sigkill"):   # a bare zombie cannot be signalled away
+            pids = [p for p in pids if _signallable(snap.proc(p))]
+    ok, refused = [], []
+    for pid in dict.fromkeys(int(p) for p in pids):
+        (refused if is_protected(snap, pid) else ok).append(pid)
+    return ok, refused
+
+
+def _signallable(proc: Proc | None) -> bool:
+    return proc is not None and (proc.state != "Z" or bool(proc.gpu_memory_mib) or proc.holds_devices)
+
+
+def _blocker_commands(snap: NodeSnapshot, gpus: Sequence[int]) -> list[str]:
+    lines: list[str] = []
+    for d in BLOCKER_DAEMONS:
+        if any(blocker_daemon(p) == d for p in snap.processes) and d.stop not in lines:
+            lines.append(d.stop)
+    want = set(gpus)
+    for g in snap.gpus:
+        if g.persistence_mode and (not want or g.index in want):
+            lines.append(f"nvidia-smi -pm 0 -i {g.index}")
+    return lines
+
+
+def _reset_gpus(snap: NodeSnapshot, gpus: Sequence[int]) -> list[int]:
+    if gpus:
+        return sorted(dict.fromkeys(int(g) for g in gpus))
+    return [g.index for g in snap.gpus if (g.memory_used_mib or 0) > FREED_MIB]
+
+
+# ---------------------------------------------------------------- rendering
+
+def commands_for(rung: str, snap: NodeSnapshot, pids: Sequence[int] = (),
+                 gpus: Sequence[int] = ()) -> list[str]:
+    """The exact shell lines a rung runs, as the operator is shown them ("wait" runs nothing)."""
+    if rung not in RUNGS and rung not in ACTION_RUNGS:
+        raise ValueError(f"unknown rung {rung!r}; one of {', '.join(RUNGS)}")
+    if rung == "wait":
+        return []
+    if rung in SIGNAL_OF:
+        targets, _ = _signal_targets(snap, pids, gpus, rung)
+        return [f"kill -s {SIGNAL_OF[rung]} {' '.join(map(str, targets))}"] if targets else []
+    if rung == "clear-blockers":
+        return _blocker_commands(snap, gpus)
+    if rung == "reset":
+        return [f"nvidia-smi -r -i {g}" for g in _reset_gpus(snap, gpus)]
+    if rung == "reload-driver":
+        return [RELOAD_DRIVER_COMMAND]
+    return ["systemctl reboot"]
+
+
+def top_step(findings: Sequence[Finding]) -> Finding | None:
+    """The most severe finding that proposes a rung (findings come sorted from diagnose)."""
+    for f in findings:
+        if f.rung is not None:
+            return f
+    return None
+
+
+def step_args(finding: Finding) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(pids, gpus) to hand to commands_for/plan_action for a finding's rung.
+
+    A finding's ``pids`` are what it is about; the rung may act on others (the host-side
+    holders of a container's GPUs): those are in ``evidence["targets"]``.
+    """
+    targets = finding.evidence.get("targets") if finding.evidence else None
+    pids = tuple(int(p) for p in targets) if targets else finding.pids
+    if finding.rung in ("clear-blockers", "reset", "reboot", "wait"):
+        pids = ()
+    return pids, finding.gpus

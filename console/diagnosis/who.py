@@ -1,0 +1,136 @@
+"""Who is who on a node: a process's readable name and program, the reset-blocker daemons, the
+processes this console never touches, and who holds which GPU.
+
+One home for these rules: diagnosis reasons with them, the action layer (console/actions/)
+plans with them, checks and the UI name processes with them. Pure; reads only the snapshot.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+from console.model import NodeSnapshot, Proc
+from console.sources.parse import program_name
+
+# ---------------------------------------------------------------- time windows the advice turns on
+WAIT_S = 10.0               # one "wait" step when the evidence suggests no other length
+SIGTERM_GRACE_S = 15.0      # a process given SIGTERM gets this long before SIGKILL is advised
+# after SIGKILL the driver may take this long to tear contexts down: 26 s for large pinned buffers
+# and ~90 s for the seed's workers stuck in the driver have been seen; escalating sooner is the mistake
+TEARDOWN_WINDOW_S = 120.0
+FREED_MIB = 1024            # a GPU at or below this is free (driver reservations, idle contexts)
+
+
+# ---------------------------------------------------------------- names
+
+def program_of(proc: Proc) -> str:
+    """The program a process runs: argv[0]'s basename, else its (possibly truncated) comm."""
+    return program_name(proc.cmdline) if proc.cmdline.strip() else proc.name
+
+
+def label(proc: Proc) -> str:
+    """A readable name: comm is cut at 15 characters, renamed workers show in argv."""
+    words = proc.cmdline.split()
+    if words and len(proc.name) >= 15:
+        for word in (words[0], os.path.basename(words[0])):
+            if word.startswith(proc.name):
+                return word
+    return proc.name or (words[0] if words else "?")
+
+
+# ---------------------------------------------------------------- reset blockers
+
+@dataclass(frozen=True)
+class BlockerDaemon:
+    program: str        # argv[0] basename
+    stop: str           # the command that stops it
+
+
+BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
+    BlockerDaemon("nvidia-cuda-mps-control", "echo quit | nvidia-cuda-mps-control"),    # MPS
+    BlockerDaemon("nvidia-cuda-mps-server", "echo quit | nvidia-cuda-mps-control"),
+    BlockerDaemon("nv-hostengine", "systemctl stop nvidia-dcgm"),                       # DCGM
+    BlockerDaemon("nvidia-persistenced", "systemctl stop nvidia-persistenced"),
+    BlockerDaemon("nv-fabricmanager", "systemctl stop nvidia-fabricmanager"),
+)
+
+
+def blocker_daemon(proc: Proc | None) -> BlockerDaemon | None:
+    if proc is None:
+        return None
+    prog = program_of(proc)
+    for d in BLOCKER_DAEMONS:
+        if prog == d.program or (proc.name and proc.name == d.program[:15]):
+            return d
+    return None
+
+
+# ---------------------------------------------------------------- who is never touched
+
+def protection_reason(snap: NodeSnapshot, pid: int, proc: Proc | None = None) -> str | None:
+    """Why this PID is never signalled by the console, whatever it is asked (None: it may be).
+
+    PID 0 and below, PID 1, kernel threads (PID 2 and its children), and the console's own
+    processes and session (``NodeSnapshot.own_pids``).
+    """
+    if pid <= 0:
+        return f"PID {pid} is not a process"
+    if pid == 1:
+        return "PID 1 (init) is never signalled"
+    if pid in snap.own_pids:
+        return f"PID {pid} is this console or the session it runs in"
+    proc = proc if proc is not None else snap.proc(pid)
+    if pid == 2 or (proc is not None and proc.ppid == 2):
+        return f"PID {pid} is a kernel thread"
+    return None
+
+
+def is_protected(snap: NodeSnapshot, pid: int, proc: Proc | None = None) -> bool:
+    return protection_reason(snap, pid, proc) is not None
+
+
+# ---------------------------------------------------------------- who holds which GPU
+
+def device_gpus(proc: Proc) -> set[int]:
+    """GPU minors of the /dev/nvidiaN files a process holds (nvidiactl, -uvm: none)."""
+    return set(proc.device_gpus)
+
+
+def driver_gpu_map(snap: NodeSnapshot) -> dict[int, set[int]]:
+    """{pid: GPUs the driver lists it on}, for the driver's processes that are in this /proc."""
+    by_uuid = {g.uuid: g.index for g in snap.gpus}
+    out: dict[int, set[int]] = {}
+    for dp in snap.driver_processes_here():
+        on = out.setdefault(dp.pid, set())
+        idx = dp.gpu_index if dp.gpu_index is not None else by_uuid.get(dp.gpu_uuid)
+        if idx is not None:
+            on.add(idx)
+    return out
+
+
+def driver_gpus(snap: NodeSnapshot, pid: int) -> set[int]:
+    """GPUs the driver lists this PID on."""
+    return set(driver_gpu_map(snap).get(pid, ()))
+
+
+def holder_candidates(snap: NodeSnapshot, gpus: Iterable[int] = ()) -> list[Proc]:
+    """Every process in /proc holding these GPUs (all GPUs when empty): an open device file or a
+    line in the driver's list. Protected processes and blocker daemons included."""
+    want = set(gpus)
+    listed = driver_gpu_map(snap)
+    out = []
+    for proc in snap.processes:
+        if not (proc.holds_devices or proc.pid in listed):
+            continue
+        on = device_gpus(proc) | listed.get(proc.pid, set())
+        if (on & want) if want else (on or proc.holds_devices):
+            out.append(proc)
+    return out
+
+
+def holder_pids(snap: NodeSnapshot, gpus: Iterable[int] = ()) -> list[int]:
+    """The holders a rung may signal: holder_candidates less the protected processes and the
+    reset-blocker daemons (clear-blockers stops those)."""
+    return [p.pid for p in holder_candidates(snap, gpus)
+            if not is_protected(snap, p.pid, p) and blocker_daemon(p) is None]
