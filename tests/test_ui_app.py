@@ -301,7 +301,11 @@ async def test_palette_reboot_needs_the_node_name_typed(incident_dir):
 
 
 async def test_keys_are_remapped_by_the_config_file(tmp_path):
-    from textual.widgets import DataTable
+    from textual.widgets import DataTable, Static
+    from textual.widgets._footer import FooterKey
+
+    from console.ui.app import HelpScreen
+    from console.ui.palette import _commands
 
     from console.config import load_config
     from console.ui.confirm import ConfirmScreen
@@ -317,6 +321,21 @@ async def test_keys_are_remapped_by_the_config_file(tmp_path):
         await pilot.press("K")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        # the new key everywhere: footer, Help, palette
+        footer = {fk.action: fk.key_display for fk in app.screen.query(FooterKey)}
+        assert footer["act('sigkill')"] == "K", footer
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        help_text = str(app.screen.query_one("#help-body", Static).render())
+        assert "  K         SIGKILL" in help_text and "  k         SIGKILL" not in help_text
+        await pilot.press("escape")
+        await pilot.pause()
+        hints = {title: hint for title, _cb, hint in _commands(app)}
+        assert hints["SIGKILL the selected/tagged processes"].startswith("K — ")
+        assert hints["SIGTERM the selected/tagged processes"].startswith("t — ")
     with pytest.raises(ValueError, match="unknown action id"):
         IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], keymap={"nuke": "x"})
 

@@ -19,7 +19,7 @@ from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
 from console.sources.base import Source
 from console.incident.timeline import Timeline
-from console.ui import tables
+from console.ui import keys, tables
 from console.ui.escalation import EscalationKeys
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
@@ -57,46 +57,16 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
-    BINDINGS = [
-        Binding("t", "act('sigterm')", "TERM", id="sigterm"),
-        Binding("k", "act('sigkill')", "KILL", id="sigkill"),
-        Binding("F", "act('kill-holders')", "Kill holders", id="kill-holders", show=False),
-        Binding("R", "act('reset')", "Reset GPU", id="reset", show=False),
-        Binding("B", "act('clear-blockers')", "Clear blockers", id="clear-blockers", show=False),
-        Binding("w", "wait_recheck", "Wait 5s", id="wait"),
-        Binding("c", "check", "Check", id="check"),
-        Binding("h", "hypothesis", "Hypothesis", id="hypothesis"),
-        Binding("v", "verdict", "Verdict", id="verdict"),
-        Binding("n", "note", "Note", id="note"),
-        Binding("e", "export", "Export", id="export"),
-        Binding("slash", "filter", "Filter", id="filter"),
-        Binding("space", "tag", "Tag", id="tag", show=False),
-        Binding("a", "toggle_all", "All procs", id="toggle-all", show=False),
-        Binding("question_mark", "help", "Help", id="help"),
-        Binding("q", "quit", "Quit", id="quit"),
-    ]
-    HELP_ROWS = (("↑ ↓", "move"), ("tab", "switch panel (nodes, GPUs, processes, findings)"),
-                 ("t", "SIGTERM the selected/tagged processes (Confirm first)"),
-                 ("k", "SIGKILL the selected/tagged processes (Confirm first)"),
-                 ("F", "kill every holder of the selected GPU's device files (listed, never fuser -k)"),
-                 ("R", "reset the selected GPU: nvidia-smi -r -i N"),
-                 ("B", "clear reset blockers: persistence mode, nvidia-persistenced, MPS, DCGM"),
-                 ("enter", "everything about the row: process, GPU, finding (with its commands)"),
-                 ("space", "tag the selected process (multi-select)"),
-                 ("w", "wait-and-recheck: 5 s, then per-GPU memory again (a check)"),
-                 ("c", "run a check (picker): holders, states, kernel log, blockers, port, stack…"),
-                 ("h", "state a hypothesis"), ("v", "verdict on the open hypothesis (c/r/i)"),
-                 ("n", "note"), ("e", "export the timeline as Markdown"), ("/", "filter processes"),
-                 ("a", "show all processes / GPU-related only"), ("ctrl+p", "command palette"),
-                 ("?", "this help screen"), ("q", "quit"))
+    BINDINGS = keys.bindings()      # console/ui/keys.py: footer, Help and palette from one table
 
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
                  theme_name: str | None = None, autostart: bool = True,
                  keymap: dict[str, str] | None = None) -> None:
         super().__init__()
+        self.keymap = dict(keymap or {})
         if keymap:
-            known = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+            known = keys.ids()
             unknown = sorted(set(keymap) - known)
             if unknown:
                 raise ValueError(f"config [keys]: unknown action id(s) {', '.join(unknown)}; "
@@ -299,7 +269,7 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.HELP_ROWS))
+        self.push_screen(HelpScreen(keys.help_rows(self.keymap)))
 
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all

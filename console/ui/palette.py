@@ -1,4 +1,5 @@
-"""The command palette (ctrl+p): every action and check, driver reload and reboot included."""
+"""The command palette (ctrl+p): every action and check, driver reload and reboot included.
+Titles and keys come from console/ui/keys.py, so a remapped key shows here too."""
 from __future__ import annotations
 
 from functools import partial
@@ -6,29 +7,25 @@ from typing import Callable
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from console.ui import keys
+
+
+def _callback(app, action: str) -> Callable[[], object]:
+    """A keys.py action string as a call: "act('sigterm')" or "wait_recheck"."""
+    name, _, arg = action.partition("(")
+    method = getattr(app, f"action_{name}")
+    return partial(method, arg.rstrip(")").strip("'\"")) if arg else method
+
 
 def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
     from console.checks.registry import CHECKS
-    out: list[tuple[str, Callable[[], object], str]] = [
-        ("SIGTERM the selected/tagged processes", partial(app.action_act, "sigterm"), "t — Confirm first"),
-        ("SIGKILL the selected/tagged processes", partial(app.action_act, "sigkill"), "k — Confirm first"),
-        ("Kill every holder of the selected GPU's device files", partial(app.action_act, "kill-holders"),
-         "F — each holder listed by PID; never fuser -k"),
-        ("Clear reset blockers of the selected GPU", partial(app.action_act, "clear-blockers"),
-         "B — persistence mode, nvidia-persistenced, MPS, DCGM"),
-        ("Reset the selected GPU (nvidia-smi -r)", partial(app.action_act, "reset"), "R"),
-        ("Reload the NVIDIA driver on this node", partial(app.action_act, "reload-driver"),
-         "palette only: type the node's name to confirm"),
-        ("Reboot this node", partial(app.action_act, "reboot"), "palette only: type the node's name to confirm"),
-        ("Wait and recheck GPU memory", app.action_wait_recheck, "w"),
-        ("State a hypothesis", app.action_hypothesis, "h"),
-        ("Verdict on the open hypothesis", app.action_verdict, "v"),
-        ("Note", app.action_note, "n"),
-        ("Export the timeline as Markdown", app.action_export, "e"),
-        ("Filter processes", app.action_filter, "/"),
-        ("Show all processes / GPU-related only", app.action_toggle_all, "a"),
-        ("Help: every key", app.action_help, "?"),
-    ]
+    keymap = getattr(app, "keymap", {})
+    out: list[tuple[str, Callable[[], object], str]] = []
+    for k in keys.KEYS:
+        if k.palette is not None:
+            out.append((k.palette, _callback(app, k.action), f"{keys.key_of(k.id, keymap)} — {k.help}"))
+    for title, rung, hint in keys.PALETTE_ONLY:
+        out.append((title, partial(app.action_act, rung), hint))
     for check in CHECKS.values():
         out.append((f"Check: {check.name}", partial(app._ask_params, check.name), check.description))
     return out

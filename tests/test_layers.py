@@ -1,0 +1,62 @@
+"""The architecture holds: import-linter's contracts (pyproject.toml) pass on the tree, and a
+deliberate violation of each kind is caught; every package ships in the wheel."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(tree: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run([str(LINT), "--config", str(tree / "pyproject.toml"), "--no-cache"], cwd=tree,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def linter():
+    if not LINT.exists():
+        pytest.fail(f"lint-imports is not installed next to {sys.executable} (pip install -e '.[test]')")
+    return lint
+
+
+def test_the_layer_contracts_hold(linter):
+    res = linter(ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "0 broken" in res.stdout
+
+
+@pytest.mark.parametrize("module, line, contract", [
+    ("console/model.py", "import console.diagnosis.who", "Layers"),
+    ("console/diagnosis/who.py", "import console.actions.ladder", "Layers"),
+    ("console/sources/parse.py", "import console.incident.timeline", "Layers"),
+    ("console/diagnosis/text.py", "import textual.widgets", "Textual lives only under console.ui"),
+    ("console/sources/shell.py", "import console.sim.node", "The simulator is reached only"),
+])
+def test_a_deliberate_violation_is_caught(linter, tmp_path, module, line, contract):
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "console", tree / "console", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "themes", tree / "themes")
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    target = tree / module
+    target.write_text(target.read_text() + f"\n{line}  # a deliberate violation\n")
+    res = linter(tree)
+    assert res.returncode != 0, res.stdout
+    text = " ".join(res.stdout.split())        # contract names wrap in the report
+    assert re.search(re.escape(contract) + r".{0,200}? BROKEN", text), res.stdout
+
+
+def test_every_package_is_in_the_wheel():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "console").rglob("__init__.py")}
+    assert found - listed == set(), f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+    assert "console.themes" in listed
