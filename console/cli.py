@@ -1,4 +1,4 @@
-"""Command line: `gpu-incident [TARGET ...]` and its subcommands (DESIGN.md CLI contract).
+"""Command line: `gpu-incident [TARGET ...]` and its subcommands (the README's Usage section is the contract).
 
 Bad usage exits 2 with one line on stderr and no traceback. Textual is only
 imported when the console itself starts, after TEXTUAL_* variables are set.

@@ -199,7 +199,7 @@ VERDICTS = ("confirmed", "refuted", "inconclusive")
 
 @dataclass(frozen=True)
 class TimelineEntry:
-    """One line of an incident's JSON-lines file (DESIGN.md timeline contract)."""
+    """One line of an incident's JSON-lines file (the README's "Incident timeline" section is the contract)."""
     ts: str
     seq: int
     by: str

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+import tests.fuzzing  # noqa: F401  (registers the hypothesis profiles before the plugin loads one)
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

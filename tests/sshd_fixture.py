@@ -1,4 +1,4 @@
-"""A real OpenSSH sshd on 127.0.0.1 for the SSH tests (DESIGN.md §4).
+"""A real OpenSSH sshd on 127.0.0.1 for the SSH tests.
 
 One sshd serves two "nodes" on two ports; ``Match LocalPort`` + ``SetEnv`` give each
 its own test nvidia-smi state (tests/bin/nvidia-smi reads $GI_FAKE_SMI) and put

@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fuzzing import examples
 from console.checks import parse as cp
 from console.checks.registry import CHECKS, CheckResult, render, run_check
 from console.model import CommandResult
@@ -377,7 +378,7 @@ TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.sampled
         lambda s: st.integers(0, len(s)).map(lambda k: s[:k]))
 
 
-@settings(max_examples=200, deadline=None)
+@examples(200)
 @given(TEXT)
 def test_parsers_never_raise(text):
     cp.sections(text)
@@ -391,7 +392,7 @@ def test_parsers_never_raise(text):
     cp.parse_stack(text)
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.sampled_from(sorted(CHECKS)), TEXT)
 async def test_checks_summarise_any_output_in_one_line(name, text):
     params = {"states": {"pids": [72170]}, "stack": {"pid": 72170}, "custom": {"command": "true"}}.get(name, {})

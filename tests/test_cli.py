@@ -5,6 +5,7 @@ import subprocess
 import pytest
 
 from conftest import gpu_incident_cmd
+from tests.polling import until
 
 
 def run(*args, **kw):
@@ -102,9 +103,16 @@ def test_snapshot_local_without_a_gpu_names_the_driver_and_lists_processes():
     assert any(p["pid"] == 1 for p in node["processes"])
 
 
+def zombie_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def test_real_zombie_is_reported_by_snapshot_local():
     import sys
-    import time
     # a parent that forks a child which exits at once, and never reaps it
     parent = subprocess.Popen([sys.executable, "-c",
                                "import os, sys, time\n"
@@ -114,7 +122,7 @@ def test_real_zombie_is_reported_by_snapshot_local():
                                "time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
     try:
         zombie = int(parent.stdout.readline())
-        time.sleep(0.2)
+        assert until(lambda: zombie_state(zombie) == "Z"), "the child never became a zombie"
         r = run("snapshot", "--json", "local")
         node = json.loads(r.stdout)["nodes"][0]
         proc = next(p for p in node["processes"] if p["pid"] == zombie)

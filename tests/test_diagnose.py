@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.fuzzing import examples
 from console.diagnosis import diagnose, fails, worst_severity
 from console.actions.ladder import commands_for, step_args
 from console.model import ActionRecord, DriverProc, Finding, Proc, ThreadInfo
@@ -347,7 +348,7 @@ def test_never_targets_pid_1_kernel_threads_or_the_console():
 
 # ---------------------------------------------------------------- fuzz: any snapshot, any history
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from console.actions.ladder import RUNGS  # noqa: E402
@@ -393,7 +394,7 @@ def snapshots(draw, t=T0):
                                                                  "unreachable"])))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@examples(150, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshots(T0 + 100), st.lists(snapshots(T0 + 40), max_size=2),
        st.lists(st.builds(ActionRecord, rung=st.sampled_from(RUNGS), ts=st.floats(T0, T0 + 100),
                           node=st.just("demo"), pids=st.lists(_PIDS, max_size=2).map(tuple),
@@ -428,17 +429,21 @@ def test_a_running_job_is_an_info_holder_with_sigterm_to_its_launcher_and_worker
     assert only(diagnose(at(s, T0 + 5), [s], [act("sigterm", T0, f.pids)]), "holder").evidence["wait_s"] == 10
 
 
-def test_diagnose_is_fast_on_a_big_node_with_five_minutes_of_history():
-    import time
+def test_a_big_node_with_five_minutes_of_history_is_diagnosed_as_its_gpu_processes_say():
+    """3000 unrelated services and 300 polls of history change nothing in the diagnosis (what
+    that costs is measured by `gpu-incident bench`, not asserted here)."""
     filler = [Proc(pid=10000 + k, ppid=1, state="S", user="u", name=f"svc{k}", cmdline=f"/usr/bin/svc{k}")
               for k in range(3000)]
     base = seed_stuck()
     big = replace(base, processes=base.processes + tuple(filler))
     history = [at(big, T0 - 300 + k) for k in range(300)]
     diagnose(at(big, T0), history[:-1])          # the engine re-diagnoses every poll with this history
-    started = time.perf_counter()
-    diagnose(at(big, T0 + 1), history)
-    assert time.perf_counter() - started < 0.25
+    got = diagnose(at(big, T0 + 1), history)
+    small = [at(base, T0 - 300 + k) for k in range(300)]
+    want = diagnose(at(base, T0 + 1), small)
+    assert [(f.kind, f.severity, f.pids, f.gpus, f.rung) for f in got] == [
+        (f.kind, f.severity, f.pids, f.gpus, f.rung) for f in want]
+    assert got
 
 
 def test_zombies_and_d_threads_are_reported_even_when_the_driver_does_not_answer():

@@ -15,12 +15,13 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 
 if __name__ == "__main__":      # run as a script: the package lives one level up
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.fuzzing import examples
 from console.diagnosis import who  # noqa: E402
 from console.diagnosis import DEFAULT_GHOST_THRESHOLD_MIB, diagnose  # noqa: E402
 from console.diagnosis.context import Situation  # noqa: E402
@@ -134,7 +135,7 @@ def polls(draw):
     return out
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@examples(200, suppress_health_check=[HealthCheck.too_slow])
 @given(polls(), st.lists(st.builds(ActionRecord, rung=st.sampled_from(RUNGS), ts=st.floats(T0, T0 + 900),
                                    node=st.just("demo"), pids=st.lists(_PIDS, max_size=2).map(tuple),
                                    gpus=st.lists(st.integers(0, 1), max_size=1).map(tuple)), max_size=3),
@@ -151,7 +152,7 @@ def test_any_sequence_of_polls_gives_the_same_answers_compacted(seq, actions, ke
     assert streaks(snap, compact) == streaks(snap, list(full))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@examples(150, suppress_health_check=[HealthCheck.too_slow])
 @given(polls())
 def test_situation_finds_the_holders_the_action_layer_would_target(seq):
     """What diagnosis calls the holders of some GPUs is what `F` on them would signal (less the

@@ -61,9 +61,7 @@ async def test_missing_nvidia_smi_is_rc_127_as_sh_says(src):
 
 async def test_timeout_kills_the_whole_process_group(src, tmp_path):
     pidfile = tmp_path / "bg"
-    t0 = time.monotonic()
     res = await src.run(f"echo started; sleep 30 & echo $! > {pidfile}; wait", timeout=0.5)
-    assert time.monotonic() - t0 < 3
     assert res.rc is None and res.error == "timed out after 0.5s"
     assert res.stdout == "started\n"                 # what it printed before the deadline
     bg = int(pidfile.read_text())
@@ -75,10 +73,8 @@ async def test_timeout_kills_the_whole_process_group(src, tmp_path):
 
 
 async def test_background_child_does_not_hold_run_open(src):
-    t0 = time.monotonic()
     res = await src.run("sleep 30 & echo done", timeout=1)
-    assert res.stdout == "done\n" and res.rc == 0
-    assert time.monotonic() - t0 < 2.5
+    assert res.stdout == "done\n" and res.rc == 0 and res.error is None    # not held open to the deadline
 
 
 async def test_sigterm_reaches_a_real_child(src, child):
@@ -106,8 +102,8 @@ async def test_wrong_create_time_is_refused_and_process_survives(src, child):
     res = await src.signal(p.pid, "KILL", create_time=ct - 5)
     assert res.rc == 3
     assert "refused" in res.stderr and "no longer the same process" in res.stderr
-    time.sleep(0.05)
-    assert p.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):     # refused: no signal reached it
+        p.wait(timeout=0.3)
 
 
 async def test_wrong_start_ticks_is_refused(src, child):

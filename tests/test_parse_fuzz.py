@@ -5,9 +5,10 @@ parser bug; so these tests call the parts and ``_parse_probe`` (no safety net) d
 """
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
+from tests.fuzzing import examples
 from console.model import NodeSnapshot
 from console.sources import parse
 from console import probe
@@ -27,7 +28,7 @@ FAILURES = [
     "Failed to initialize NVML: Unknown Error",
     "dmesg: read kernel buffer failed: Operation not permitted",
 ]
-fuzz = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+fuzz = examples(250, suppress_health_check=[HealthCheck.too_slow])
 
 # text that looks like what nodes print, mutated: fragments of real lines, separators, junk
 fragment = st.one_of(

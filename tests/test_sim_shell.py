@@ -2,9 +2,10 @@
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
+from tests.fuzzing import examples
 from console.clock import FakeClock
 from console.sim.node import SimNode
 from console.sources import parse
@@ -196,7 +197,7 @@ WORDS = ["kill", "-9", "-s", "TERM", "72169", "nvidia-smi", "-r", "-i", "3", "--
 
 
 @given(st.lists(st.sampled_from(WORDS), max_size=12) | st.text(max_size=80))
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@examples(300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_command_line_gives_a_result_never_an_exception(words):
     import asyncio
     node = SimNode("seed", clock=FakeClock())

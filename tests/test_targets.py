@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fuzzing import examples
 from console.sources.ssh.options import SshOptions, format_destination, parse_destination
 from console.sources.targets import MAX_TARGETS, expand_targets, make_source
 
@@ -73,7 +74,7 @@ def test_missing_or_empty_nodes_file(tmp_path):
         expand_targets([], str(tmp_path / "empty"))
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(st.lists(st.text(alphabet="ab01[]-,:@.# \t\n:", max_size=14), max_size=4))
 def test_any_target_text_expands_or_fails_cleanly(words):
     try:

@@ -2,9 +2,10 @@
 import os
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fuzzing import examples
 from console.incident import timeline
 from console.model import TimelineEntry
 from console.incident.timeline import entry_to_json
@@ -178,7 +179,7 @@ def test_read_all_refuses_what_is_not_a_readable_file(tmp_path):
         read_all(tmp_path)
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(st.lists(st.integers(min_value=1, max_value=40), max_size=12), st.integers(1, 64))
 def test_any_split_of_a_file_gives_what_load_gives(tmp_path_factory, cuts, limit):
     """However the writes and reads are split, the tail sees exactly the loader's entries."""
@@ -200,7 +201,7 @@ def test_any_split_of_a_file_gives_what_load_gives(tmp_path_factory, cuts, limit
     assert warnings == ["inc.jsonl: unreadable line 2 skipped"]
 
 
-@settings(max_examples=100, deadline=None)
+@examples(100)
 @given(st.lists(st.binary(max_size=80), max_size=8))
 def test_arbitrary_bytes_never_raise(tmp_path_factory, chunks):
     path = tmp_path_factory.mktemp("fuzz") / "inc.jsonl"

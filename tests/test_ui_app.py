@@ -16,6 +16,13 @@ async def wait_for(pilot, predicate, tries=500):
     raise AssertionError("condition not reached")
 
 
+def palette_offers(app, title: str) -> bool:
+    """The command palette lists this command (its search has caught up with the typing)."""
+    from textual.widgets import OptionList
+    return any(title in str(lst.get_option_at_index(i).prompt)
+               for lst in app.screen.query(OptionList) for i in range(lst.option_count))
+
+
 def screen_text(app) -> str:
     """What the terminal shows, as plain text."""
     from textual.widgets import DataTable, Static
@@ -129,7 +136,8 @@ async def test_enter_shows_the_whole_finding_with_the_exact_commands():
         assert isinstance(app.screen, DetailScreen)
         text = str(app.screen.query_one("Static").render())
         top = app.snapshots["demo"].findings[0]
-        assert top.kind == "orphan" and top.summary in " ".join(text.split()) or top.summary[:60] in text
+        assert top.kind == "orphan"
+        assert top.summary in " ".join(text.split()) or top.summary[:60] in text
         assert "$ kill -s TERM" in text            # the exact command line, before anything runs
         await pilot.press("escape")
         # Enter on a process shows its full command line and state
@@ -284,7 +292,7 @@ async def test_palette_reboot_needs_the_node_name_typed(incident_dir):
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"reboot this node")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: palette_offers(app, "Reboot this node"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         shown = str(app.screen.query_one("Static").render())

@@ -2,11 +2,12 @@
 import os
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 pytest.importorskip("textual")
 
+from tests.fuzzing import examples
 from console.incident import timeline
 from console.model import TimelineEntry  # noqa: E402
 from console.incident.timeline import entry_to_json  # noqa: E402
@@ -262,7 +263,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
                            max_leaves=6)
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(st.dictionaries(st.sampled_from(["node", "text", "hypothesis", "action", "command", "rc", "output",
                                         "gpu_memory_before", "gpu_memory_after", "freed_mib",
                                         "seconds_to_free", "verdict"]), json_values),

@@ -18,7 +18,6 @@ import random
 from dataclasses import dataclass, field
 
 HOST_NS = "pid:[4026531836]"
-CONTAINER_NS = "pid:[4026532719]"
 CLK_TCK = 100
 UPTIME_S = 9 * 86400
 NOW = 1_796_000_000.0

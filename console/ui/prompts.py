@@ -64,9 +64,6 @@ class CheckPicker(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-VERDICT_KEYS = {"c": "confirmed", "r": "refuted", "i": "inconclusive"}
-
-
 class VerdictScreen(ModalScreen[str | None]):
     """Verdict on the open hypothesis: the suggestion is preselected (enter takes it);
     c, r and i always choose explicitly; escape cancels."""
