@@ -42,11 +42,11 @@ async def bounded_poll(source: Source, deadline: float) -> NodeSnapshot:
     try:
         snap = await asyncio.wait_for(source.poll(), deadline)
     except asyncio.TimeoutError:
-        snap = NodeSnapshot(name=source.name, taken_at=time.time(),
+        snap = NodeSnapshot(name=source.name, taken_at=source.clock.now(),
                             error=f"probe timed out after {deadline:.0f} s")
     except Exception as exc:  # noqa: BLE001 - a source bug must not take the console down
         log.exception("poll failed on %s", source.name)
-        snap = NodeSnapshot(name=source.name, taken_at=time.time(),
+        snap = NodeSnapshot(name=source.name, taken_at=source.clock.now(),
                             error=f"poll failed: {type(exc).__name__}: {exc}")
     log.debug("poll %s took %.1f ms error=%s", source.name, (time.monotonic() - started) * 1000,
               snap.error)
