@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from tests.fuzzing import examples
+from console.diagnosis.history import History
 from console.diagnosis import diagnose, fails, worst_severity
 from console.actions.ladder import commands_for, step_args
 from console.model import ActionRecord, DriverProc, Finding, Proc, ThreadInfo
@@ -131,6 +132,25 @@ def test_orphan_adopted_by_a_subreaper():
     w = worker(0, ppid=3000)
     f = only(diagnose(snap([shim, w])), "orphan")
     assert f.pids == (w.pid,) and "containerd-shim" in f.summary
+
+
+def test_orphan_reparented_to_any_subreaper_is_seen_across_polls():
+    """A subreaper with no well-known name: the poll before showed the worker under its launcher,
+    this one under another parent and the launcher gone — reparented, so an orphan."""
+    launcher = Proc(pid=5000, ppid=4000, state="S", user="root", name="python3", cmdline="python3 launch.py")
+    keeper = Proc(pid=4000, ppid=1, state="S", user="root", name="python3", cmdline="python3 keeper.py")
+    before = snap([keeper, launcher, worker(0, ppid=5000)])
+    now = at(snap([keeper, worker(0, ppid=4000)]), T0 + 2)
+    assert "orphan" not in kinds(diagnose(before))
+    assert "orphan" not in kinds(diagnose(now)), "without history a python3 parent is just a parent"
+    for history in ([before], History()):
+        if isinstance(history, History):
+            history.append(before)
+        f = only(diagnose(now, history), "orphan")
+        assert f.pids == (WORKERS[0],) and "PID 4000" in f.summary
+    # the launcher still there (the worker merely moved): not an orphan
+    moved = at(snap([keeper, launcher, worker(0, ppid=4000)]), T0 + 2)
+    assert "orphan" not in kinds(diagnose(moved, [before]))
 
 
 # ---------------------------------------------------------------- ghost memory / hidden holder

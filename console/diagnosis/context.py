@@ -16,8 +16,8 @@ from console.diagnosis import who
 from console.diagnosis.who import TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, is_protected, label
 from console.model import ActionRecord, NodeSnapshot, Proc
 from console.diagnosis import text
-from console.diagnosis.history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map, streak_start,
-                      track_of)
+from console.diagnosis.history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map,
+                                       same_process, streak_start, track_of)
 
 SHRINK_MIB = 256            # a drop this large between polls means the driver is still freeing
 TREND_SPAN_S = 15.0         # compare memory with a poll at most this old
@@ -240,6 +240,25 @@ class Situation:
         if start is None:
             return first
         return max(start, self.history[span].taken_at)
+
+    def former_parent(self, pid: int) -> int | None:
+        """The parent process ``pid`` had before its current one, when a poll this diagnosis
+        may look back on saw the change (its launcher exited and it was reparented), else None."""
+        cur = self.proc(pid)
+        span = self._span_start()
+        if cur is None or span >= len(self.history):
+            return None
+        if self.tracks is not None:
+            track = self.tracks.get(pid)
+        else:
+            track = self._per_proc("track", cur, lambda p: track_of(p, reversed(self.history[span:])))
+        if track is None or not same_process(track, cur):
+            return None
+        if track.ppid != cur.ppid:             # changed at this very poll
+            return track.ppid
+        if track.parent is not None and track.parent > self.history[span].taken_at:
+            return track.former_ppid
+        return None
 
     def used_mib(self, snap: NodeSnapshot, gpus: Iterable[int]) -> int | None:
         want = set(gpus)

@@ -84,6 +84,7 @@ class Track(NamedTuple):
     devices: float | None
     ppid: int | None
     parent: float | None            # since when ``ppid`` has been the parent
+    former_ppid: int | None = None  # the parent before that, when the change was seen (reparented)
 
 
 def _conditions(p: Proc) -> tuple[bool, bool, bool]:
@@ -104,23 +105,24 @@ def advance(tracks: dict[int, Track], snap: NodeSnapshot) -> dict[int, Track]:
         old = tracks.get(p.pid)
         if old is None or not same_process(old, p):
             out[p.pid] = Track(p.start_ticks, p.create_time, t if z else None, t if d else None,
-                               t if v else None, p.ppid, t)
+                               t if v else None, p.ppid, t, None)
             continue
         zs = (t if old.zombie is None else old.zombie) if z else None
         ds = (t if old.in_d is None else old.in_d) if d else None
         vs = (t if old.devices is None else old.devices) if v else None
         ps = old.parent if old.ppid == p.ppid else t
+        former = old.former_ppid if old.ppid == p.ppid else old.ppid
         if zs is old.zombie and ds is old.in_d and vs is old.devices and ps is old.parent:
             out[p.pid] = old                  # nothing changed: share the tuple
         else:
-            out[p.pid] = Track(old.start_ticks, old.create_time, zs, ds, vs, p.ppid, ps)
+            out[p.pid] = Track(old.start_ticks, old.create_time, zs, ds, vs, p.ppid, ps, former)
     return out
 
 
 def track_of(cur: Proc, newest_first: Iterable[NodeSnapshot]) -> Track:
     """The streaks of process ``cur`` over full snapshots, newest first, in one pass (the
     caller passes only the polls it may look back on)."""
-    zombie = in_d = devices = parent = None
+    zombie = in_d = devices = parent = former = None
     open_ = [True, True, True, True]
     ppid = None
     first = True
@@ -151,10 +153,11 @@ def track_of(cur: Proc, newest_first: Iterable[NodeSnapshot]) -> Track:
             if old.ppid == ppid:
                 parent = t
             else:
+                former = old.ppid
                 open_[3] = False
         if not any(open_):
             break
-    return Track(cur.start_ticks, cur.create_time, zombie, in_d, devices, ppid, parent)
+    return Track(cur.start_ticks, cur.create_time, zombie, in_d, devices, ppid, parent, former)
 
 
 def streak_start(track: Track | None, cur: Proc, what: str, ppid: int | None = None) -> float | None:

@@ -123,7 +123,9 @@ def orphans(sit: Situation) -> list[Finding]:
     for p in sit.snap.processes:
         if p.state in ("Z", "X") or in_d(p) or not sit.holds_gpu(p) or not sit.touchable(p):
             continue
-        if not _is_subreaper(sit, p.ppid):
+        former = sit.former_parent(p.pid)
+        reparented = former is not None and former != p.ppid and sit.proc(former) is None
+        if not (_is_subreaper(sit, p.ppid) or reparented):
             continue
         # a launcher that still runs its workers is their parent, not an orphan of anyone's
         if p.pid in sit.gpu_parents():
