@@ -42,10 +42,10 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += node.xids(sit)
         findings += processes.zombies(sit)
         findings += processes.dstate(sit)
+        findings += processes.orphans(sit)      # device files and parents: no driver needed
     if snap.error is None:
         ghosts = node.ghost_memory(sit)
         ghost_gpus = {f.gpus[0] for f in ghosts}
-        findings += processes.orphans(sit)
         findings += processes.hidden_holders(sit, ghost_gpus)
         findings += processes.foreign_pids(sit)
         findings += ghosts

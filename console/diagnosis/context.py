@@ -17,7 +17,7 @@ from console.diagnosis.who import TEARDOWN_WINDOW_S, blocker_daemon, device_gpus
 from console.model import ActionRecord, NodeSnapshot, Proc
 from console.diagnosis import text
 from console.diagnosis.history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map,
-                                       same_process, streak_start, track_of)
+                                       processes_read, same_process, streak_start, track_of)
 
 SHRINK_MIB = 256            # a drop this large between polls means the driver is still freeing
 TREND_SPAN_S = 15.0         # compare memory with a poll at most this old
@@ -65,8 +65,9 @@ class Situation:
     def build(cls, snap: NodeSnapshot, history: Sequence[NodeSnapshot], actions: Sequence[ActionRecord],
               now: float | None, ghost_threshold_mib: int) -> "Situation":
         now = snap.taken_at if now is None else now
+        read = history.read_processes if isinstance(history, History) else processes_read
         hist = tuple(sorted((h for h in history if h is not snap and h.name == snap.name
-                             and h.taken_at < snap.taken_at and h.error is None),
+                             and h.taken_at < snap.taken_at and read(h)),
                             key=lambda h: h.taken_at))
         acts = tuple(sorted((a for a in actions if a.node in (None, snap.name) and a.ts <= now),
                             key=lambda a: a.ts))

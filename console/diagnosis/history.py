@@ -10,7 +10,7 @@ parent).  ``History`` keeps exactly that:
 - every poll as a digest ``NodeSnapshot``: no processes, no findings, no utilisation, the
   driver's processes summed per GPU (what ghost memory adds up); parts unchanged since the
   poll before are shared with it;
-- ``tracks``: per process of the latest error-free poll, the poll each of its streaks began
+- ``tracks``: per process of the latest poll that read the processes, the poll each of its streaks began
   at (``Track``), advanced in one pass over each new poll.
 
 The same streaks are worked out from full snapshots when diagnosis is handed a plain list
@@ -91,13 +91,19 @@ def _conditions(p: Proc) -> tuple[bool, bool, bool]:
     return p.state == "Z", bool(p.d_threads) or p.state == "D", bool(p.device_files)
 
 
+def processes_read(snap: NodeSnapshot) -> bool:
+    """The poll read the node's process table (even when the driver did not answer): its
+    processes count for streaks."""
+    return snap.error is None or bool(snap.processes)
+
+
 def same_process(a: Proc | Track, b: Proc | Track) -> bool:
     """The same start time: a PID reused by another process starts a new streak."""
     return not (a.start_ticks != b.start_ticks or a.create_time != b.create_time)
 
 
 def advance(tracks: dict[int, Track], snap: NodeSnapshot) -> dict[int, Track]:
-    """The tracks after one more (error-free) poll: one pass over its processes."""
+    """The tracks after one more poll that read the processes: one pass over its processes."""
     t = snap.taken_at
     out: dict[int, Track] = {}
     for p in snap.processes:
@@ -213,7 +219,7 @@ def digest(snap: NodeSnapshot, before: NodeSnapshot | None = None) -> NodeSnapsh
 
 class History(Sequence[NodeSnapshot]):
     """The last ``maxlen`` polls of a node, oldest first, as digests, with the process streaks
-    as of its latest error-free poll.  Hand it to ``diagnose`` as it is: a copy
+    as of its latest poll that read the processes.  Hand it to ``diagnose`` as it is: a copy
     (``tuple(history)``) has no processes, so every streak would start now.
 
     Polls must come in time order; one stamped no later than the last (the wall clock was
@@ -224,24 +230,38 @@ class History(Sequence[NodeSnapshot]):
         self.maxlen = maxlen
         self._polls: collections.deque[NodeSnapshot] = collections.deque(maxlen=maxlen)
         # per node name (one, unless polls of several nodes are mixed): (tracks, taken_at of
-        # the error-free poll they are of)
+        # the poll that read the processes they are of)
         self._tracks: dict[str, tuple[dict[int, Track], float]] = {}
+        # (name, taken_at) of the kept polls that read the processes although the node had an
+        # error (the driver did not answer): their digests have no processes left to tell
+        self._read_despite_error: set[tuple[str, float]] = set()
 
     def append(self, snap: NodeSnapshot) -> None:
         if self._polls and not snap.taken_at > self._polls[-1].taken_at:
             self.clear()
-        if snap.error is None:
+        if processes_read(snap):
             before = self._tracks.get(snap.name)
             self._tracks[snap.name] = (advance(before[0] if before else {}, snap), snap.taken_at)
+            if snap.error is not None:
+                self._read_despite_error.add((snap.name, snap.taken_at))
+        if len(self._polls) == self.maxlen and self._read_despite_error:
+            oldest = self._polls[0]
+            self._read_despite_error.discard((oldest.name, oldest.taken_at))
         self._polls.append(digest(snap, self._polls[-1] if self._polls else None))
+
+    def read_processes(self, poll: NodeSnapshot) -> bool:
+        """Did this kept poll (a digest) read the node's processes? (processes_read of the poll
+        it was made from)"""
+        return poll.error is None or (poll.name, poll.taken_at) in self._read_despite_error
 
     def clear(self) -> None:
         self._polls.clear()
         self._tracks.clear()
+        self._read_despite_error.clear()
 
     def tracks_for(self, snap: NodeSnapshot) -> dict[int, Track] | None:
         """The streaks of the processes in the polls before ``snap`` (None when this history
-        does not describe them: ``snap`` is not later than its last error-free poll)."""
+        does not describe them: ``snap`` is not later than its last poll that read the processes)."""
         hit = self._tracks.get(snap.name)
         if hit is None or not hit[1] < snap.taken_at:
             return None
