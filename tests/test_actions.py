@@ -248,6 +248,21 @@ async def test_graceful_sigterm_is_verified_freed_within_the_window(timeline):
     assert "GPUs 0-1 freed 138.7 GiB in 3 s" in entry.text and "all gone" in entry.text
 
 
+async def test_sigterm_to_the_parent_alone_covers_the_gpus_its_children_hold(timeline):
+    """demo:graceful: SIGTERM only the launcher (its workers hold the memory): before/after and
+    what was freed cover every GPU the target's descendants hold."""
+    source, clock, snap = await sim("graceful")
+    holder = next(f for f in snap.findings if f.kind == "holder")
+    parent = holder.pids[0]
+    assert not snap.proc(parent).gpu_memory_mib
+    plan = plan_action(snap, "sigterm", pids=[parent])
+    assert plan.commands == (f"kill -s TERM {parent}",)
+    assert plan.gpus == (0, 1) and sum(plan.memory_before.values()) > 138 * 1024
+    out = await execute(plan, source, timeline=timeline, clock=clock)
+    assert out.status == "settled" and out.freed_mib > 138 * 1024, out.text
+    assert "freed 138.7 GiB" in out.text
+
+
 async def test_read_only_refuses_signals_nothing_and_records_the_refusal(timeline):
     source, clock, snap = await sim("seed")
     monitor = NodeMonitor(source)

@@ -168,6 +168,24 @@ def test_ghost_memory_per_gpu_with_threshold():
     assert "ghost-memory" in kinds(diagnose(small, ghost_threshold_mib=512))
 
 
+def test_ghost_memory_on_gpus_with_one_cause_and_one_next_step_is_one_finding():
+    """The seed after the workers are gone from the driver's list: eight GPUs, one story."""
+    s = snap([], used=SEED_USED, driver=())
+    f = only(diagnose(s), "ghost-memory")
+    assert f.gpus == tuple(range(8))
+    assert f.summary.startswith("GPUs 0-7: ")
+    per_gpu = f.evidence["per_gpu"]
+    assert len(per_gpu) == 8 and f.evidence["ghost_mib"] == sum(v["ghost_mib"] for v in per_gpu.values())
+    assert f.evidence["ghost_mib"] > 590 * 1024
+    assert f.rung == "reset" and commands_for("reset", s, *step_args(f)) == [f"nvidia-smi -r -i {i}" for i in range(8)]
+    # a hidden holder on GPU 3 only: GPU 3's step differs (kill it), the other seven stay one finding
+    hidden = Proc(pid=81234, ppid=1, state="S", user="alice", name="python3", cmdline="python3 eval.py",
+                  start_ticks=7_000_000, device_files=("/dev/nvidia3",))
+    fs = [f for f in diagnose(snap([hidden], used=SEED_USED, driver=())) if f.kind == "ghost-memory"]
+    assert sorted(f.gpus for f in fs) == [(0, 1, 2, 4, 5, 6, 7), (3,)]
+    assert next(f for f in fs if f.gpus == (3,)).rung == "kill-holders"
+
+
 def test_ghost_memory_waits_after_a_recent_kill_and_needs_blockers_cleared_before_reset():
     used = (4, 4, 4, 40004, 4, 4, 4, 4)
     s = snap([], used=used, driver=(), t=T0 + 20)

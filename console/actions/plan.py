@@ -179,13 +179,15 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
                         else f"nothing holds {t.gpus(gpus) if gpus else 'the GPUs'}")
     on = set(gpus)
     expected: dict[str, int | None] = {}
-    for tgt in targets:
-        proc = snap.proc(tgt.pid)
-        held = {int(k) for k in tgt.gpu_memory_mib if str(k).isdecimal()}
-        held |= who.device_gpus(proc) | who.driver_gpus(snap, tgt.pid)
+    # what the signal brings down: the targets and their descendants (a launcher's workers
+    # exit with it), so memory before/after covers every GPU any of them holds
+    family = [snap.proc(tgt.pid) for tgt in targets] + who.descendants(snap, [tgt.pid for tgt in targets])
+    for proc in family:
+        held = {int(k) for k in proc.gpu_memory_mib if str(k).isdecimal()}
+        held |= who.device_gpus(proc) | who.driver_gpus(snap, proc.pid)
         if not gpus:
             on |= held
-        for k, v in tgt.gpu_memory_mib.items():
+        for k, v in proc.gpu_memory_mib.items():
             if str(k).isdecimal():
                 expected[str(k)] = (expected.get(str(k)) or 0) + (v or 0)
     if expected:   # the targets' share is known: GPUs they hold nothing on have nothing to give back

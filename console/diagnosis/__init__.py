@@ -45,7 +45,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += processes.orphans(sit)      # device files and parents: no driver needed
     if snap.error is None:
         ghosts = node.ghost_memory(sit)
-        ghost_gpus = {f.gpus[0] for f in ghosts}
+        ghost_gpus = {g for f in ghosts for g in f.gpus}
         findings += processes.hidden_holders(sit, ghost_gpus)
         findings += processes.foreign_pids(sit)
         findings += ghosts

@@ -91,7 +91,10 @@ def driver_errors(snap: NodeSnapshot) -> list[Finding]:
 # ---------------------------------------------------------------- ghost memory
 
 def ghost_memory(sit: Situation) -> list[Finding]:
-    out = []
+    """Memory no listed process accounts for. GPUs whose next step is the same (the same rung on
+    the same processes) make ONE finding — "GPUs 0-7: 594 GiB …" — so the panel leads with what
+    differs; the per-GPU figures stay in the evidence."""
+    per_gpu = []
     for g in sit.snap.gpus:
         ghost = sit.ghost(sit.snap, g.index, g.memory_used_mib, g.memory_reserved_mib)
         if ghost is None or ghost <= sit.ghost_threshold_mib:
@@ -106,36 +109,56 @@ def ghost_memory(sit: Situation) -> list[Finding]:
                 break
             since = h.taken_at
         accounted = (g.memory_used_mib or 0) - ghost - (g.memory_reserved_mib or 0)
-        summary = (f"GPU {g.index}: {t.mib(ghost)} in use that no listed process accounts for "
-                   f"({t.mib(g.memory_used_mib)} used, {t.mib(accounted)} listed)")
-        step = _ghost_step(sit, g.index, ghost)
-        out.append(finding("ghost-memory", "high", summary, step, (), (g.index,),
-                      {"gpu": g.index, "ghost_mib": ghost, "used_mib": g.memory_used_mib,
-                       "listed_mib": accounted, "reserved_mib": g.memory_reserved_mib,
-                       "threshold_mib": sit.ghost_threshold_mib, "since": since}, since))
+        step = _ghost_step(sit, [g.index], ghost)
+        per_gpu.append((g, ghost, accounted, since, (step.rung, step.targets, step.wait_s)))
+    groups: dict[tuple, list] = {}
+    for item in per_gpu:
+        groups.setdefault(item[4], []).append(item)
+    out = []
+    for items in groups.values():
+        gpus = [g.index for g, *_ in items]
+        ghost = sum(x[1] for x in items)
+        used = sum(g.memory_used_mib or 0 for g, *_ in items)
+        listed = sum(x[2] for x in items)
+        since = min(x[3] for x in items)
+        where = f"GPU {gpus[0]}" if len(gpus) == 1 else t.gpus(gpus)
+        summary = (f"{where}: {t.mib(ghost)} in use that no listed process accounts for "
+                   f"({t.mib(used)} used, {t.mib(listed)} listed)")
+        step = _ghost_step(sit, gpus, ghost)
+        evidence = {"gpus": gpus, "ghost_mib": ghost, "used_mib": used, "listed_mib": listed,
+                    "threshold_mib": sit.ghost_threshold_mib, "since": since,
+                    "per_gpu": {str(g.index): {"ghost_mib": x_ghost, "used_mib": g.memory_used_mib,
+                                               "listed_mib": x_listed, "reserved_mib": g.memory_reserved_mib}
+                                for g, x_ghost, x_listed, *_ in items}}
+        if len(gpus) == 1:
+            evidence["gpu"] = gpus[0]
+            evidence["reserved_mib"] = items[0][0].memory_reserved_mib
+        out.append(finding("ghost-memory", "high", summary, step, (), tuple(gpus), evidence, since))
     return out
 
 
-def _ghost_step(sit: Situation, gpu: int, ghost: int) -> Step:
+def _ghost_step(sit: Situation, gpus: list[int], ghost: int) -> Step:
     listed = sit.driver_pids()
-    holders = sit.live_holders([gpu])
+    holders = sit.live_holders(gpus)
     hidden = [p for p in holders if p.pid not in listed and not in_d(p) and p.state != "Z"]
-    why = f"{t.mib(ghost)} on GPU {gpu} belongs to no listed process"
+    where = f"GPU {gpus[0]}" if len(gpus) == 1 else t.gpus(gpus)
+    why = f"{t.mib(ghost)} on {where} belongs to no listed process"
     if hidden:
-        return kill_step(sit, hidden, [gpu], sit.names(hidden),
-                         f"{why}, and they hold its device files without being listed")
+        return kill_step(sit, hidden, gpus, sit.names(hidden),
+                         f"{why}, and they hold {'its' if len(gpus) == 1 else 'their'} device files without "
+                         "being listed")
     stuck = [p for p in holders if in_d(p) or p.state == "Z"]
     if stuck:
-        return signal_step(sit, stuck, [gpu], t.plural(len(stuck), "dying process", "dying processes"))
+        return signal_step(sit, stuck, gpus, t.plural(len(stuck), "dying process", "dying processes"))
     kill = sit.last_action(KILL_RUNGS + ("sigterm",))
     if kill and sit.age(kill.ts) < TEARDOWN_WINDOW_S:
         return Step("wait", f"Wait: the last kill was {t.ago(sit.age(kill.ts))} and {why}; pinned memory "
-                            "can take half a minute or more to come back.", (), (gpu,),
+                            "can take half a minute or more to come back.", (), tuple(gpus),
                     max(WAIT_S, TEARDOWN_WINDOW_S - sit.age(kill.ts)))
-    if sit.shrinking([gpu]):
-        return Step("wait", f"Wait: {why}, but it is shrinking — the driver is still freeing it.", (), (gpu,),
+    if sit.shrinking(gpus):
+        return Step("wait", f"Wait: {why}, but it is shrinking — the driver is still freeing it.", (), tuple(gpus),
                     WAIT_S * 3)
-    return reset_step(sit, [gpu], f"{why} and nothing is freeing it")
+    return reset_step(sit, gpus, f"{why} and nothing is freeing it")
 
 
 # ---------------------------------------------------------------- Xid

@@ -90,6 +90,23 @@ def is_protected(snap: NodeSnapshot, pid: int, proc: Proc | None = None) -> bool
     return protection_reason(snap, pid, proc) is not None
 
 
+def descendants(snap: NodeSnapshot, pids: Iterable[int]) -> list[Proc]:
+    """Every process below these in the snapshot's tree (children, grandchildren, …), once each."""
+    children: dict[int, list[Proc]] = {}
+    for p in snap.processes:
+        children.setdefault(p.ppid, []).append(p)
+    seen = set(pids)
+    out: list[Proc] = []
+    todo = list(seen)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child.pid not in seen:
+                seen.add(child.pid)
+                out.append(child)
+                todo.append(child.pid)
+    return out
+
+
 # ---------------------------------------------------------------- who holds which GPU
 
 def device_gpus(proc: Proc) -> set[int]:
