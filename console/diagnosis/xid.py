@@ -222,6 +222,30 @@ def parse_xid_line(line: str) -> XidEvent | None:
                     recovery=rec.group(2).strip() if rec else None)
 
 
+_GPU_BUS_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
+
+
+def fallen_off_bus(text: str) -> list[str]:
+    """Bus ids the kernel log says fell off the bus, with or without an Xid 79 line. Never raises.
+
+    Drivers print it on one line ("NVRM: GPU 0000:06:00.0: GPU has fallen off the bus.") or, at probe
+    time, over three ("NVRM: The NVIDIA GPU 0000:b3:00.0" / "(PCI ID: ...) installed in this system
+    has" / "fallen off the bus and is not responding to commands."): the bus is the last one named
+    within the two lines before.
+    """
+    out: list[str] = []
+    recent: list[str | None] = [None, None, None]
+    for line in str(text).splitlines():
+        m = _GPU_BUS_RE.search(line)
+        recent = recent[1:] + [m.group(1) if m else None]
+        if "fallen off the bus" not in line or "NVRM: Xid" in line:
+            continue
+        bus = next((b for b in reversed(recent) if b), None)
+        if bus and bus not in out:
+            out.append(bus)
+    return out
+
+
 def bus_key(bus_id: str | None) -> str | None:
     """Comparable (domain, bus, device) of a PCI address: '00000000:3B:00.0' and '0000:3b:00' agree."""
     if not bus_id:
