@@ -155,6 +155,18 @@ def test_the_xid_79_paste_also_names_the_bus_in_its_fallen_off_line():
     assert fallen_off_bus(load("xid-79-ogkm-1151.log").body) == ["0000:06:00.0"]
 
 
+async def test_kernel_log_check_on_real_lines_names_the_gpu_and_what_the_driver_says():
+    from console.checks.registry import run_check
+    from test_checks import Canned
+    r = await run_check(Canned(load("xid-62-154-109-ogkm-1031.log").body), "kernel-log")
+    assert r.summary == "Xid 62, 154, 109; latest: Xid 109 on 0000:2d:00 (context switch timeout)"
+    r = await run_check(Canned(load("fallen-off-bus-no-xid-nvsentinel-155.log").body), "kernel-log")
+    assert r.summary == "GPU 0000:b3:00.0 fell off the bus (no Xid line)"
+    r = await run_check(Canned(load("xid-79-ogkm-1151.log").body), "kernel-log")
+    assert r.summary == ("Xid 79; latest: Xid 79 on 0000:06:00 (GPU has fallen off the bus); "
+                         "GPU 0000:06:00.0 fell off the bus")
+
+
 # ---------------------------------------------------------------- nvidia-smi failures: the node's error
 
 @pytest.mark.parametrize("name, words", [
