@@ -222,7 +222,8 @@ def parse_xid_line(line: str) -> XidEvent | None:
                     recovery=rec.group(2).strip() if rec else None)
 
 
-_GPU_BUS_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
+_GPU_BUS_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at PCI:)?"
+                         r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
 
 
 def fallen_off_bus(text: str) -> list[str]:
