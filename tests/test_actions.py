@@ -373,6 +373,7 @@ async def test_clear_blockers_then_reset_frees_the_gpu_that_needed_it(timeline):
     assert reset.commands == ("nvidia-smi -r -i 3",) and reset.notes == ()
     out = await execute(reset, source, timeline=timeline, clock=clock)
     assert out.status == "settled" and out.rc == 0 and "successfully reset" in out.output
+    assert "done: GPU 00000000:41:00.0 reset" in out.text
     assert out.entry.gpu_memory_after["3"] <= 1024 and out.entry.freed_mib >= 60000
     assert [e.kind for e in timeline.entries] == ["action", "action"]
 
@@ -386,7 +387,7 @@ async def test_reset_on_the_seed_is_refused_by_the_driver_and_recorded_with_rc_2
     out = await execute(plan, source, timeline=timeline, monitor=monitor, clock=clock)
     assert out.status == "failed" and out.watch is None and clock.now() == t0   # nothing to wait for
     assert out.entry.rc == 255 and "In use by another client" in out.entry.output
-    assert "failed (rc 255)" in out.entry.text
+    assert "failed (rc 255): GPU 00000000:01:00.0 not reset: In use by another client" in out.entry.text
     assert monitor.actions == []          # a refused reset is not a reset diagnosis should wait on
 
 

@@ -142,7 +142,8 @@ async def test_reset_required_blocked_by_persistenced_then_succeeds():
     assert (await sh(node, probe.timed(probe.QUERY_APPS))).stdout == ""
     assert (await used(node))[3] == 61447
     refused = await sh(node, "nvidia-smi -r -i 3")
-    assert refused.rc == 255 and refused.stdout == "GPU 00000000:41:00.0 could not be reset: In use by another client\n"
+    assert refused.rc == 255 and refused.stdout.startswith(
+        "The following GPUs could not be reset:\n  GPU 00000000:41:00.0: In use by another client\n\n1 device is")
     stop = await sh(node, "systemctl stop nvidia-persistenced; systemctl is-active nvidia-persistenced")
     assert stop.stdout == "inactive\n" and stop.rc == 3
     pm = await sh(node, "nvidia-smi --query-gpu=persistence_mode --format=csv,noheader -i 3")

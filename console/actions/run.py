@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from console.actions import verify as av
 from console.actions.ladder import COMMAND_TIMEOUT_S, RELEASES_NVML
 from console.actions.plan import ActionPlan, ActionPolicy
+from console.actions.reset_output import parse_reset_output, reset_outcome_line
 from console.diagnosis import text as t
 from console.model import ActionRecord, CommandResult, NodeSnapshot, TimelineEntry
 
@@ -396,9 +397,13 @@ def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, c
             first = failed[0]
             why = (first.error or first.output.strip().splitlines()[0] if (first.error or first.output.strip())
                    else "failed")
+            if plan.rung == "reset" and not first.error:    # name each GPU and why, not nvidia-smi's preamble
+                why = reset_outcome_line(parse_reset_output(first.output, first.rc), first.rc) or why
             bits.append(f"failed (rc {first.rc}): {why}")
         elif results:
-            bits.append("done")
+            said = reset_outcome_line(parse_reset_output("\n".join(r.output for r in results), 0), 0) \
+                if plan.rung == "reset" else ""
+            bits.append(f"done: {said}" if said else "done")
     if len(results) < (len(plan.targets) if plan.signal else len(plan.commands)):
         bits.append("interrupted before every command ran")
     if plan.rung == "clear-blockers":

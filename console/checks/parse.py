@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from console.diagnosis.xid import bus_key, parse_xid_line
+from console.diagnosis.xid import bus_key, fallen_off_bus, parse_xid_line
 from console.sources.parse import (clip, csv_rows, na_or_int, nvsmi_failure, on_off, parse_compute_apps,
                             parse_fds, parse_gpu_query, parse_pidns, parse_ps, parse_stat_line,
                             program_name)
@@ -148,7 +148,8 @@ def parse_tasks(text: str) -> dict:
 # ---------------------------------------------------------------- kernel log
 
 def parse_kernel_log(text: str, gpu_bus: dict[str, int] | None = None) -> dict:
-    """dmesg / journalctl -k output -> Xid events (with meanings), other NVRM lines, permission trouble."""
+    """dmesg / journalctl -k output -> Xid events (with meanings), GPUs that fell off the bus (with or
+    without an Xid 79), other NVRM lines, permission trouble."""
     events = []
     other = []
     by_bus = {bus_key(b): i for b, i in (gpu_bus or {}).items()}
@@ -168,7 +169,8 @@ def parse_kernel_log(text: str, gpu_bus: dict[str, int] | None = None) -> dict:
         if ("not found" in low and ("dmesg" in low or "journalctl" in low)) or low.startswith("no journal files"):
             missing = clip(line)
             break
-    return {"xids": events, "nvrm": other, "permission_denied": denied is not None,
+    return {"xids": events, "fallen_off_bus": fallen_off_bus(str(text)), "nvrm": other,
+            "permission_denied": denied is not None,
             "error": denied or missing}
 
 

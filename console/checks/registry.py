@@ -168,9 +168,13 @@ def _klog(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     if d["permission_denied"]:
         return (f"{a['reader']} not permitted: run as root (or in group adm/systemd-journal) to read the kernel "
                 f"log ({d['error']})"), d
+    fell = d["fallen_off_bus"]
+    fell_words = f"{'GPU' if len(fell) == 1 else 'GPUs'} {', '.join(fell)} fell off the bus" if fell else ""
     if not d["xids"]:
         if d["error"]:
             return f"kernel log unreadable: {d['error']}", d
+        if fell:
+            return f"{fell_words} (no Xid line)", d
         return f"no Xid in the last {a['lines']} NVRM lines" if d["nvrm"] else "no NVRM line in the kernel log", d
     codes: dict[int, int] = {}
     for x in d["xids"]:
@@ -179,7 +183,7 @@ def _klog(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     where = f"GPU {last['gpu']}" if last["gpu"] is not None else last["bus"]
     what = f"recovery action: {last['recovery']}" if last["xid"] == 154 and last["recovery"] else last["title"]
     listing = ", ".join(f"{c}×{n}" if n > 1 else str(c) for c, n in codes.items())
-    return f"Xid {listing}; latest: Xid {last['xid']} on {where} ({what})", d
+    return f"Xid {listing}; latest: Xid {last['xid']} on {where} ({what}){'; ' + fell_words if fell else ''}", d
 
 
 def _blockers(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:

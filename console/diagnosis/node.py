@@ -1,6 +1,7 @@
 """Findings about the node and its GPUs: probe-hung, driver-error, xid, ghost-memory, reset-blocker."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 from console.diagnosis.who import TEARDOWN_WINDOW_S, WAIT_S, program_of
@@ -206,14 +207,26 @@ def xids(sit: Situation) -> list[Finding]:
                                       "lists, so it cannot be reset.")
             else:
                 step = reset_step(sit, [gpu], f"{ev.describe} says GPU {gpu} needs a reset")
+                if ev.code == 154 and "drain" in (ev.recovery or "").lower():
+                    step = replace(step, text=f"{step.text} Drain first: stop the jobs that use GPU {gpu} "
+                                              "over NVLink or peer-to-peer.")
+            if ev.info.workflow:
+                step = replace(step, text=f"{step.text} {ev.info.workflow}")
+        elif ev.action == "drain":
+            step = Step(None, f"Drain peer-to-peer traffic to {where}: stop the jobs that use it over NVLink "
+                              f"or P2P; {ev.describe} asks for no reset.", (), gpus)
         elif ev.action == "app":
             step = Step(None, f"Restart the application{f' (PID {ev.pid})' if ev.pid else ''}: {ev.describe} "
                               "is the program's fault; the GPU itself is fine.", (), gpus)
+        elif ev.info.catalog == "CONTACT_SUPPORT":
+            step = Step(None, f"Nothing to do on the node: report {ev.describe} on {where} to NVIDIA support "
+                              "(the Xid catalogue's advice).", (), gpus)
         else:
             step = Step(None, f"Nothing to do now: {ev.info.meaning}", (), gpus)
         out.append(finding("xid", severity, summary, step, pids, gpus,
                       {"xid": code, "bus": ev.bus, "gpu": gpu, "count": len(evs), "line": ev.line,
                        "recovery": ev.recovery, "action": ev.action, "meaning": ev.info.meaning,
+                       "catalog": ev.info.catalog,
                        "uptime_s": ev.uptime_s}))
     return out
 

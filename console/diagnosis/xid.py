@@ -1,12 +1,22 @@
 """NVRM Xid lines: parsing, and what the common codes mean for someone holding stuck memory.
 
-The descriptions are our own short summaries of the driver's published Xid catalog,
-written for the question this console answers: will a kill, a GPU reset or only a
-reboot bring the memory back?  ``action`` is one of:
+Source of the advice: NVIDIA's Xid catalogue, "Analyzing Xid Errors with the Xid Catalog",
+https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html — its "Resolution Bucket
+(Immediate Action)" column, kept here as ``XidInfo.catalog`` (RESET_GPU, RESTART_APP,
+RESTART_BM, IGNORE, CONTACT_SUPPORT, WORKFLOW_*, XID_154_EVAL). Buckets this console relies
+on: 79 -> reboot (RESTART_BM); 154 -> the recovery action the line names; 62, 64, 95, 119,
+120, 143 -> GPU reset (RESET_GPU); 13, 31, 94 -> restart the application (RESTART_APP); 43,
+63, 92 -> nothing to do (IGNORE); 48 and 74 -> their workflows (WORKFLOW_XID_48: reset, then
+check ECC / row remapping, drain if it recurs or 63/64 came with it; WORKFLOW_NVLINK_ERR:
+check NVLink, then reset or drain). The remaining rows follow the same column (cross-checked
+with NVIDIA NVSentinel's catalogue-derived xiderrorsmapping.csv). Titles and meanings are our
+own short words, written for the question this console answers: will a kill, a GPU reset or
+only a reboot bring the memory back? ``action`` is one of:
 
-``none``    informational; nothing to do on the GPU itself
+``none``    nothing to do on the GPU itself (informational, or a case for NVIDIA support)
 ``app``     the application faulted; its process must go (the GPU is fine)
 ``reset``   the GPU needs ``nvidia-smi -r`` (no client may hold it)
+``drain``   stop peer-to-peer (NVLink) traffic to the GPU; no reset needed (Xid 154 "Drain P2P")
 ``reboot``  a reset will not do: reboot (or power-cycle) the node
 """
 from __future__ import annotations
@@ -14,107 +24,138 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+
 
 @dataclass(frozen=True)
 class XidInfo:
     title: str          # a few words
     severity: str       # model.SEVERITIES
-    action: str         # none | app | reset | reboot
+    action: str         # none | app | reset | drain | reboot
     meaning: str        # one sentence, our words
+    catalog: str = ""   # the catalogue's immediate-action bucket
+    workflow: str = ""  # the catalogue workflow's steps, where the bucket is a workflow
 
+
+_ECC_WORKFLOW = ("Then check the ECC and row-remapping state (`nvidia-smi -q -d ECC,ROW_REMAPPER`): with a "
+                 "pending remap the reset activates it; with a remap failure (Xid 64) or a repeat, drain the "
+                 "node and have the GPU replaced.")
+_NVLINK_WORKFLOW = ("Check the links first (`nvidia-smi nvlink -s` and `-e`): a link that stays down or keeps "
+                    "counting errors means drain the node; without nvidia-fabricmanager the NVLink peers must "
+                    "be reset together.")
 
 XIDS: dict[int, XidInfo] = {
     8: XidInfo("GPU stopped processing", "low", "app",
-        "A channel stopped making progress; usually the application, sometimes the driver."),
+        "A channel stopped making progress; usually the application, sometimes the driver.", "RESTART_APP"),
     13: XidInfo("graphics engine exception", "low", "app",
-        "A kernel faulted (bad address, illegal instruction); almost always the application's bug."),
+        "A kernel faulted (bad address, illegal instruction); almost always the application's bug.",
+        "RESTART_APP"),
     31: XidInfo("GPU memory page fault", "low", "app",
-        "The application touched GPU memory it does not own (MMU fault); an application or framework bug."),
+        "The application touched GPU memory it does not own (MMU fault); an application or framework bug.",
+        "RESTART_APP"),
     32: XidInfo("corrupted push buffer", "low", "app",
-        "The command stream sent to the GPU was invalid; driver, application or PCIe trouble."),
-    38: XidInfo("driver firmware error", "high", "reset",
-        "The driver's firmware reported an error."),
-    43: XidInfo("GPU stopped processing", "low", "app",
-        "A channel was stopped after the application faulted; the GPU itself is normally fine."),
+        "The command stream sent to the GPU was invalid; driver, application or PCIe trouble.", "RESTART_APP"),
+    38: XidInfo("driver firmware error", "low", "none",
+        "The driver's firmware reported an error; the catalogue says no action is needed.", "IGNORE"),
+    43: XidInfo("GPU stopped processing", "low", "none",
+        "A channel was stopped after the application faulted; the GPU itself is fine and nothing needs doing.",
+        "IGNORE"),
     45: XidInfo("preemptive cleanup", "info", "none",
-        "The driver is tearing down a process's channels because it exited or was killed; expected after "
-        "a kill."),
+        "The driver is tearing down a process's channels because it exited or was killed (or after another "
+        "Xid); expected after a kill.", "WORKFLOW_XID_45"),
     48: XidInfo("double-bit ECC error", "critical", "reset",
-        "An uncorrectable memory error; the GPU must be reset before it can be trusted again."),
-    61: XidInfo("internal micro-controller breakpoint", "high", "reset",
-        "A GPU micro-controller hit a breakpoint or warning; a reset clears it."),
+        "An uncorrectable memory error; the GPU must be reset before it can be trusted again.",
+        "WORKFLOW_XID_48", _ECC_WORKFLOW),
+    61: XidInfo("internal micro-controller breakpoint", "high", "none",
+        "A GPU micro-controller hit a breakpoint or warning; the catalogue says report it to NVIDIA support.",
+        "CONTACT_SUPPORT"),
     62: XidInfo("internal micro-controller halt", "critical", "reset",
-        "A GPU micro-controller halted; the GPU needs a reset."),
+        "A GPU micro-controller halted; the GPU needs a reset.", "RESET_GPU"),
     63: XidInfo("ECC page retirement / row remap recorded", "low", "none",
-        "A bad memory row was retired or remapped; it takes effect at the next reset."),
+        "A bad memory row was retired or remapped; it takes effect at the next reset.", "IGNORE"),
     64: XidInfo("ECC page retirement / row remap failed", "high", "reset",
-        "Retiring or remapping a bad memory row failed; reset, and replace the GPU if it recurs."),
-    69: XidInfo("graphics engine class error", "high", "reset",
-        "The graphics engine rejected a method; a reset is usually needed."),
+        "Retiring or remapping a bad memory row failed; reset, and replace the GPU if it recurs.", "RESET_GPU"),
+    69: XidInfo("graphics engine class error", "low", "app",
+        "The graphics engine rejected a method the application sent; restart the application.", "RESTART_APP"),
     74: XidInfo("NVLink error", "high", "reset",
-        "An NVLink link failed; reset the GPU (older GPUs: together with its NVLink peers)."),
+        "An NVLink link failed; the GPU (and maybe its NVLink peer) needs a reset or the node a drain.",
+        "WORKFLOW_NVLINK_ERR", _NVLINK_WORKFLOW),
     79: XidInfo("GPU has fallen off the bus", "critical", "reboot",
-        "The GPU no longer answers on PCIe; only a reboot or power cycle brings it back."),
+        "The GPU no longer answers on PCIe; only a reboot or power cycle brings it back.", "RESTART_BM"),
     92: XidInfo("high single-bit ECC error rate", "low", "none",
-        "Correctable memory errors are frequent; watch the trend."),
-    94: XidInfo("contained ECC error", "high", "reset",
-        "An uncorrectable memory error hit one application, which must exit; reset when the GPU is free."),
+        "Correctable memory errors are frequent; watch the trend.", "IGNORE"),
+    94: XidInfo("contained ECC error", "high", "app",
+        "An uncorrectable memory error was contained to one application, which must be restarted; the GPU "
+        "keeps running the others.", "RESTART_APP"),
     95: XidInfo("uncontained ECC error", "critical", "reset",
         "An uncorrectable memory error could not be contained; every process on the GPU is affected and "
-        "the GPU must be reset."),
+        "the GPU must be reset.", "RESET_GPU"),
     109: XidInfo("context switch timeout", "high", "reset",
-        "The GPU did not switch contexts in time; the application or the GPU may be hung."),
+        "The GPU did not switch contexts in time; the application or the GPU may be hung.", "RESET_GPU"),
     119: XidInfo("GSP RPC timeout", "critical", "reset",
-        "The GPU System Processor firmware stopped answering the driver; the GPU is wedged until reset."),
+        "The GPU System Processor firmware stopped answering the driver; the GPU is wedged until reset.",
+        "RESET_GPU"),
     120: XidInfo("GSP error", "critical", "reset",
-        "The GPU System Processor firmware reported an error; reset the GPU."),
-    121: XidInfo("C2C link error", "high", "reset",
-        "The chip-to-chip link reported an error; reset the GPU."),
-    122: XidInfo("SPI PMU RPC read failure", "high", "reset",
-        "Reading from the power-management unit failed."),
-    123: XidInfo("SPI PMU RPC write failure", "high", "reset",
-        "Writing to the power-management unit failed."),
-    124: XidInfo("SPI PMU RPC erase failure", "high", "reset",
-        "Erasing through the power-management unit failed."),
+        "The GPU System Processor firmware reported an error; reset the GPU.", "RESET_GPU"),
+    121: XidInfo("C2C link error", "low", "none",
+        "The chip-to-chip link reported a corrected error; the catalogue says no action is needed.", "IGNORE"),
+    122: XidInfo("SPI PMU RPC read failure", "high", "none",
+        "Reading from the power-management unit failed; report it to NVIDIA support.", "CONTACT_SUPPORT"),
+    123: XidInfo("SPI PMU RPC write failure", "high", "none",
+        "Writing to the power-management unit failed; report it to NVIDIA support.", "CONTACT_SUPPORT"),
+    124: XidInfo("SPI PMU RPC erase failure", "high", "none",
+        "Erasing through the power-management unit failed; report it to NVIDIA support.", "CONTACT_SUPPORT"),
     136: XidInfo("link training failure", "high", "reset",
-        "A link failed to train; reset the GPU."),
-    137: XidInfo("NVLink / fabric error", "high", "reset",
-        "The NVLink fabric reported a fatal error for this GPU."),
+        "A link failed to train; reset the GPU.", "RESET_GPU"),
+    137: XidInfo("NVLink FLA privilege error", "low", "none",
+        "A peer-to-peer access was refused by the remote GPU; an application error, nothing to do on the GPU.",
+        "IGNORE"),
     140: XidInfo("unrecovered ECC error", "critical", "reset",
-        "The driver could not recover from a memory error; reset the GPU."),
+        "The driver could not recover from a memory error; reset the GPU.", "RESET_GPU"),
     143: XidInfo("GPU initialisation failure", "critical", "reset",
-        "The GPU failed to come up (firmware or driver start-up); reset, reboot if it repeats."),
-    144: XidInfo("NVLink SAW error", "high", "reset",
-        "An NVLink unit reported an error."),
-    145: XidInfo("NVLink RLW error", "high", "reset",
-        "An NVLink unit reported an error."),
-    146: XidInfo("NVLink TLW error", "high", "reset",
-        "An NVLink unit reported an error."),
-    147: XidInfo("NVLink TREX error", "high", "reset",
-        "An NVLink unit reported an error."),
-    148: XidInfo("NVLink NVLPW control error", "high", "reset",
-        "An NVLink unit reported an error."),
-    149: XidInfo("NVLink NETIR error", "high", "reset",
-        "The NVLink network interface reported an error."),
-    150: XidInfo("NVLink MSE error", "high", "reset",
-        "An NVLink unit reported an error."),
+        "The GPU failed to come up (firmware or driver start-up); reset, reboot if it repeats.", "RESET_GPU"),
+    **{code: XidInfo(f"NVLink {unit} error", "high", "reset",
+                     "An NVLink5 unit reported an error; follow the line's Xid 154 if one came with it.",
+                     "WORKFLOW_NVLINK5_ERR", _NVLINK_WORKFLOW)
+       for code, unit in ((144, "SAW"), (145, "RLW"), (146, "TLW"), (147, "TREX"), (148, "NVLPW control"),
+                          (149, "NETIR"), (150, "MSE"))},
     154: XidInfo("GPU recovery action changed", "high", "reset",
-        "The driver states what it takes to recover this GPU."),
+        "The driver states what it takes to recover this GPU.", "XID_154_EVAL"),
 }
 UNKNOWN = XidInfo("unlisted Xid", "low", "none",
-                  "An Xid this console has no description for; look it up in the driver's Xid catalog.")
+                  f"An Xid this console has no description for; look it up in NVIDIA's Xid catalogue ({CATALOG_URL}).")
 
-#: Xid 154's recovery action text -> (our action, severity)
+#: Xid 154's recovery action words (as the driver prints them, lower case) -> (our action, severity).
+#: R550-R580 print "GPU Reset Required", "Node Reboot Required", "Drain P2P", "Drain and Reset"; newer
+#: drivers print "PF FLR" (a function-level reset) and "OS Reboot"; NVML adds IMEX domain recovery,
+#: bus reset and system reboot (nvmlDeviceGpuRecoveryAction_t).
 RECOVERY_ACTIONS: dict[str, tuple[str, str]] = {
     "none": ("none", "info"),
     "gpu reset required": ("reset", "critical"),
+    "pf flr": ("reset", "critical"),
     "node reboot required": ("reboot", "critical"),
-    "drain p2p": ("none", "high"),
+    "os reboot": ("reboot", "critical"),
+    "drain p2p": ("drain", "high"),
     "drain and reset": ("reset", "critical"),
     "recover imex domain": ("none", "high"),
     "bus reset": ("reboot", "critical"),
     "system reboot": ("reboot", "critical"),
 }
+
+
+def recovery_action(words: str | None) -> tuple[str, str]:
+    """Xid 154's recovery action text -> (our action, severity); unknown words by their keywords."""
+    text = " ".join((words or "").lower().split())
+    if text in RECOVERY_ACTIONS:
+        return RECOVERY_ACTIONS[text]
+    if "reboot" in text:
+        return "reboot", "critical"
+    if "reset" in text or "flr" in text:
+        return "reset", "critical"
+    if "drain" in text:
+        return "drain", "high"
+    return "reset", "high"
+
 
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2})"
                      r"(?:\.[0-9A-Fa-f])?[^)]*\): (\d{1,4})(?:,\s*(.*))?$")
@@ -143,13 +184,13 @@ class XidEvent:
     @property
     def action(self) -> str:
         if self.code == 154:
-            return RECOVERY_ACTIONS.get((self.recovery or "").strip().lower(), ("reset", "high"))[0]
+            return recovery_action(self.recovery)[0]
         return self.info.action
 
     @property
     def severity(self) -> str:
         if self.code == 154:
-            return RECOVERY_ACTIONS.get((self.recovery or "").strip().lower(), ("reset", "high"))[1]
+            return recovery_action(self.recovery)[1]
         return self.info.severity
 
     @property
@@ -179,6 +220,31 @@ def parse_xid_line(line: str) -> XidEvent | None:
     return XidEvent(code=int(m.group(2)), bus=m.group(1), text=text, line=line.strip(),
                     uptime_s=float(up.group(1)) if up else None, pid=pid, process=name,
                     recovery=rec.group(2).strip() if rec else None)
+
+
+_GPU_BUS_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at PCI:)?"
+                         r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
+
+
+def fallen_off_bus(text: str) -> list[str]:
+    """Bus ids the kernel log says fell off the bus, with or without an Xid 79 line. Never raises.
+
+    Drivers print it on one line ("NVRM: GPU 0000:06:00.0: GPU has fallen off the bus.") or, at probe
+    time, over three ("NVRM: The NVIDIA GPU 0000:b3:00.0" / "(PCI ID: ...) installed in this system
+    has" / "fallen off the bus and is not responding to commands."): the bus is the last one named
+    within the two lines before.
+    """
+    out: list[str] = []
+    recent: list[str | None] = [None, None, None]
+    for line in str(text).splitlines():
+        m = _GPU_BUS_RE.search(line)
+        recent = recent[1:] + [m.group(1) if m else None]
+        if "fallen off the bus" not in line or "NVRM: Xid" in line:
+            continue
+        bus = next((b for b in reversed(recent) if b), None)
+        if bus and bus not in out:
+            out.append(bus)
+    return out
 
 
 def bus_key(bus_id: str | None) -> str | None:

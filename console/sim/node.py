@@ -19,6 +19,12 @@ from console.clock import RealClock
 from console.sim.state import (ALIVE, CLK_TCK, DEFAULT_SCENARIO, EXITING, GONE, HOST_PID_NS, ZOMBIE, GroundTruth, SimContext,
                     SimGpu, SimProc)
 
+#: nvidia-smi's explanation after a refused reset of one GPU (NVIDIA/gpu-operator#118, mig-parted#181)
+_IN_USE_HINT = ("1 device is currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
+                "application, graphics application such as an X server, or a monitoring application such as "
+                "another instance of nvidia-smi). Please first kill all processes using this device and all "
+                "compute applications running in the system.")
+
 _DEFAULT_IGNORED = {"CHLD", "CONT", "URG", "WINCH"}
 _STOPPING = {"STOP", "TSTP", "TTIN", "TTOU"}
 
@@ -302,8 +308,9 @@ class SimNode:
         dev = f"/dev/nvidia{index}"
         busy = (any(c.gpu == index for c in self.contexts) or g.persistence
                 or any(p.alive and dev in p.fds for p in self.procs.values()))
-        if busy:
-            return f"GPU {g.bus_id} could not be reset: In use by another client\n", 255
+        if busy:    # as real drivers print it (tests/fixtures/real/reset-in-use-*)
+            return (f"The following GPUs could not be reset:\n  GPU {g.bus_id}: In use by another client\n\n"
+                    f"{_IN_USE_HINT}\n", 255)
         g.stuck_mib = 0
         g.reset_required = False
         self.klog(f"NVRM: GPU at PCI:{g.pci_short}: {g.uuid}")

@@ -18,6 +18,9 @@ NA_VALUES = {"[n/a]", "n/a", "[not supported]", "[insufficient permissions]", "[
              "[gpu is lost]", "[requested functionality has been deprecated]", ""}
 _UNIT_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:mib|%|w|mhz|c)?\s*$", re.IGNORECASE)
 _LOST_RE = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\S*: GPU is lost")
+_NO_HANDLE_RE = re.compile(r"Unable to determine the device handle for GPU\s*"
+                           r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\S*:\s*([^.\n]*)")
+_NVML_LIB_RE = re.compile(r"NVML library version:\s*(\S+)")
 _LIST_GPU_RE = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
 _LIST_MIG_RE = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
 _DRIVER_RE = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+(?:\.\d+)+)")
@@ -79,7 +82,9 @@ def nvsmi_failure(text: str, rc: int | None) -> str | None:
     if "couldn't communicate with the nvidia driver" in low or "driver not loaded" in low:
         return "NVIDIA driver not loaded: nvidia-smi couldn't communicate with the NVIDIA driver"
     if "version mismatch" in low:
-        return "driver/library version mismatch: " + clip(_first_line_with(text, "mismatch"))
+        lib = _NVML_LIB_RE.search(text)
+        return clip("driver/library version mismatch: " + _first_line_with(text, "mismatch")
+                    + (f" (NVML library {lib.group(1)})" if lib else ""))
     if "no devices were found" in low:
         return "no devices: nvidia-smi found no GPU"
     if rc == 127 or "nvidia-smi: not found" in low or "failed to run command" in low \
@@ -104,6 +109,31 @@ def lost_gpu_bus_ids(text: str) -> list[str]:
     return sorted({m.group(1) for m in _LOST_RE.finditer(text)})
 
 
+def unreachable_gpus(text: str) -> list[tuple[str, str]]:
+    """(bus id, nvidia-smi's reason) for each GPU it could get no handle for: "GPU is lost",
+    "Unknown Error" (a GPU gone from the bus on some drivers), "Not Found", ... in order, once each."""
+    out: dict[str, str] = {}
+    for m in _NO_HANDLE_RE.finditer(text):
+        out.setdefault(m.group(1), " ".join(m.group(2).split()))
+    return list(out.items())
+
+
+def _unreachable_error(text: str, lost: list[str]) -> str | None:
+    """The node error when nvidia-smi named GPUs it cannot reach and listed none it can."""
+    if lost:
+        return clip(f"{_gpu_words(lost)} {'is' if len(lost) == 1 else 'are'} lost: nvidia-smi cannot reach "
+                    f"{'it' if len(lost) == 1 else 'them'} (reboot the node to recover)")
+    other = unreachable_gpus(text)
+    if other:
+        return clip("driver error: nvidia-smi cannot reach "
+                    + ", ".join(f"GPU {bus} ({why or 'no reason given'})" for bus, why in other))
+    return None
+
+
+def _gpu_words(buses: list[str]) -> str:
+    return ("GPU " if len(buses) == 1 else "GPUs ") + ", ".join(buses)
+
+
 @dataclass
 class GpuParse:
     gpus: list[Gpu] = field(default_factory=list)
@@ -118,9 +148,14 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
     out.lost = lost_gpu_bus_ids(text)
     for bus in out.lost:
         out.warnings.append(f"GPU {bus} is lost (nvidia-smi cannot reach it)")
+    for bus, why in unreachable_gpus(text):
+        if bus not in out.lost:
+            out.warnings.append(clip(f"GPU {bus} cannot be reached: {why or 'no reason given'}"))
     for row in csv_rows(text):
         if len(row) < 6 or not row[0].isdecimal():
-            if "GPU is lost" in ",".join(row):
+            joined = ",".join(row)
+            if "GPU is lost" in joined or "Unable to determine the device handle" in joined \
+                    or joined.startswith("NVML library version"):
                 continue
             if nvsmi_failure(",".join(row), None) is None:
                 out.warnings.append("unparsed nvidia-smi line: " + clip(",".join(row)))
@@ -137,7 +172,7 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
             utilization_pct=na_or_int(row[6]), persistence_mode=on_off(row[7]),
             mig_mode=mig))
     if not out.gpus:
-        out.error = nvsmi_failure(text, rc) or (
+        out.error = nvsmi_failure(text, rc) or _unreachable_error(text, out.lost) or (
             None if rc == 0 and not text.strip() else
             f"nvidia-smi failed (exit {rc}): " + clip(text.strip().splitlines()[0] if text.strip() else "no output"))
         if rc == 0 and not text.strip():

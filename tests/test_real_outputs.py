@@ -1,0 +1,367 @@
+"""Every real output in tests/fixtures/real/ parsed with the console's own parsers, asserting what
+a person reads in it: GPU counts, memory, bus ids, PIDs and their MiB, MIG instances, the node's
+error words, each Xid's number/bus/pid/name and what the console advises, a reset's outcome.
+
+The default nvidia-smi table has no parser in the console (the probe reads --query-gpu and
+--query-compute-apps, the local source reads NVML); for the table excerpts the tests read the
+facts a person reads with two small regular expressions (memory cells, process rows).
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pathlib import Path
+
+from tests.real_fixtures import DIR, SEPARATOR, load, names
+from console.actions.reset_output import parse_reset_output, reset_outcome_line
+from console.checks.parse import parse_kernel_log
+from console.diagnosis import diagnose
+from console.diagnosis.xid import fallen_off_bus, parse_xid_line
+from console.model import Gpu, NodeSnapshot
+from console.sources import parse
+
+README = (DIR / "README").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- the corpus itself
+
+def test_the_corpus_has_at_least_30_real_outputs_each_with_its_source_and_driver():
+    all_ = names()
+    assert len(all_) >= 30
+    for name in all_:
+        r = load(name)
+        assert r.source.startswith("https://"), name
+        assert r.driver, name
+        assert r.body.strip(), name
+        assert SEPARATOR not in r.body and not r.body.startswith("# source:"), name
+
+
+def test_the_readme_lists_every_fixture_with_its_source_and_a_not_found_list():
+    for name in names():
+        row = next((ln for ln in README.splitlines() if ln.startswith(f"| `{name}` |")), None)
+        assert row is not None, f"{name} is not in tests/fixtures/real/README"
+        assert load(name).source.split()[0] in row
+    listed = set(re.findall(r"^\| `([^`]+)` \|", README, re.M))
+    assert listed == set(names())
+    assert "\nNot found\n" in README
+
+
+# ---------------------------------------------------------------- kernel log: Xid lines
+
+def xids(name: str):
+    return [ev for ev in map(parse_xid_line, load(name).body.splitlines()) if ev is not None]
+
+
+@pytest.mark.parametrize("name, seen", [
+    ("xid-43-31-94-akash-244.log", [
+        (43, "0000:00:05", 1045242, "pt_main_thread", "none"),
+        (43, "0000:00:05", 1084984, "pt_main_thread", "none"),
+        (31, "0000:00:07", 2512125, "python3.10", "app"),
+        (94, "0000:00:08", None, None, "app")]),
+    ("xid-62-154-109-ogkm-1031.log", [
+        (62, "0000:2d:00", None, None, "reset"),
+        (154, "0000:2d:00", None, None, "reset"),
+        (109, "0000:2d:00", 619, "(udev-worker)", "reset")]),
+    ("xid-120-154-nvforum-364958.log", [
+        (120, "0000:01:00", None, None, "reset"),
+        (154, "0000:01:00", None, None, "reset")]),
+    ("xid-62-154-45-nvforum-364958.log", [
+        (62, "0000:01:00", None, None, "reset"),
+        (154, "0000:01:00", None, None, "reset"),
+        (45, "0000:01:00", 12542, "VLLM::Worker", "none")]),
+    ("xid-13-vllm-5901.log", [(13, "0000:43:00", None, None, "app")] * 5),
+    ("xid-13-109-gpud-46.log", [(13, "0000:cb:00", None, None, "app")] * 3 + [
+        (109, "0000:cb:00", 1797828, "pt_main_thread", "reset")]),
+    ("xid-45-after-145-149-ogkm-1150.log", [
+        (45, "0000:dc:00", 1818990, "python3", "none"),
+        (45, "0000:ed:00", 1818992, "python3", "none"),
+        (45, "0000:ba:00", 1818989, "python3", "none"),
+        (45, "0000:97:00", 1818987, "python3", "none")]),
+    ("xid-79-ogkm-1151.log", [(79, "0000:06:00", None, None, "reboot")]),
+])
+def test_xid_lines_give_number_bus_pid_name_and_the_catalogue_action(name, seen):
+    evs = xids(name)
+    assert [(e.code, e.bus, e.pid, e.process, e.action) for e in evs] == seen
+    body = load(name).body
+    probe_lines, warnings = parse.parse_xid(body)             # the probe's dmesg section
+    assert len(probe_lines) == len(seen) and warnings == []
+    check = parse_kernel_log(body)                            # the kernel-log check
+    assert [x["xid"] for x in check["xids"]] == [s[0] for s in seen] and check["error"] is None
+
+
+@pytest.mark.parametrize("name", ["xid-62-154-109-ogkm-1031.log", "xid-120-154-nvforum-364958.log",
+                                    "xid-62-154-45-nvforum-364958.log"])
+def test_xid_154_names_its_recovery_action_gpu_reset_required(name):
+    (ev,) = [e for e in xids(name) if e.code == 154]
+    assert ev.recovery == "GPU Reset Required"
+    assert (ev.action, ev.severity) == ("reset", "critical")
+    assert ev.describe == "Xid 154 (recovery action: GPU Reset Required)"
+
+
+def test_xid_31_keeps_its_mmu_fault_text_and_94_its_containment():
+    x31, x94 = [e for e in xids("xid-43-31-94-akash-244.log") if e.code in (31, 94)]
+    assert "MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_8" in x31.text
+    assert x94.text.startswith("pid='<unknown>', name=<unknown>, Contained: SM (0x1). RST: No, D-RST: No")
+
+
+def test_xid_45_says_which_xid_caused_it():
+    assert all(e.text.endswith(("caused by previous Xid 149", "caused by previous Xid 145"))
+               for e in xids("xid-45-after-145-149-ogkm-1150.log"))
+
+
+def node_for(name: str, buses: dict[str, int]) -> NodeSnapshot:
+    """A node whose GPUs sit on the buses the fixture names, with its kernel log."""
+    gpus = tuple(Gpu(index=i, uuid=f"GPU-{i}", name="NVIDIA H100 80GB HBM3", bus_id=b, memory_used_mib=4,
+                     memory_total_mib=81559, utilization_pct=0, persistence_mode=False)
+                 for b, i in buses.items())
+    lines = tuple(ln for ln in load(name).body.splitlines() if "NVRM: Xid" in ln)
+    return NodeSnapshot(name="real", taken_at=1.0, gpus=gpus, kernel_log=lines)
+
+
+def xid_findings(snap: NodeSnapshot) -> dict[int, object]:
+    return {f.evidence["xid"]: f for f in diagnose(snap) if f.kind == "xid"}
+
+
+def test_diagnosis_of_the_akash_node_follows_the_catalogue_buckets():
+    snap = node_for("xid-43-31-94-akash-244.log", {"00000000:00:05.0": 0, "00000000:00:07.0": 1,
+                                                   "00000000:00:08.0": 2})
+    f = xid_findings(snap)
+    assert f[43].rung is None and f[43].next_step.startswith("Nothing to do") and "×2" in f[43].summary
+    assert f[31].rung is None and f[31].next_step.startswith("Restart the application (PID 2512125)")
+    assert f[94].rung is None and f[94].next_step.startswith("Restart the application")
+    assert f[94].gpus == (2,) and "GPU 2 (0000:00:08)" in f[94].summary
+
+
+def test_diagnosis_of_xid_62_and_154_wants_a_reset_and_79_a_reboot():
+    f = xid_findings(node_for("xid-62-154-109-ogkm-1031.log", {"00000000:2D:00.0": 0}))
+    assert f[154].severity == "critical" and f[154].rung == "reset"
+    assert "the driver says GPU Reset Required" in f[154].summary
+    assert f[62].rung == "reset" and f[109].rung == "reset"
+    f = xid_findings(node_for("xid-79-ogkm-1151.log", {"00000000:06:00.0": 0}))
+    assert f[79].severity == "critical" and f[79].rung == "reboot"
+    assert f[79].next_step.startswith("Reboot the node")
+
+
+def test_a_gpu_that_fell_off_the_bus_without_an_xid_is_still_named():
+    body = load("fallen-off-bus-no-xid-nvsentinel-155.log").body
+    assert parse.parse_xid(body) == ([], [])                  # no "NVRM: Xid" line at all
+    assert fallen_off_bus(body) == ["0000:b3:00.0"]
+    assert parse_kernel_log(body)["fallen_off_bus"] == ["0000:b3:00.0"]
+
+
+def test_the_xid_79_paste_also_names_the_bus_in_its_fallen_off_line():
+    assert fallen_off_bus(load("xid-79-ogkm-1151.log").body) == ["0000:06:00.0"]
+
+
+async def test_kernel_log_check_on_real_lines_names_the_gpu_and_what_the_driver_says():
+    from console.checks.registry import run_check
+    from test_checks import Canned
+    r = await run_check(Canned(load("xid-62-154-109-ogkm-1031.log").body), "kernel-log")
+    assert r.summary == "Xid 62, 154, 109; latest: Xid 109 on 0000:2d:00 (context switch timeout)"
+    r = await run_check(Canned(load("fallen-off-bus-no-xid-nvsentinel-155.log").body), "kernel-log")
+    assert r.summary == "GPU 0000:b3:00.0 fell off the bus (no Xid line)"
+    r = await run_check(Canned(load("xid-79-ogkm-1151.log").body), "kernel-log")
+    assert r.summary == ("Xid 79; latest: Xid 79 on 0000:06:00 (GPU has fallen off the bus); "
+                         "GPU 0000:06:00.0 fell off the bus")
+
+
+# ---------------------------------------------------------------- nvidia-smi failures: the node's error
+
+@pytest.mark.parametrize("name, words", [
+    ("no-driver-gcp-compute-gpu-installation-33.txt", ("driver", "couldn't communicate")),
+    ("no-driver-shine-cluster-50.txt", ("driver", "couldn't communicate")),
+    ("no-devices-580-ogkm-935.txt", ("no devices",)),
+    ("no-devices-syslog-ogkm-862.txt", ("no devices",)),
+    ("mismatch-550-intel-llvm-17614.txt", ("mismatch", "NVML library 550.144")),
+    ("mismatch-570-tinygrad-ogkm-47.txt", ("mismatch", "NVML library 570.124")),
+    ("smi-not-found-chroot-k8s-test-infra-759.txt", ("nvidia-smi not found",)),
+])
+def test_nvidia_smi_failures_give_the_node_error_in_the_contract_words(name, words):
+    gp = parse.parse_gpu_query(load(name).body, None)
+    assert gp.gpus == [] and gp.error is not None
+    for w in words:
+        assert w in gp.error, (w, gp.error)
+    assert not any("NVML library version" in w for w in gp.warnings)
+
+
+def test_a_lost_gpu_is_named_lost_with_its_bus_id():
+    gp = parse.parse_gpu_query(load("gpu-lost-k8s-device-plugin-231.txt").body, None)
+    assert gp.lost == ["0000:C1:00.0"] and gp.gpus == []
+    assert gp.error.startswith("GPU 0000:C1:00.0 is lost") and "reboot" in gp.error
+    assert gp.warnings == ["GPU 0000:C1:00.0 is lost (nvidia-smi cannot reach it)"]
+
+
+@pytest.mark.parametrize("name, bus, reason", [
+    ("handle-unknown-error-ogkm-387.txt", "0000:0B:00.0", "Unknown Error"),
+    ("handle-not-found-ogkm-259.txt", "0000:D8:00.0", "Not Found"),
+])
+def test_a_gpu_nvidia_smi_cannot_get_a_handle_for_is_named_with_the_reason(name, bus, reason):
+    text = load(name).body
+    assert parse.unreachable_gpus(text) == [(bus, reason)]
+    gp = parse.parse_gpu_query(text, None)
+    assert gp.lost == []                                     # not "GPU is lost": the driver did not say so
+    assert gp.error == f"driver error: nvidia-smi cannot reach GPU {bus} ({reason})"
+    assert gp.warnings == [f"GPU {bus} cannot be reached: {reason}"]
+
+
+# ---------------------------------------------------------------- --query-gpu values
+
+@pytest.mark.parametrize("name, values", [
+    ("query-gpu-na-i3pystatus-776.csv", [2004, 2004, 0, 44, None, 0, 0]),
+    ("query-gpu-not-supported-i3pystatus-776.csv", [2004, 2004, 0, 44, None, 0, 0]),
+    ("query-gpu-memory-na-gb10-llama-swap-782.csv", [None, None, 0]),
+])
+def test_query_gpu_values_na_and_not_supported_become_none(name, values):
+    (row,) = parse.csv_rows(load(name).body)
+    assert [parse.na_or_int(v) for v in row] == values
+
+
+def test_query_gpu_with_its_header_line_reads_not_supported_as_none():
+    header, value = parse.csv_rows(load("query-gpu-not-supported-header-tuxclocker-15.csv").body)
+    assert header == ["utilization.gpu [%]"] and value == ["[Not Supported]"]
+    assert parse.na_or_int(value[0]) is None and parse.na_or_text(value[0]) is None
+
+
+# ---------------------------------------------------------------- nvidia-smi -L with MIG
+
+def test_list_of_one_gpu_split_into_seven_mig_devices():
+    mig = parse.parse_gpu_list(load("list-mig-7x1g-datadog-33120.txt").body)
+    assert list(mig) == [0] and len(mig[0]) == 7
+    assert {m.profile for m in mig[0]} == {"1g.10gb"} and [m.device_index for m in mig[0]] == list(range(7))
+    assert mig[0][0].uuid == "MIG-feb88891-0321-5fef-9c87-d4af3b54259e" and mig[0][0].gpu_index == 0
+
+
+def test_list_of_four_gpus_with_mig_on_the_first_only():
+    mig = parse.parse_gpu_list(load("list-mig-mixed-telegraf-5812.txt").body)
+    assert {k: len(v) for k, v in mig.items()} == {0: 4, 1: 0, 2: 0, 3: 0}
+    assert {m.profile for m in mig[0]} == {"1g.20gb"}
+    assert mig[0][3].uuid == "MIG-930574a9-d43a-5d2b-95da-3e68384c8d6b"
+
+
+# ---------------------------------------------------------------- the default table (read in tests)
+
+MEM_CELL = re.compile(r"\|\s+(?:(\d+)MiB /\s*(\d+)MiB|N/A)\s+\|")
+PROC_ROW = re.compile(r"^\|\s+(\d+)\s+(?:(N/A|\d+)\s+(N/A|\d+)\s+)?(\d+)\s+(C|G|C\+G|M|M\+C)\s+(.+?)\s+(\d+)MiB \|$")
+
+
+def table_memory(text: str) -> list[tuple[int, int] | None]:
+    """Memory-Usage cells of the GPU rows, in order (None where the table prints N/A)."""
+    out = []
+    for line in text.splitlines():
+        if "%" in line or "W /" in line or re.search(r"\d+C\s", line):
+            m = MEM_CELL.search(line)
+            if m:
+                out.append((int(m.group(1)), int(m.group(2))) if m.group(1) else None)
+    return out
+
+
+def table_processes(text: str) -> list[tuple]:
+    rows = []
+    for line in text.splitlines():
+        m = PROC_ROW.match(line)
+        if m:
+            gi, ci = m.group(2), m.group(3)
+            rows.append((int(m.group(1)), gi, ci, int(m.group(4)), m.group(5), m.group(6), int(m.group(7))))
+    return rows
+
+
+@pytest.mark.parametrize("name, memory", [
+    ("table-mig-gpus-nvitop-pr8.txt", [(23100, 81920), (24205, 81920)]),
+    ("table-mig-enabled-545-mig-parted-31.txt", [(87, 81920)]),
+    ("table-mig-memory-na-535-dcgm-exporter-544.txt", [None]),
+    ("table-memory-kept-after-ctrl-c-pytorch-4031.txt", [(7829, 12189)]),
+    ("table-zombie-not-listed-nvtop-70.txt", [(644, 24265)]),
+    ("table-container-no-process-rows-pai-2001.txt", [(11637, 12207)]),
+])
+def test_table_memory_cells(name, memory):
+    body = load(name).body
+    assert table_memory(body) == memory
+    assert table_processes(body) == []
+    for line in body.splitlines():                      # the values the probe's CSV would carry
+        if "MiB /" in line:
+            used = line.split("|")[2].split("/")[0]
+            assert parse.na_or_int(used) == int(used.strip().removesuffix("MiB"))
+
+
+def test_mig_enabled_table_shows_utilisation_and_whole_gpu_memory_as_na():
+    for name in ("table-mig-gpus-nvitop-pr8.txt", "table-mig-enabled-545-mig-parted-31.txt",
+                 "table-mig-memory-na-535-dcgm-exporter-544.txt"):
+        rows = [ln for ln in load(name).body.splitlines() if "Enabled" in ln or "   On |" in ln]
+        assert rows, name
+        util = [ln.split("|")[3].split()[0] for ln in load(name).body.splitlines() if "W /" in ln]
+        assert util[-1] == "N/A" and parse.na_or_int(util[-1]) is None
+
+
+def test_mig_devices_table_gives_gi_ci_and_per_instance_memory():
+    body = load("table-mig-devices-nvitop-pr8.txt").body
+    rows = re.findall(r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|\s+(\d+)MiB /\s*(\d+)MiB \|", body, re.M)
+    assert [tuple(map(int, r)) for r in rows] == [(1, 3, 0, 0, 14366, 19968), (1, 5, 0, 1, 9826, 19968),
+                                                 (1, 6, 0, 2, 13, 19968)]
+
+
+def test_mig_process_table_gives_gi_ci_pid_and_mib_per_instance():
+    rows = table_processes(load("table-mig-processes-nvitop-pr8.txt").body)
+    assert len(rows) == 10
+    assert rows[0] == (0, "N/A", "N/A", 55111, "C", "tritonserver", 20481)
+    assert rows[1] == (1, "3", "0", 34965, "C", "python", 14195)
+    per_gi = {}
+    for gpu, gi, ci, pid, _, _, mib in rows:
+        per_gi[(gpu, gi)] = per_gi.get((gpu, gi), 0) + mib
+    assert per_gi[(1, "3")] == 14195 + 149                    # two processes in one GPU instance
+    assert sum(mib for gpu, *_, mib in rows if gpu == 3) == 13313 + 9833 + 10321
+
+
+def test_process_table_without_mig_lists_one_pid_on_two_gpus():
+    rows = table_processes(load("processes-gi-ci-na-nvitop-152.txt").body)
+    assert [(r[0], r[3], r[6]) for r in rows] == [(0, 10734, 160), (0, 58661, 3), (1, 10734, 160),
+                                                 (2, 18243, 64), (2, 22720, 34)]
+    assert {r[1] for r in rows} == {"N/A"} and [r[4] for r in rows] == ["C", "G", "C", "G", "G"]
+
+
+def test_container_sees_an_empty_process_table_the_host_sees_the_pid():
+    assert table_processes(load("processes-empty-in-container-nvidia-docker-179.txt").body) == []
+    host = load("processes-host-view-nvidia-docker-179.txt").body
+    assert table_processes(host) == [(0, None, None, 28290, "C", "python", 1012)]
+
+
+def test_no_running_processes_found_is_an_empty_driver_list():
+    body = load("processes-no-running-found-nvidia-docker-1460.txt").body
+    assert "No running processes found" in body and table_processes(body) == []
+    # the probe's --query-compute-apps sees the same words as no process, not as a parse error
+    assert parse.parse_compute_apps("No running processes found\n", {}) == ([], [])
+
+
+# ---------------------------------------------------------------- nvidia-smi -r outcomes
+
+@pytest.mark.parametrize("name, rc, outcomes", [
+    ("reset-in-use-nvsentinel-1690.txt", 255,
+     [("00000000:1A:00.0", False, "In use by another client")]),
+    ("reset-in-use-4gpus-mig-parted-181.txt", 255,
+     [(bus, False, "In use by another client")
+      for bus in ("00000000:01:00.0", "00000000:47:00.0", "00000000:81:00.0", "00000000:C2:00.0")]),
+    ("reset-success-after-pm0-nvsentinel-1690.txt", 0, [("00000000:1A:00.0", True, "")]),
+    ("reset-success-8gpus-k8s-test-infra-759.txt", 0,
+     [(f"00000000:0{i}:00.0", True, "") for i in range(1, 9)]),
+    ("reset-older-wording-gpu-operator-118.txt", None,
+     [("00000000:C1:00.0", False, "in use by another process"), ("00000000:C1:00.0", True, "")]),
+    ("mig-pending-in-use-gpu-operator-118.txt", None, []),     # a MIG mode change, no reset
+])
+def test_reset_output_gives_each_gpu_and_its_outcome(name, rc, outcomes):
+    got = parse_reset_output(load(name).body, rc)
+    assert [(o.bus_id, o.reset, o.reason) for o in got] == outcomes
+
+
+def test_reset_refusal_line_names_the_gpu_and_the_reason():
+    got = parse_reset_output(load("reset-in-use-nvsentinel-1690.txt").body, 255)
+    assert reset_outcome_line(got, 255) == "GPU 00000000:1A:00.0 not reset: In use by another client"
+    got = parse_reset_output(load("reset-success-8gpus-k8s-test-infra-759.txt").body, 0)
+    assert reset_outcome_line(got, 0) == "8 GPUs reset (00000000:01:00.0 … 00000000:08:00.0)"
+
+
+# ---------------------------------------------------------------- every fixture has a test
+
+def test_every_fixture_is_parsed_by_some_test():
+    here = Path(__file__).read_text(encoding="utf-8")
+    assert [n for n in names() if f'"{n}"' not in here] == []
