@@ -128,3 +128,79 @@ def test_exports_never_pass_escape_sequences_and_keep_fences_intact(incident_dir
         assert "\\x1b]0;pwned\\x07" in text
     md = export.as_markdown(entries, incident_id="esc")
     assert "````\n$ printf" in md and md.count("````") == 2
+
+
+# ---------------------------------------------------------------- several writers on one incident
+
+def test_two_consoles_on_one_incident_keep_seqs_unique_and_in_file_order(incident_dir):
+    alice = timeline.open_incident(incident_dir, "pair", by="alice@bastion")
+    bob = timeline.open_incident(incident_dir, "pair", by="bob@gpu07")        # both read the empty file
+    mine = {"alice": [], "bob": []}
+    for i in range(4):
+        mine["alice"].append(alice.append("note", f"alice {i}"))
+        mine["bob"].append(bob.append("note", f"bob {i}"))
+    entries, warnings = timeline.load(alice.path)
+    assert [e.seq for e in entries] == list(range(1, 9)) and not warnings
+    on_disk = {e.text: e for e in entries}
+    for who, returned in mine.items():
+        assert [on_disk[e.text] for e in returned] == returned    # each writer's entries are the file's
+    # each console's view includes the other's entries, in file order (its export shows both)
+    assert [e.text for e in alice.refresh()] == [e.text for e in entries]
+    assert [e.text for e in bob.entries] == [e.text for e in entries]
+    alice.close()
+    bob.close()
+
+
+def test_a_line_torn_by_a_crashed_writer_is_sealed_by_the_next_append(incident_dir):
+    tl = timeline.open_incident(incident_dir, "crash")
+    tl.append("note", "before")
+    with open(tl.path, "ab") as other:               # another console died mid-line
+        other.write(b'{"ts": "2026-11-29T11:00:00Z", "seq": 2, "by": "x", "ki')
+    after = tl.append("note", "after the other console died")
+    tl.close()
+    entries, warnings = timeline.load(tl.path)
+    assert [(e.seq, e.text) for e in entries] == [(1, "before"), (2, "after the other console died")]
+    assert after.seq == 2 and warnings == ["crash.jsonl: unreadable line 2 skipped"]
+    assert any("torn last line skipped" in w for w in tl.warnings)
+
+
+WRITER = """
+import json, sys, time
+from pathlib import Path
+from console.incident.timeline import Timeline
+path, who, count = sys.argv[1:]
+tl = Timeline(Path(path), by=who)
+print("ready", flush=True)
+sys.stdin.readline()                       # both start appending at once
+seqs = []
+for i in range(int(count)):
+    seqs.append(tl.append("note", f"{who} {i}").seq)
+    time.sleep(0.0005)                     # an operator's next key, very fast
+print(json.dumps(seqs))
+"""
+
+
+def test_two_processes_appending_at_once_never_share_a_seq(incident_dir):
+    import subprocess
+    import sys
+    path = timeline.open_incident(incident_dir, "race").path
+    children = {who: subprocess.Popen([sys.executable, "-c", WRITER, str(path), who, "200"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                for who in ("alice", "bob")}
+    try:
+        for child in children.values():                 # both have read the (empty) file
+            assert child.stdout.readline() == "ready\n"
+        for child in children.values():
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        returned = {who: json.loads(child.communicate(timeout=120)[0]) for who, child in children.items()}
+    finally:
+        for child in children.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    entries, warnings = timeline.load(path)
+    assert [e.seq for e in entries] == list(range(1, 401)) and not warnings
+    for who, seqs in returned.items():
+        assert seqs == [e.seq for e in entries if e.text.startswith(who + " ")]
+
