@@ -204,3 +204,30 @@ def test_two_processes_appending_at_once_never_share_a_seq(incident_dir):
     for who, seqs in returned.items():
         assert seqs == [e.seq for e in entries if e.text.startswith(who + " ")]
 
+
+def test_show_and_export_put_an_action_and_its_outcome_in_one_block(incident_dir):
+    from console.incident import export
+    with timeline.open_incident(incident_dir, "merge") as tl:
+        a = tl.append("action", "SIGTERM 1 process", node="demo", command="kill -s TERM 65102",
+                      gpu_memory_before={"0": 69000}, targets=[{"pid": 65102, "start_ticks": 9, "create_time": None,
+                                                                "name": "python3"}])
+        tl.append("observation", "SIGTERM 1 process: sent to 1 of 1; GPU 0 freed 67.4 GiB in 3 s", node="demo",
+                  action=a.seq, outcome=True, rc=0, output="sent SIGTERM to 1 of 1",
+                  gpu_memory_before={"0": 69000}, gpu_memory_after={"0": 4}, freed_mib=68996, seconds_to_free=3.0)
+        tl.append("observation", "GPU 0 still at 4 MiB 30 s after SIGTERM", node="demo", action=a.seq)
+    entries, _ = timeline.load(tl.path)
+    assert entries[0].targets == [{"pid": 65102, "start_ticks": 9, "create_time": None, "name": "python3"}]
+    assert entries[1].outcome is True and entries[2].outcome is None
+    md = export.as_markdown(entries, incident_id="merge")
+    assert [line for line in md.splitlines() if line.startswith("### ")] == [
+        f"### #1 action — {entries[0].ts} — demo ({entries[0].by})",
+        f"### #3 observation — {entries[2].ts} — demo ({entries[2].by})"]
+    block = md.split("### #1 ")[1].split("### #3")[0]
+    assert "- targets: 65102 (python3)" in block and "$ kill -s TERM 65102\nsent SIGTERM to 1 of 1" in block
+    assert "exit status 0" in block and f"Outcome (#2, {entries[1].ts}): SIGTERM 1 process: sent" in block
+    assert "- before: GPU0 69000 MiB" in block and "- after: GPU0 4 MiB" in block
+    assert "- freed: 68996 MiB in 3.0 s" in block
+    text = export.as_text(entries)
+    assert [line.split()[0] for line in text.splitlines() if line.startswith("#")] == ["#1", "#3"]
+    assert "outcome #2" in text and "(rc 0): SIGTERM 1 process: sent to 1 of 1" in text
+    assert "freed 68996 MiB in 3.0 s" in text
