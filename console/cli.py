@@ -188,8 +188,9 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         text = "\n".join(json.dumps(d, ensure_ascii=False) for d in timeline.iter_json(entries)) + "\n"
     else:
         text = export.as_markdown(entries, incident_id=path.name.removesuffix(timeline.SUFFIX))
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+    if args.output:   # a temp file renamed over FILE: a symlink already there is replaced, not followed
+        from console.incident.safefiles import write_atomic
+        write_atomic(args.output, text.encode("utf-8"))
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 # a per-GPU device file: /dev/nvidiaN (or a file named nvidiaN under a --device-glob)
 _GPU_DEVICE_FILE = re.compile(r"nvidia(\d+)$")
@@ -216,6 +216,10 @@ class TimelineEntry:
     freed_mib: int | None = None
     seconds_to_free: float | None = None
     verdict: str | None = None
+    # added by record-before-effect (README "Incident timeline"): an `action` names what it is
+    # sent to; the `observation` that closes it says so with `outcome: true`
+    targets: Sequence[Mapping[str, Any]] | None = None   # [{"pid", "start_ticks", "create_time", "name"}]
+    outcome: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from console.sim.state import ALIVE
 from console.sources.local.source import LocalSource
 from console.sources.sim import SimSource
 from console.incident.timeline import Timeline, load
+from console.model import TimelineEntry
 from fake_pynvml import FakeNvml, eight_gpus
 
 SEED_TARGETS = (72169, 72230, 72294, 72358, 72422, 72486, 72550, 72614, 72678)
@@ -134,8 +135,8 @@ async def test_reboot_and_driver_reload_are_typed_by_node_name(timeline):
     assert source.node.down_until is None and timeline.entries == []
     out = await execute(reboot, source, timeline=timeline, clock=clock, typed="demo")
     assert source.node.down_until is not None                # the simulated node went down
-    assert out.status == "unsettled" and "the node is going down" in out.entry.text
-    assert out.entry.command == "systemctl reboot" and out.entry.gpu_memory_after is None
+    assert out.status == "unsettled" and "the node is going down" in out.outcome_entry.text
+    assert out.entry.command == "systemctl reboot" and out.outcome_entry.gpu_memory_after is None
     await out.watch.wait()                                   # it boots again 60 s later, memory free
     [obs] = out.watch.observations
     assert obs.action == out.entry.seq and obs.text.startswith("GPUs 0-7 freed 594.6 GiB 6")
@@ -146,20 +147,25 @@ async def test_reboot_and_driver_reload_are_typed_by_node_name(timeline):
 
 # ---------------------------------------------------------------- the seed: SIGKILL, then 90 s of teardown
 
-async def test_seed_sigkill_entry_after_the_window_then_an_observation_when_memory_comes_back(timeline):
+async def test_seed_sigkill_action_then_its_outcome_after_the_window_then_an_observation(timeline):
     source, clock, snap = await sim("seed")
     monitor = NodeMonitor(source)
     plan = seed_plan(snap)
     t0 = clock.now()
     out = await execute(plan, source, timeline=timeline, monitor=monitor, clock=clock)
 
-    assert clock.now() - t0 == pytest.approx(10.0)          # written when the first window passed
-    entry = out.entry
+    assert clock.now() - t0 == pytest.approx(10.0)          # the outcome: when the first window passed
+    entry, outcome = out.entry, out.outcome_entry
     assert entry.kind == "action" and entry.node == "demo" and entry.by == "ops@console"
-    assert entry.command == plan.commands[0] and entry.rc == 0
-    assert entry.freed_mib == 0 and entry.seconds_to_free is None
-    assert entry.gpu_memory_after == entry.gpu_memory_before == plan.memory_before
-    assert "nothing freed on GPUs 0-7" in entry.text and "8 <defunct> with threads in D state" in entry.text
+    assert entry.command == plan.commands[0] and entry.rc is None and entry.text == "SIGKILL 9 processes"
+    assert [tg["pid"] for tg in entry.targets] == list(SEED_TARGETS)
+    assert entry.targets[1] == {"pid": 72230, "start_ticks": snap.proc(72230).start_ticks,
+                                "create_time": snap.proc(72230).create_time, "name": "sglang::scheduler_TP0"}
+    assert entry.gpu_memory_before == plan.memory_before and entry.freed_mib is None
+    assert outcome.kind == "observation" and outcome.outcome is True and outcome.action == entry.seq
+    assert outcome.rc == 0 and outcome.freed_mib == 0 and outcome.seconds_to_free is None
+    assert outcome.gpu_memory_after == outcome.gpu_memory_before == plan.memory_before
+    assert "nothing freed on GPUs 0-7" in outcome.text and "8 <defunct> with threads in D state" in outcome.text
     assert out.status == "unsettled" and set(out.fates.zombies) == set(SEED_TARGETS[1:])
 
     # diagnosis knows the teardown window: it says wait, not "SIGKILL again"
@@ -169,12 +175,14 @@ async def test_seed_sigkill_entry_after_the_window_then_an_observation_when_memo
 
     await out.watch.wait()
     [obs] = out.watch.observations
-    assert obs.kind == "observation" and obs.action == entry.seq
+    assert obs.kind == "observation" and obs.action == entry.seq and obs.outcome is None
     assert 90 <= obs.seconds_to_free <= 92
     assert obs.text.startswith("GPUs 0-7 freed 594.6 GiB 9") and "s after SIGKILL" in obs.text
     assert obs.freed_mib == sum(SEED_USED_MIB) - 8 * 4
     on_disk, warnings = load(timeline.path)
-    assert [e.kind for e in on_disk] == ["action", "observation"] and not warnings
+    assert [(e.kind, e.outcome) for e in on_disk] == [("action", None), ("observation", True),
+                                                      ("observation", None)] and not warnings
+    assert [e.seq for e in on_disk] == [1, 2, 3] and on_disk[0].ts <= on_disk[1].ts <= on_disk[2].ts
 
 
 async def test_gpus_freed_at_different_times_each_get_an_observation(timeline):
@@ -204,10 +212,10 @@ async def test_watch_cancel_stops_without_writing(timeline):
     out.watch.cancel()
     await out.watch.wait()
     assert out.watch.done and out.watch.observations == []
-    assert [e.kind for e in timeline.entries] == ["action"]
+    assert [(e.kind, e.outcome) for e in timeline.entries] == [("action", None), ("observation", True)]
 
 
-async def test_cancel_inside_the_window_writes_the_entry_with_what_was_seen(timeline):
+async def test_cancel_inside_the_window_writes_the_outcome_with_what_was_seen(timeline):
     source, clock, snap = await sim("seed")
     reads = 0
     stall = asyncio.Event()
@@ -225,8 +233,9 @@ async def test_cancel_inside_the_window_writes_the_entry_with_what_was_seen(time
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    [entry] = timeline.entries
-    assert entry.kind == "action" and entry.rc == 0 and entry.freed_mib == 0
+    action, entry = timeline.entries
+    assert action.kind == "action" and entry.action == action.seq and entry.outcome is True
+    assert entry.kind == "observation" and entry.rc == 0 and entry.freed_mib == 0
     assert entry.gpu_memory_after == entry.gpu_memory_before
     assert "cancelled after 4 s" in entry.text
 
@@ -240,8 +249,8 @@ async def test_graceful_sigterm_is_verified_freed_within_the_window(timeline):
     assert plan.commands == ("kill -s TERM 65102 65163 65227",) and plan.gpus == (0, 1)
     t0 = clock.now()
     out = await execute(plan, source, timeline=timeline, clock=clock, hypothesis=7)
-    entry = out.entry
-    assert out.status == "settled" and out.watch is None and entry.hypothesis == 7
+    entry = out.outcome_entry
+    assert out.status == "settled" and out.watch is None and out.entry.hypothesis == 7
     assert 2 <= entry.seconds_to_free <= 3 and clock.now() - t0 == pytest.approx(entry.seconds_to_free)
     total = sum(plan.memory_before.values())
     assert entry.freed_mib == total - 8 and entry.gpu_memory_after == {"0": 4, "1": 4}
@@ -288,14 +297,20 @@ async def test_dry_run_records_the_commands_with_rc_null_and_changes_nothing(tim
     assert entry.rc is None and entry.text.startswith("[dry-run]")
 
 
-async def test_a_full_disk_does_not_hide_what_the_action_did():
-    class FullDisk:
-        def append(self, *a, **kw):
-            raise OSError(28, "No space left on device")
+async def test_a_disk_that_fills_after_the_action_was_sent_does_not_hide_what_it_did():
+    class FillsAfterTheFirstEntry:
+        writes = 0
+
+        def append(self, kind, text="", **kw):
+            self.writes += 1
+            if self.writes > 1:
+                raise OSError(28, "No space left on device")
+            return TimelineEntry(ts="t", seq=1, by="ops", kind=kind, text=text)
     source, clock, snap = await sim("graceful")
     plan = plan_action(snap, "sigterm", pids=(65102,))
-    out = await execute(plan, source, timeline=FullDisk(), clock=clock)
-    assert out.status == "settled" and out.signalled == (65102,) and out.entry is None
+    out = await execute(plan, source, timeline=FillsAfterTheFirstEntry(), clock=clock)
+    assert out.status == "settled" and out.signalled == (65102,) and out.entry.seq == 1
+    assert out.outcome_entry is None
     assert out.timeline_error == "timeline not written: [Errno 28] No space left on device"
 
 
@@ -309,9 +324,9 @@ async def test_pid_reused_since_the_plan_is_refused_for_that_target_only(timelin
     node.procs.pop(72742)
     node.add_proc(pid=72742, ppid=1, comm="bash", args="-bash", user="alice", uid=1002)
     out = await execute(plan, source, timeline=timeline, clock=clock, verify_window_s=0, deadline_s=0)
-    assert out.rc == 3 and out.entry.rc == 3 and out.signalled == (72230,)
-    assert "kill -s KILL 72742: refused: PID 72742 is no longer the same process" in out.entry.output
-    assert "refused for PID 72742" in out.entry.text
+    assert out.rc == 3 and out.outcome_entry.rc == 3 and out.signalled == (72230,)
+    assert "kill -s KILL 72742: refused: PID 72742 is no longer the same process" in out.outcome_entry.output
+    assert "refused for PID 72742" in out.outcome_entry.text
     assert node.procs[72742].phase == ALIVE and node.procs[72742].user == "alice"
     assert node.procs[72230].phase != ALIVE
 
@@ -340,7 +355,7 @@ async def test_real_process_guard_refuses_a_wrong_start_time_and_kills_with_the_
         out = await execute(plan, source, timeline=timeline, clock=clock, verify_window_s=5)
         assert out.rc == 0 and out.signalled == (sleeper.pid,)
         assert sleeper.wait(5) == -9
-        assert [e.rc for e in timeline.entries] == [3, 0]
+        assert [e.rc for e in timeline.entries if e.outcome] == [3, 0]
     finally:
         await source.close()
 
@@ -353,9 +368,9 @@ async def test_kill_holders_frees_the_hidden_holders_memory(timeline):
     assert len(plan.targets) == 8 and plan.expected_mib == {}      # the driver lists none of them
     out = await execute(plan, source, timeline=timeline, clock=clock)
     assert out.status == "settled" and out.rc == 0
-    assert all(v <= 1024 for v in out.entry.gpu_memory_after.values())
-    assert out.entry.freed_mib == sum(plan.memory_before.values()) - 4 * 4
-    assert out.entry.seconds_to_free is not None and out.entry.seconds_to_free <= 1
+    assert all(v <= 1024 for v in out.outcome_entry.gpu_memory_after.values())
+    assert out.outcome_entry.freed_mib == sum(plan.memory_before.values()) - 4 * 4
+    assert out.outcome_entry.seconds_to_free is not None and out.outcome_entry.seconds_to_free <= 1
 
 
 async def test_clear_blockers_then_reset_frees_the_gpu_that_needed_it(timeline):
@@ -374,8 +389,8 @@ async def test_clear_blockers_then_reset_frees_the_gpu_that_needed_it(timeline):
     out = await execute(reset, source, timeline=timeline, clock=clock)
     assert out.status == "settled" and out.rc == 0 and "successfully reset" in out.output
     assert "done: GPU 00000000:41:00.0 reset" in out.text
-    assert out.entry.gpu_memory_after["3"] <= 1024 and out.entry.freed_mib >= 60000
-    assert [e.kind for e in timeline.entries] == ["action", "action"]
+    assert out.outcome_entry.gpu_memory_after["3"] <= 1024 and out.outcome_entry.freed_mib >= 60000
+    assert [e.kind for e in timeline.entries] == ["action", "observation", "action", "observation"]
 
 
 async def test_reset_on_the_seed_is_refused_by_the_driver_and_recorded_with_rc_255(timeline):
@@ -386,8 +401,8 @@ async def test_reset_on_the_seed_is_refused_by_the_driver_and_recorded_with_rc_2
     t0 = clock.now()
     out = await execute(plan, source, timeline=timeline, monitor=monitor, clock=clock)
     assert out.status == "failed" and out.watch is None and clock.now() == t0   # nothing to wait for
-    assert out.entry.rc == 255 and "In use by another client" in out.entry.output
-    assert "failed (rc 255): GPU 00000000:01:00.0 not reset: In use by another client" in out.entry.text
+    assert out.outcome_entry.rc == 255 and "In use by another client" in out.outcome_entry.output
+    assert "failed (rc 255): GPU 00000000:01:00.0 not reset: In use by another client" in out.outcome_entry.text
     assert monitor.actions == []          # a refused reset is not a reset diagnosis should wait on
 
 
@@ -421,3 +436,124 @@ async def test_one_worker_killed_names_only_the_gpu_that_came_back(timeline):
     await out.watch.wait()
     [obs] = out.watch.observations
     assert obs.text.startswith("GPU 0 freed 74.3 GiB"), obs.text
+
+
+# ---------------------------------------------------------------- record before effect (real processes)
+
+def local_source():
+    return LocalSource("local", nvml_module=FakeNvml(eight_gpus()[:1]), dmesg_command=("true",))
+
+
+async def test_the_action_entry_is_on_disk_before_the_signal_is_sent(sleeper, timeline):
+    source = local_source()
+    on_disk_at_send = []
+    real_signal = source.signal
+
+    async def signal(pid, sig, **guard):
+        on_disk_at_send.append(load(timeline.path)[0])      # what a reader of the file sees now
+        return await real_signal(pid, sig, **guard)
+    source.signal = signal
+    try:
+        snap = await source.poll()
+        plan = plan_action(snap, "sigterm", pids=(sleeper.pid,))
+        out = await execute(plan, source, timeline=timeline, clock=FakeClock(), verify_window_s=5, hypothesis=3)
+        assert sleeper.wait(5) == -15                          # the signal was sent …
+        [[action]] = on_disk_at_send                           # … after its entry was on disk
+        assert action.kind == "action" and action.command == f"kill -s TERM {sleeper.pid}"
+        assert action.rc is None and action.hypothesis == 3 and action.text == "SIGTERM 1 process"
+        [target] = action.targets
+        assert target["pid"] == sleeper.pid and target["name"] == "sleep"
+        assert target["create_time"] == plan.targets[0].create_time
+        entries, warnings = load(timeline.path)
+        assert not warnings and entries[0] == action == out.entry
+        outcome = entries[1]
+        assert outcome == out.outcome_entry and outcome.kind == "observation" and outcome.outcome is True
+        assert outcome.action == action.seq and outcome.rc == 0
+        assert outcome.output == "sent SIGTERM to 1 of 1" and "sent to 1 of 1" in outcome.text
+        assert action.ts <= outcome.ts and action.seq < outcome.seq
+    finally:
+        await source.close()
+
+
+async def test_a_full_disk_refuses_the_action_and_leaves_the_target_untouched(sleeper, timeline, monkeypatch):
+    import errno
+    import os
+    source = local_source()
+    try:
+        snap = await source.poll()
+        plan = plan_action(snap, "sigkill", pids=(sleeper.pid,))
+        before = timeline.path.read_bytes()
+        real_write = os.write
+
+        def enospc_on_the_incident_file(fd, data):
+            if fd == timeline._fd:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real_write(fd, data)
+        monkeypatch.setattr(os, "write", enospc_on_the_incident_file)
+        out = await execute(plan, source, timeline=timeline, clock=FakeClock(), verify_window_s=0, deadline_s=0)
+        monkeypatch.setattr(os, "write", real_write)
+        assert out.status == "refused" and out.signalled == () and out.results == ()
+        assert out.refused == "the timeline could not record it (No space left on device): nothing was sent"
+        assert out.text == f"SIGKILL 1 process: refused: {out.refused}"
+        assert out.timeline_error == "timeline not written: [Errno 28] No space left on device"
+        assert sleeper.poll() is None                              # still running
+        assert timeline.path.read_bytes() == before and timeline.entries == []
+    finally:
+        await source.close()
+
+
+async def test_quitting_mid_verification_still_leaves_the_action_and_its_outcome(sleeper, timeline):
+    """The console is stopped while it verifies a SIGTERM: the file has the action and what was seen."""
+    source = local_source()
+    try:
+        snap = await source.poll()
+        plan = plan_action(snap, "sigterm", pids=(sleeper.pid,))
+        verifying = asyncio.Event()
+
+        async def read():
+            verifying.set()
+            await asyncio.Event().wait()         # the node does not answer before the quit
+        task = asyncio.create_task(execute(plan, source, timeline=timeline, read=read, clock=FakeClock()))
+        await verifying.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert sleeper.wait(5) == -15
+        action, outcome = load(timeline.path)[0]
+        assert action.kind == "action" and [t["pid"] for t in action.targets] == [sleeper.pid]
+        assert outcome.outcome is True and outcome.action == action.seq and outcome.rc == 0
+        assert "cancelled after" in outcome.text and outcome.gpu_memory_after is None
+    finally:
+        await source.close()
+
+
+async def test_a_sigkill_sent_while_a_sigterm_is_verified_is_recorded_before_the_sigterm_outcome(timeline):
+    """The seed, SIGTERM then SIGKILL: the file (and the postmortem) say SIGKILL came before
+    the <defunct> workers were seen, and the SIGTERM's block says what was sent meanwhile."""
+    from console.incident.export import as_markdown
+    source, clock, snap = await sim("seed")
+    gate = asyncio.Event()
+    reads = 0
+
+    async def gated_read():
+        nonlocal reads
+        reads += 1
+        await gate.wait()
+        return await source.poll()
+    term = asyncio.create_task(execute(plan_action(snap, "sigterm", pids=SEED_TARGETS), source,
+                                       timeline=timeline, clock=clock, read=gated_read, deadline_s=0))
+    while not reads:
+        await asyncio.sleep(0)
+    kill = await execute(seed_plan(snap), source, timeline=timeline, clock=clock, verify_window_s=0, deadline_s=0)
+    gate.set()
+    term = await term
+    entries, _ = load(timeline.path)
+    assert [(e.seq, e.kind, e.action) for e in entries] == [
+        (1, "action", None), (2, "action", None), (3, "observation", 2), (4, "observation", 1)]
+    assert entries[0].command.startswith("kill -s TERM") and entries[1].command.startswith("kill -s KILL")
+    assert "8 <defunct>" in term.outcome_entry.text and term.outcome_entry.seq == 4
+    assert kill.entry.seq == 2 and entries[1].ts <= entries[3].ts
+    md = as_markdown(entries, incident_id="seed")
+    blocks = md.split("### #")[1:]
+    assert [b.split(" ", 1)[0] for b in blocks] == ["1", "2"]          # one block per action
+    assert "sent meanwhile: #2 SIGKILL 9 processes" in blocks[0]

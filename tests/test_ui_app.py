@@ -251,10 +251,12 @@ async def test_k_shows_confirm_with_exact_command_then_kills_and_verifies(incide
         await pilot.press("k")
         await pilot.pause()
         await pilot.press("y")
-        await wait_for(pilot, lambda: any(e.kind == "action" for e in tl.entries), tries=300)
+        await wait_for(pilot, lambda: any(e.outcome for e in tl.entries), tries=300)
         action = [e for e in tl.entries if e.kind == "action"][-1]
-        assert action.command == "kill -s KILL 72169" and action.rc == 0
-        assert action.freed_mib == 0 and action.gpu_memory_after == action.gpu_memory_before
+        outcome = [e for e in tl.entries if e.outcome][-1]
+        assert action.command == "kill -s KILL 72169" and [t["pid"] for t in action.targets] == [72169]
+        assert outcome.action == action.seq and outcome.rc == 0
+        assert outcome.freed_mib == 0 and outcome.gpu_memory_after == action.gpu_memory_before
         await pilot.press("q")
 
 
@@ -369,6 +371,6 @@ async def test_x_on_a_finding_does_its_next_step_through_confirm(incident_dir):
         shown = str(app.screen.query_one("Static").render())
         assert "$ kill -s TERM 41388 41403 41451 41499 41547" in shown
         await pilot.press("y")
-        await wait_for(pilot, lambda: any(e.kind == "action" for e in tl.entries), tries=1000)
-        action = [e for e in tl.entries if e.kind == "action"][-1]
-        assert action.freed_mib and action.freed_mib > 300000      # the orphans let go of ~344 GiB
+        await wait_for(pilot, lambda: any(e.outcome for e in tl.entries), tries=1000)
+        outcome = [e for e in tl.entries if e.outcome][-1]
+        assert outcome.freed_mib and outcome.freed_mib > 300000      # the orphans let go of ~344 GiB

@@ -98,6 +98,36 @@ async def test_replay_steps_forward_and_back_and_verdicts_hold_as_of_the_step(tm
     assert app.return_code == 0
 
 
+RECORDED_FIRST = [
+    entry(1, 0, "hypothesis", "a zombie child holds the memory"),
+    entry(2, 40, "action", "SIGKILL 1 process", hypothesis=1, command="kill -s KILL 72169",
+          gpu_memory_before={"0": 76109}, targets=[{"pid": 72169, "start_ticks": 4711, "create_time": None,
+                                                     "name": "python3"}]),
+    entry(3, 50, "observation", "SIGKILL 1 process: sent to 1 of 1; GPU 0 freed 74 GiB in 9 s", action=2,
+          outcome=True, rc=0, output="sent SIGKILL to 1 of 1", gpu_memory_before={"0": 76109},
+          gpu_memory_after={"0": 310}, freed_mib=75799, seconds_to_free=9.0),
+]
+
+
+async def test_replay_shows_the_action_when_sent_and_its_outcome_when_seen(tmp_path):
+    app = ReplayApp.from_file(write_incident(tmp_path / "inc.jsonl", RECORDED_FIRST))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("right")
+        await pilot.pause()
+        text = screen(app)
+        assert "step 2/3" in text and "targets: 72169 (python3)" in text
+        assert "outcome: not recorded yet" in text               # as of this step, only the send
+        await pilot.press("right")
+        await pilot.pause()
+        text = screen(app)
+        assert "step 3/3" in text and "outcome of action #2: kill -s KILL 72169" in text
+        assert "outcome" in list_row(app, 2) and "of #2" in list_row(app, 2) and "(rc 0)" in list_row(app, 2)
+        assert "freed 75799 MiB in 9.0 s" in text
+    # a view that has both (follow, or the last step) shows the outcome in the action's detail too
+    body = detail(RECORDED_FIRST, 1, 3).plain
+    assert "outcome #3" in body and "rc 0" in body and "memory after:  GPU0 310 MiB" in body
+
+
 async def test_g_toggles_between_all_so_far_and_this_step_only(tmp_path):
     app = ReplayApp.from_file(write_incident(tmp_path / "inc.jsonl", INCIDENT))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -266,7 +296,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 @examples(150)
 @given(st.dictionaries(st.sampled_from(["node", "text", "hypothesis", "action", "command", "rc", "output",
                                         "gpu_memory_before", "gpu_memory_after", "freed_mib",
-                                        "seconds_to_free", "verdict"]), json_values),
+                                        "seconds_to_free", "verdict", "targets", "outcome"]), json_values),
        json_values, json_values, st.sampled_from(["hypothesis", "verdict", "action", "observation", "x"]))
 def test_any_entry_from_a_file_renders_without_error(fields, seq, ts, kind):
     """Whatever a (hand-edited, corrupted) file holds in a parseable line, the views draw it."""

@@ -6,12 +6,14 @@ a pidfd), one row per process it touches, and why any selected process was left 
 the console itself or its SSH session, kernel threads, processes no longer there). It is pure.
 
 ``execute`` (console/actions/run.py) runs a plan under an ``ActionPolicy`` (``--read-only``
-refuses, ``--dry-run`` records without running), re-checks every target's start time as it
-signals it, re-reads the node to verify the effect and writes the timeline entries::
+refuses, ``--dry-run`` records without running), records the action before sending anything,
+re-checks every target's start time as it signals it, re-reads the node to verify the effect
+and writes the outcome::
 
     plan = plan_action(snap, "sigkill", pids=tagged)
     outcome = await execute(plan, source, policy=ActionPolicy(), timeline=tl, monitor=mon)
-    outcome.entry.freed_mib          # what the first verification window saw
+    outcome.entry                    # the `action` entry, on disk before the first signal
+    outcome.outcome_entry.freed_mib  # what the first verification window saw
     outcome.watch                    # still watching until the rung's deadline (cancel() on quit)
 
 Rungs: console/actions/ladder.py's ACTION_RUNGS ("wait" is the wait-and-reread check, not an

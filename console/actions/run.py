@@ -1,13 +1,18 @@
-"""Running an ActionPlan: policy, guarded signals, verification, and the timeline entries.
+"""Running an ActionPlan: policy, the record before the effect, guarded signals, verification.
 
-``execute`` refuses under ``--read-only``, records only under ``--dry-run``, else runs the
-plan's commands — signals one target at a time through ``source.signal`` with the start time
-the plan saw, so a PID reused since is refused (rc 3) — then re-reads the node until the
-effect settles (the targets' memory back, the blockers gone) or the verification window
-passes. Only then is the ``action`` entry written, with what was seen; a cancelled execute
-(the console quitting) writes it with what was seen by then. What changes later, until the
-rung's deadline, a background ``ActionWatch`` writes as ``observation`` entries naming the
-action's seq. Time comes from an injectable clock (the simulator's FakeClock in tests).
+``execute`` refuses under ``--read-only`` and records only under ``--dry-run`` (one ``action``
+entry each). Otherwise it first writes the ``action`` entry — command, targets (PID, start
+time, name), memory before, ``ts`` = the moment it is sent — and only once that entry is on
+disk (fsynced) does it send anything; when it cannot be written (disk full, file gone) the
+action is refused and nothing is sent. Then it runs the plan's commands — signals one target
+at a time through ``source.signal`` with the start time the plan saw, so a PID reused since is
+refused (rc 3) — and re-reads the node until the effect settles (the targets' memory back, the
+blockers gone) or the verification window passes. What was seen is written as the action's
+outcome: an ``observation`` entry with ``outcome: true`` naming the action's seq (rc, output,
+memory after, freed, seconds to free); a cancelled execute (the console quitting) writes it
+with what was seen by then. What changes later, until the rung's deadline, a background
+``ActionWatch`` writes as plain ``observation`` entries naming the action. Time comes from an
+injectable clock (the simulator's FakeClock in tests).
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ OUTPUT_LIMIT = 4000
 class ActionOutcome:
     plan: ActionPlan
     status: str                     # refused | dry-run | failed | settled | unsettled
-    text: str                       # title + one outcome line (the timeline entry's text)
+    text: str                       # title + one outcome line (the outcome entry's text)
     refused: str | None = None      # why it did not run ("read-only: ...", typed name wrong, nothing to run)
     results: tuple[CommandResult, ...] = ()
     rc: int | None = None           # 0, the first failing command's rc, None when not run
@@ -44,9 +49,10 @@ class ActionOutcome:
     settled_after_s: float | None = None   # when the effect was seen (blockers gone count too)
     fates: av.TargetFates = av.TargetFates()
     signalled: tuple[int, ...] = ()       # targets the signal reached (rc 0)
-    entry: TimelineEntry | None = None    # the `action` entry
+    entry: TimelineEntry | None = None    # the `action` entry (written before anything was sent)
+    outcome_entry: TimelineEntry | None = None   # its outcome: `observation` with outcome true
     watch: "ActionWatch | None" = None    # watching on until the deadline (None when settled)
-    timeline_error: str | None = None     # the entry could not be written (disk full, ...)
+    timeline_error: str | None = None     # an entry could not be written (disk full, ...)
 
 
 class ActionWatch:
@@ -142,7 +148,7 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
             return None
         try:
             return timeline.append(kind, text, node=plan.node, **fields)
-        except OSError as exc:    # disk full, file gone: the action happened all the same; say so
+        except OSError as exc:    # disk full, file gone after the action was sent: it happened; say so
             log.error("timeline write failed on %s: %s", plan.node, exc)
             timeline_errors.append(f"timeline not written: {exc}")
             return None
@@ -155,7 +161,7 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
     reason = policy.refusal(plan)
     if reason is not None:
         entry = write("action", f"[read-only] refused: {plan.title}", command=command, rc=None, output=reason,
-                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before))
+                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before), targets=_targets(plan))
         return refused(reason, entry)
     if plan.typed_confirmation is not None and (typed or "").strip() != plan.typed_confirmation:
         return refused(f"type the node's name ({plan.typed_confirmation}) to confirm")
@@ -164,9 +170,23 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
     if policy.dry_run:
         text = f"[dry-run] {plan.title}: not run"
         entry = write("action", text, command=command, rc=None, output="dry run: commands recorded, not run",
-                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before))
+                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before), targets=_targets(plan))
         return ActionOutcome(plan=plan, status="dry-run", text=text, gpu_memory_before=dict(plan.memory_before),
                              entry=entry, timeline_error=timeline_errors[0] if timeline_errors else None)
+
+    # record before effect: nothing is sent unless the action entry is on disk
+    action_entry: TimelineEntry | None = None
+    if timeline is not None:
+        try:
+            action_entry = timeline.append("action", plan.title, node=plan.node, command=command,
+                                           hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before),
+                                           targets=_targets(plan))
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            log.error("timeline write failed on %s, %s not sent: %s", plan.node, plan.title, exc)
+            timeline_errors.append(f"timeline not written: {exc}")
+            return refused(f"the timeline could not record it ({why}): nothing was sent")
+    action_seq = action_entry.seq if action_entry is not None else None
 
     started = clock.now()
     results: list[CommandResult] = []
@@ -175,11 +195,13 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
     def finish(cancelled: bool) -> tuple[TimelineEntry | None, str, int | None, str]:
         rc = _overall_rc(results)
         output = _output(plan, results)
-        line = _outcome_line(plan, results, seen, cancelled)
-        entry = write("action", f"{plan.title}: {line}", command=command, rc=rc, output=output,
-                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before),
-                      gpu_memory_after=seen.after, freed_mib=seen.freed, seconds_to_free=seen.seconds_to_free)
-        return entry, f"{plan.title}: {line}", rc, output
+        text = f"{plan.title}: {_outcome_line(plan, results, seen, cancelled)}"
+        entry = None
+        if action_seq is not None:
+            entry = write("observation", text, action=action_seq, outcome=True, rc=rc, output=output,
+                          gpu_memory_before=dict(plan.memory_before), gpu_memory_after=seen.after,
+                          freed_mib=seen.freed, seconds_to_free=seen.seconds_to_free)
+        return entry, text, rc, output
 
     try:
         await _run(plan, source, results, command_timeout)
@@ -197,11 +219,11 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
         seen.elapsed = clock.now() - started
         finish(cancelled=True)
         raise
-    entry, text, rc, output = finish(cancelled=False)
+    outcome_entry, text, rc, output = finish(cancelled=False)
     settled = seen.settled_at is not None
     watch = None
     if ran and not settled and deadline > seen.elapsed:
-        watch = ActionWatch(entry.seq if entry is not None else None)
+        watch = ActionWatch(action_seq)
         watch._task = asyncio.get_running_loop().create_task(
             _watch(watch, seen, read, clock, started, deadline, watch_poll_s, write, _read_timeout(source)),
             name=f"watch {plan.rung} on {plan.node}")
@@ -210,7 +232,14 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
                          gpu_memory_before=dict(plan.memory_before), gpu_memory_after=seen.after,
                          freed_mib=seen.freed, seconds_to_free=seen.seconds_to_free,
                          settled_after_s=seen.settled_at, fates=seen.fates, signalled=signalled,
-                         entry=entry, watch=watch, timeline_error=timeline_errors[0] if timeline_errors else None)
+                         entry=action_entry, outcome_entry=outcome_entry, watch=watch,
+                         timeline_error=timeline_errors[0] if timeline_errors else None)
+
+
+def _targets(plan: ActionPlan) -> list[dict[str, Any]] | None:
+    """The processes the action is sent to, as the `targets` field records them."""
+    return [{"pid": tg.pid, "start_ticks": tg.start_ticks, "create_time": tg.create_time, "name": tg.name}
+            for tg in plan.targets] or None
 
 
 async def _run(plan: ActionPlan, source: Any, results: list[CommandResult], timeout: float) -> None:

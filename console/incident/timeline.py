@@ -1,24 +1,30 @@
 """The incident timeline: one JSON-lines file per incident, append-only and durable.
 
-Each entry is appended with flush + fsync before anyone is shown it. Files are
-0600; the incident directory is created 0700 (an existing one is used as it is,
-with a warning when others can read it). A torn last line (a crash mid-write)
-is skipped with a warning on load; nothing before it is lost.
+Each entry is appended with flush + fsync before anyone is shown it. Files are 0600, opened
+without following symlinks; the incident directory is created 0700, and an existing one must
+be the user's own and not writable by others (console/incident/safefiles.py). Several
+consoles may append to one incident: every append holds an exclusive ``flock`` on the file
+and takes its ``seq`` from the file's last entry, read under that lock, so seqs stay unique
+and increase in file order. A torn last line (a crash mid-write) is skipped with a warning on
+load and sealed before the next append; nothing before it is lost.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
+import fcntl
 import getpass
 import json
 import os
 import secrets
 import socket
-import stat
 import threading
+import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
+from console.incident import safefiles
 from console.model import TIMELINE_KINDS, VERDICTS, TimelineEntry
 
 SUFFIX = ".jsonl"
@@ -49,18 +55,16 @@ def new_incident_id() -> str:
 
 
 def ensure_dir(directory: Path) -> list[str]:
-    """Create ``directory`` 0700 when absent; warn when an existing one is readable by others."""
-    warnings: list[str] = []
-    if not directory.exists():
+    """Create ``directory`` 0700 when absent. An existing one must be the user's own and not
+    writable by group or others (else safefiles.UnsafeDirectory, one line); a warning when
+    others can read it."""
+    directory = Path(directory)
+    if not directory.exists() and not directory.is_symlink():
         directory.mkdir(parents=True, mode=0o700)
         os.chmod(directory, 0o700)  # umask may have narrowed, never widened; be exact
     elif not directory.is_dir():
         raise NotADirectoryError(f"incident dir {directory} is not a directory")
-    else:
-        mode = stat.S_IMODE(directory.stat().st_mode)
-        if mode & 0o077:
-            warnings.append(f"incident dir {directory} is readable by others (mode {mode:04o})")
-    return warnings
+    return safefiles.check_dir(directory)
 
 
 def entry_to_json(entry: TimelineEntry) -> str:
@@ -73,7 +77,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "command": (str, type(None)), "rc": (int, type(None)), "output": (str, type(None)),
     "gpu_memory_before": (dict, type(None)), "gpu_memory_after": (dict, type(None)),
     "freed_mib": (int, type(None)), "seconds_to_free": (int, float, type(None)),
-    "verdict": (str, type(None)),
+    "verdict": (str, type(None)), "targets": (list, type(None)), "outcome": (bool, type(None)),
 }
 
 
@@ -89,47 +93,68 @@ def entry_from_dict(data: dict[str, Any]) -> TimelineEntry:
     for key in ("gpu_memory_before", "gpu_memory_after"):
         if known.get(key) and not all(isinstance(v, int) or v is None for v in known[key].values()):
             raise ValueError(f"{key} has the wrong type")
+    if known.get("targets") and not all(isinstance(t, dict) for t in known["targets"]):
+        raise ValueError("targets has the wrong type")
     return TimelineEntry(**known)
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def load(path: str | os.PathLike[str]) -> tuple[list[TimelineEntry], list[str]]:
-    """Entries of one incident file and warnings (torn or unreadable lines are skipped)."""
+def parse_lines(data: bytes, name: str) -> tuple[list[TimelineEntry], list[str]]:
+    """Entries of a file's bytes and warnings (torn or unreadable lines are skipped)."""
     entries: list[TimelineEntry] = []
     warnings: list[str] = []
-    with open(path, "rb") as fh:
-        raw_lines = fh.read().split(b"\n")
+    raw_lines = data.split(b"\n")
     last = len(raw_lines) - 1
     while last >= 0 and not raw_lines[last].strip():
         last -= 1
     for number, raw in enumerate(raw_lines[: last + 1], start=1):
         if not raw.strip():
             continue
-        try:
-            data = json.loads(raw.decode("utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("not an object")
-            entries.append(entry_from_dict(data))
-        except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
+        entry = _parse(raw)
+        if entry is not None:
+            entries.append(entry)
+        else:
             where = "torn last line" if number == last + 1 else f"unreadable line {number}"
-            warnings.append(f"{Path(path).name}: {where} skipped")
+            warnings.append(f"{name}: {where} skipped")
     return entries, warnings
 
 
+def _parse(raw: bytes) -> TimelineEntry | None:
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict):
+            return None
+        return entry_from_dict(data)
+    except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def load(path: str | os.PathLike[str]) -> tuple[list[TimelineEntry], list[str]]:
+    """Entries of one incident file and warnings (torn or unreadable lines are skipped)."""
+    with open(path, "rb") as fh:
+        return parse_lines(fh.read(), Path(path).name)
+
+
+def outcomes(entries: Iterable[TimelineEntry]) -> dict[int, TimelineEntry]:
+    """{action seq: its outcome observation} (the first one naming it, as written)."""
+    out: dict[int, TimelineEntry] = {}
+    for e in entries:
+        if e.kind == "observation" and e.outcome is True and isinstance(e.action, int):
+            out.setdefault(e.action, e)
+    return out
+
+
+LOCK_WAIT_S = 5.0           # an append waits this long for another console's lock, then fails
+TAIL_CHUNK = 4096           # bytes read from the file's end to find the last seq
+
+
 class Timeline:
-    """An open incident file. Thread-safe; every append is on disk before it returns."""
+    """An open incident file. Thread-safe; every append is on disk before it returns.
+
+    Several Timelines (in one process or several) may append to one file: each append takes
+    an exclusive flock, reads what others appended since (``entries`` stays the file's, in
+    file order), seals a torn last line, and gives the new entry the seq after the file's
+    last entry.
+    """
 
     def __init__(self, path: Path, *, by: str | None = None) -> None:
         self.path = Path(path)
@@ -137,25 +162,89 @@ class Timeline:
         self.warnings: list[str] = []
         self.entries: list[TimelineEntry] = []
         self._lock = threading.Lock()
-        if self.path.exists():
-            self.entries, self.warnings = load(self.path)
-        created = not self.path.exists()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        if created:
-            _fsync_dir(self.path.parent)   # the new file's name is durable too
-        if self.path.exists() and self.path.stat().st_size and not self._ends_with_newline():
-            os.write(self._fd, b"\n")  # seal a torn line so the next entry starts clean
-        self._seq = max((e.seq for e in self.entries), default=0)
+        self._end = 0               # bytes of the file read into `entries` (or written by us)
+        self._pending = b""         # an incomplete last line seen by the last read
+        self._lines = 0             # complete lines read (for warnings)
+        self._max_seq = 0           # the highest seq read from the file
+        existed = self.path.exists()
+        self._fd = safefiles.open_incident_file(self.path)
+        try:
+            if not existed:
+                safefiles.fsync_dir(self.path.parent)   # the new file's name is durable too
+            with self._flocked():
+                self._catch_up(os.fstat(self._fd).st_size)
+        except BaseException:
+            os.close(self._fd)
+            raise
 
     @property
     def incident_id(self) -> str:
         return self.path.name.removesuffix(SUFFIX)
 
-    def _ends_with_newline(self) -> bool:
-        with open(self.path, "rb") as fh:
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) == b"\n"
+    # ------------------------------------------------------------------ locking and reading
+    def _flocked(self) -> "_Flock":
+        return _Flock(self._fd, self.path.name)
 
+    def _catch_up(self, size: int) -> int:
+        """Read what was appended since our last look (another console's entries); a file
+        that shrank is read again from the start. We hold the lock, so no writer is mid-line:
+        a last line without its newline is torn (a crash) and is sealed with one. Returns the
+        file's size."""
+        if size < self._end:
+            self.entries, self._end, self._pending, self._lines, self._max_seq = [], 0, b"", 0, 0
+            self.warnings.append(f"{self.path.name} shrank: read again from the start")
+        if size > self._end:
+            data = self._pending + _pread_all(self._fd, self._end, size - self._end)
+            self._end = size
+            complete, newline, self._pending = data.rpartition(b"\n")
+            for raw in complete.split(b"\n") if newline else ():
+                self._lines += 1
+                self._take(raw, f"unreadable line {self._lines}")
+        if self._pending:
+            self._write_all(b"\n")             # first: on failure nothing is marked sealed
+            self._lines += 1
+            self._take(self._pending, "torn last line")   # taken when complete but for its newline
+            self._pending = b""
+            size = self._end = size + 1
+        return size
+
+    def _take(self, raw: bytes, where: str) -> None:
+        if not raw.strip():
+            return
+        entry = _parse(raw)
+        if entry is None:
+            self.warnings.append(f"{self.path.name}: {where} skipped")
+        else:
+            self.entries.append(entry)
+            self._max_seq = max(self._max_seq, entry.seq)
+
+    def _last_seq(self, size: int) -> int:
+        """The seq of the last readable entry in the file (0 for none), read from its end."""
+        chunk = TAIL_CHUNK
+        while True:
+            start = max(0, size - chunk)
+            data = _pread_all(self._fd, start, size - start)
+            lines = data.split(b"\n")
+            if start > 0:
+                lines = lines[1:]           # the first piece may be the end of a longer line
+            for raw in reversed(lines):
+                if raw.strip():
+                    entry = _parse(raw)
+                    if entry is not None:
+                        return entry.seq
+            if start == 0:
+                return 0
+            chunk *= 4
+
+    def refresh(self) -> list[TimelineEntry]:
+        """``entries`` with what other writers appended since (read under the lock)."""
+        with self._lock:
+            if self._fd >= 0:
+                with self._flocked():
+                    self._catch_up(os.fstat(self._fd).st_size)
+        return self.entries
+
+    # ------------------------------------------------------------------ writing
     def append(self, kind: str, text: str = "", *, node: str | None = None, **fields: Any) -> TimelineEntry:
         if kind not in TIMELINE_KINDS:
             raise ValueError(f"unknown timeline kind {kind!r}")
@@ -165,24 +254,36 @@ class Timeline:
         unknown = set(fields) - _FIELDS
         if unknown:
             raise ValueError(f"unknown timeline fields {sorted(unknown)}")
+        if fields.get("targets") is not None:
+            fields["targets"] = [dict(t) for t in fields["targets"]]
         with self._lock:
-            entry = TimelineEntry(ts=now_iso(), seq=self._seq + 1, by=self.by, kind=kind, node=node,
-                                  text=text, **fields)
-            self._write((entry_to_json(entry) + "\n").encode("utf-8"))
-            self._seq += 1            # only once the line is on disk
-            self.entries.append(entry)
+            if self._fd < 0:
+                raise OSError(errno.EBADF, f"{self.path.name} is closed")
+            with self._flocked():
+                size = self._catch_up(os.fstat(self._fd).st_size)
+                # the file's last entry decides; the highest seq read from the file is only a floor
+                # (a garbage tail must not make seqs start again)
+                seq = max(self._last_seq(size), self._max_seq) + 1
+                entry = TimelineEntry(ts=now_iso(), seq=seq, by=self.by, kind=kind, node=node,
+                                      text=text, **fields)
+                data = (entry_to_json(entry) + "\n").encode("utf-8")
+                self._write(data, size)
+                self._end = size + len(data)
+                self.entries.append(entry)
+                self._max_seq = max(self._max_seq, seq)
         return entry
 
-    def _write(self, data: bytes) -> None:
-        """The whole line, fsynced; on failure (disk full) the file is cut back to where it
-        was, so the next entry does not land glued to a torn fragment."""
-        size = os.fstat(self._fd).st_size
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        os.fsync(self._fd)
+
+    def _write(self, data: bytes, size: int) -> None:
+        """The whole line, fsynced; on failure (disk full) the file is cut back to ``size``,
+        so the next entry does not land glued to a torn fragment."""
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-            os.fsync(self._fd)
+            self._write_all(data)
         except OSError:
             try:
                 os.ftruncate(self._fd, size)
@@ -201,6 +302,43 @@ class Timeline:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Flock:
+    """An exclusive flock on the incident file, waited for at most LOCK_WAIT_S."""
+
+    def __init__(self, fd: int, name: str) -> None:
+        self.fd = fd
+        self.name = name
+
+    def __enter__(self) -> None:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise OSError(errno.EWOULDBLOCK, f"{self.name} is locked by another writer "
+                                  f"for more than {LOCK_WAIT_S:g} s") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.01)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+def _pread_all(fd: int, offset: int, length: int) -> bytes:
+    parts: list[bytes] = []
+    while length > 0:
+        chunk = os.pread(fd, min(length, 1 << 24), offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset += len(chunk)
+        length -= len(chunk)
+    return b"".join(parts)
 
 
 def open_incident(directory: Path | None = None, incident_id: str | None = None,
@@ -223,6 +361,8 @@ def list_incidents(directory: Path | None = None) -> list[tuple[str, Path, int, 
         return []
     out = []
     for path in directory.glob("*" + SUFFIX):
+        if path.is_symlink() or not path.is_file():
+            continue                    # never read through a link planted in the directory
         entries, _ = load(path)
         out.append((path.name.removesuffix(SUFFIX), path, len(entries), entries[0].ts if entries else None))
     out.sort(key=lambda t: t[1].stat().st_mtime, reverse=True)
@@ -236,6 +376,8 @@ def resolve(ref: str, directory: Path | None = None) -> Path:
         return path
     directory = Path(directory) if directory else default_incident_dir()
     candidate = directory / (ref + SUFFIX)
+    if candidate.is_symlink():
+        raise safefiles.UnsafeFile(f"{candidate} is a symbolic link: refusing to read through it")
     if candidate.is_file():
         return candidate
     raise FileNotFoundError(f"no incident {ref!r} (neither a file nor an id in {directory})")

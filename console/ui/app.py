@@ -280,7 +280,7 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
             watch.cancel()
         running = [w for w in self.workers if w.group == "actions" and not w.is_finished]
         for worker in running:
-            worker.cancel()     # execute() still writes the action entry with what it saw
+            worker.cancel()     # execute() still writes the outcome with what it saw
         for worker in running:
             try:
                 await asyncio.wait_for(worker.wait(), 3)

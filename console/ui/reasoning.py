@@ -141,14 +141,14 @@ class ReasoningKeys:
 
     def action_export(self) -> None:
         from console.incident.export import as_markdown
+        from console.incident.safefiles import write_atomic
         if self.timeline is None:
             self.notify("no timeline to export", severity="warning")
             return
         path = self.timeline.path.with_suffix(".md")
-        try:
-            path.write_text(as_markdown(self.timeline.entries, incident_id=self.timeline.incident_id),
-                            encoding="utf-8")
-            path.chmod(0o600)
+        try:   # 0600, a temp file renamed over it: a symlink planted at <id>.md is never followed
+            write_atomic(path, as_markdown(self.timeline.refresh(),
+                                           incident_id=self.timeline.incident_id).encode("utf-8"))
         except OSError as exc:
             self.notify(f"export failed: {exc}", severity="error")
             return

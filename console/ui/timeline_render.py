@@ -1,6 +1,8 @@
 """How timeline entries look in the replay and follow views (rich Text; no App here).
 
-Every entry field is untrusted and rendered literally; verdicts are shown as of a step.
+Every entry field is untrusted and rendered literally; verdicts are shown as of a step. An
+action's outcome (an `observation` with ``outcome: true``) is listed as "outcome" at the time
+it was written and shown again in its action's detail once the replay has reached it.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Sequence
 
 from rich.text import Text
 
+from console.incident.timeline import outcomes
 from console.model import VERDICTS, TimelineEntry
 from console.textsafe import one_line
 from console.ui.text import literal, printable
@@ -113,6 +116,24 @@ def freed_text(e: TimelineEntry) -> str:
     return out
 
 
+def is_outcome(e: TimelineEntry) -> bool:
+    return e.kind == "observation" and e.outcome is True
+
+
+def targets_text(targets: object) -> str:
+    """`72169 (python3), 72230 (sglang::scheduler_TP0)` from an action's targets, literally."""
+    if not isinstance(targets, (list, tuple)):
+        return printable(targets, 200)
+    parts = []
+    for t in targets:
+        if isinstance(t, Mapping):
+            name = t.get("name")
+            parts.append(printable(t.get("pid"), 12) + (f" ({printable(name, 40)})" if name else ""))
+        else:
+            parts.append(printable(t, 40))
+    return ", ".join(parts)
+
+
 def summary(e: TimelineEntry, state: str | None = None) -> Text:
     """The list's last column: what the entry says, in one line, literally."""
     out = Text(no_wrap=True, overflow="ellipsis")
@@ -128,6 +149,8 @@ def summary(e: TimelineEntry, state: str | None = None) -> Text:
         out.append(f"→#{printable(e.hypothesis, 8)} ", style="dim")
     if e.kind == "observation" and e.action is not None:
         out.append(f"of #{printable(e.action, 8)} ", style="dim")
+        if is_outcome(e) and e.rc is not None and not e.command:
+            out.append(f"(rc {_num(e.rc)}) ", style="green" if e.rc == 0 else "red")
     if e.text:
         out.append(one_line(e.text))
     if e.command:
@@ -142,7 +165,7 @@ def summary(e: TimelineEntry, state: str | None = None) -> Text:
 def row_cells(e: TimelineEntry, state: str | None, what_width: int) -> tuple[Text, ...]:
     what = summary(e, state)
     what.truncate(max(4, what_width), overflow="ellipsis")
-    kind = str(e.kind) if isinstance(e.kind, str) else printable(e.kind)
+    kind = "outcome" if is_outcome(e) else str(e.kind) if isinstance(e.kind, str) else printable(e.kind)
     return (literal(e.seq, limit=COLUMNS[0][2]), Text(clock_text(e.ts)),
             literal(KIND_SHORT.get(kind, kind), KIND_STYLE.get(kind, ""), limit=COLUMNS[2][2]),
             literal(e.node if e.node is not None else "-", limit=COLUMNS[3][2]),
@@ -196,7 +219,7 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
         out.append("\n")
     if e.action is not None:
         ref = by_seq.get(_key(e.action))
-        out.append(f"about action #{printable(e.action, 12)}")
+        out.append(f"{'outcome of' if is_outcome(e) else 'about'} action #{printable(e.action, 12)}")
         if ref is not None:
             out.append(": " + one_line(ref.command or ref.text)[:200])
         out.append("\n")
@@ -209,12 +232,38 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
         out.append("\n")
     if e.output:
         _lines(out, e.output)
+    if e.targets:
+        out.append(f"targets: {targets_text(e.targets)}\n")
     if e.gpu_memory_before or e.gpu_memory_after:
         out.append(f"memory before: {memory_text(e.gpu_memory_before)}\n")
         out.append(f"memory after:  {memory_text(e.gpu_memory_after)}\n")
     if e.freed_mib is not None:
         out.append(freed_text(e) + "\n", style="bold green")
+    if e.kind == "action":
+        _outcome_part(out, entries[:max(0, as_of)], e)
     return out
+
+
+def _outcome_part(out: Text, seen: Sequence[TimelineEntry], action: TimelineEntry) -> None:
+    """The action's outcome, when the entries seen so far hold it."""
+    ref = _key(action.seq)
+    result = outcomes(seen).get(ref) if isinstance(ref, int) else None   # type: ignore[arg-type]
+    if result is None:
+        if action.rc is None and action.command and not str(action.text).startswith(("[dry-run]", "[read-only]")):
+            out.append("outcome: not recorded yet\n", style="dim")
+        return
+    out.append(f"\noutcome #{printable(result.seq, 12)}  {printable(result.ts, 40)}", style="bold")
+    if result.rc is not None:
+        out.append(f"   rc {_num(result.rc)}", style="green" if result.rc == 0 else "bold red")
+    out.append("\n")
+    if result.text:
+        _lines(out, result.text, indent="")
+    if result.output:
+        _lines(out, result.output)
+    if result.gpu_memory_after:
+        out.append(f"memory after:  {memory_text(result.gpu_memory_after)}\n")
+    if result.freed_mib is not None:
+        out.append(freed_text(result) + "\n", style="bold green")
 
 
 def hypotheses_line(entries: Sequence[TimelineEntry], count: int) -> Text:
