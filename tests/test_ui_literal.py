@@ -288,6 +288,23 @@ async def test_node_names_from_a_nodes_file_are_literal(tmp_path):
         await still_alive(pilot)
 
 
+async def test_a_key_remapped_to_markup_in_the_config_file_is_shown_literally(tmp_path):
+    """The palette's help line names each command's key; once MarkupError, exit 1, on ctrl+p."""
+    from console.config import load_config
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[keys]\nsigkill = "[/bogus]"\n')
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())],
+                      keymap=load_config(str(cfg)).keys, autostart=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"SIGKILL the")
+        await wait_for(pilot, lambda: shows(app, "[/bogus] — SIGKILL"))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.screen_stack[0])
+        await still_alive(pilot)
+
+
 # ---------------------------------------------------------------- replay and follow
 
 async def test_replay_and_follow_show_such_entries_literally(tmp_path):
@@ -339,6 +356,10 @@ def test_no_ui_module_hands_textual_a_string_to_parse():
                 name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
                 if name in PARSING_WIDGETS:
                     problems.append(f"{where}: {name}(...) (use the Literal* widgets of console/ui/text.py)")
+                if name in ("Hit", "DiscoveryHit") and not any(
+                        k.arg == "help" and isinstance(k.value, ast.Call)
+                        and getattr(k.value.func, "id", "") == "literal_content" for k in node.keywords):
+                    problems.append(f"{where}: palette help not literal_content(...) (Textual parses it)")
                 if name in ("from_markup", "render_markup") or any(
                         k.arg == "markup" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
                         for k in node.keywords):

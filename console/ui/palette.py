@@ -8,6 +8,7 @@ from typing import Callable
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console.ui import keys
+from console.ui.text import literal_content
 
 
 def _callback(app, action: str) -> Callable[[], object]:
@@ -38,11 +39,12 @@ def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
 class IncidentCommands(Provider):
     async def discover(self) -> Hits:
         for name, callback, help_text in _commands(self.app):
-            yield DiscoveryHit(name, callback, help=help_text)
+            # help: literally (it names keys remapped in a config file; Textual parses a str)
+            yield DiscoveryHit(name, callback, help=literal_content(help_text))  # type: ignore[arg-type]
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, callback, help_text in _commands(self.app):
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+                yield Hit(score, matcher.highlight(name), callback, help=literal_content(help_text))  # type: ignore[arg-type]

@@ -18,6 +18,8 @@ plain ``str`` that it would parse:
 - ``LiteralNotify``: mixed into every App here, so ``notify`` (the app's and every
   screen's, which delegates to it) shows its message and title literally.
 - ``set_title(widget, value)``: border titles as Text.
+- ``literal_content(value)``: for a Textual API that takes only markup (the command palette's
+  help line, where a key remapped in a config file shows): a ``Content``, which it keeps as is.
 
 tests/test_ui_literal.py feeds markup and escape codes through every surface, and checks
 that no module under console/ui/ builds those widgets or parses markup any other way.
@@ -27,11 +29,12 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from rich.text import Text
+from textual.content import Content
 from textual.widgets import DataTable, Input, OptionList, Static
 
 from console.textsafe import printable
 
-__all__ = ["literal", "block", "cell", "cells", "printable", "set_title",
+__all__ = ["literal", "block", "cell", "cells", "printable", "set_title", "literal_content",
            "LiteralTable", "LiteralStatic", "LiteralOptionList", "LiteralInput", "LiteralNotify"]
 
 
@@ -56,6 +59,11 @@ def cell(value: Any) -> Any:
 
 def cells(values: Iterable[Any]) -> tuple:
     return tuple(cell(v) for v in values)
+
+
+def literal_content(value: object) -> Content:
+    """Plain Content: Textual's ``Content.from_markup`` returns a Content unparsed."""
+    return Content(printable(value))
 
 
 def set_title(widget: Any, value: object, style: str = "") -> None:
