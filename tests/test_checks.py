@@ -45,8 +45,7 @@ class Canned:
 
 
 def test_registry_lists_every_check_with_description_and_parameters():
-    assert set(CHECKS) == {"wait-and-reread", "holders", "states", "kernel-log", "blockers", "port", "stack",
-                           "custom"}
+    assert set(CHECKS) == {"wait-and-reread", "holders", "states", "kernel-log", "blockers", "port", "stack"}
     for c in CHECKS.values():
         assert c.description and all(p.help for p in c.params)
 
@@ -103,6 +102,53 @@ def test_bad_parameters_are_one_clear_error():
     with pytest.raises(ValueError, match="unknown parameter"):
         render("port", prot=1)
     assert render("states", pids="72170, 72171") == render("states", pids=[72170, 72171])
+
+
+# ---------------------------------------------------------------- read-only by construction
+
+HOSTILE = ("5; reboot", "$(reboot)", "`reboot`", "5\nreboot", "1 2 | sh -c reboot", "5 && reboot", "-1",
+           "5.5", "0x10", "٣", True, "/dev/nvidia*; reboot", "/dev/nvidia* $(reboot)", "/dev/'x'", "nvidia*\n")
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_no_parameter_of_a_built_in_check_brings_text_to_the_shell(name):
+    """Every parameter is a validated whole number, PID list, fixed word or device pattern:
+    a hostile value is refused with one clear line, never put into the command."""
+    check = CHECKS[name]
+    base = {"states": {"pids": [72170]}, "stack": {"pid": 72170}}.get(name, {})
+    for p in check.params:
+        for value in HOSTILE:
+            try:
+                command = render(name, **{**base, p.name: value})
+            except ValueError as exc:
+                assert "\n" not in str(exc) and name in str(exc)
+                continue
+            assert "reboot" not in command, (p.name, value, command)
+            assert command.count("\n") == render(name, **base).count("\n"), (p.name, value)
+
+
+@examples(200)
+@given(st.sampled_from(sorted(CHECKS)).flatmap(lambda name: st.tuples(
+    st.just(name), st.dictionaries(st.sampled_from([p.name for p in CHECKS[name].params] or ["none"]),
+                                   st.text(max_size=30) | st.integers(-10, 10**7), max_size=3))))
+def test_validated_parameters_are_only_numbers_pids_fixed_words_or_device_patterns(case):
+    from console.checks.registry import GLOB_RE, _args
+    name, params = case
+    check = CHECKS[name]
+    try:
+        args = _args(check, params)
+    except ValueError:
+        return
+    for p in check.params:
+        value = args[p.name]
+        if p.kind == "int":
+            assert type(value) is int and p.low <= value <= p.high
+        elif p.kind == "pids":
+            assert value and all(type(v) is int and v >= 1 for v in value)
+        elif p.kind == "choice":
+            assert value in p.choices
+        else:
+            assert p.kind == "glob" and GLOB_RE.fullmatch(value)
 
 
 # ---------------------------------------------------------------- holders
@@ -322,7 +368,7 @@ async def test_port_on_a_real_listener():
         child.wait()
 
 
-# ---------------------------------------------------------------- stack / custom
+# ---------------------------------------------------------------- stack
 
 STACK_OUT = """uvm_va_space_destroy
 ::stack::
@@ -365,12 +411,6 @@ async def test_stack_unreadable_without_root():
     assert (await run_check(Canned(out), "stack", pid=812)).data["py_spy"] is None
 
 
-async def test_custom_command_runs_as_typed():
-    r = await run_check(RealShell(), "custom", command="echo hello; echo world >&2; exit 4")
-    assert r.command == "echo hello; echo world >&2; exit 4"
-    assert r.rc == 4 and r.summary == "hello" and r.raw == "hello\nworld"
-
-
 # ---------------------------------------------------------------- no exception escapes a parser
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.sampled_from(
@@ -395,7 +435,7 @@ def test_parsers_never_raise(text):
 @examples(60)
 @given(st.sampled_from(sorted(CHECKS)), TEXT)
 async def test_checks_summarise_any_output_in_one_line(name, text):
-    params = {"states": {"pids": [72170]}, "stack": {"pid": 72170}, "custom": {"command": "true"}}.get(name, {})
+    params = {"states": {"pids": [72170]}, "stack": {"pid": 72170}}.get(name, {})
     r = await run_check(Canned(text), name, seed_stuck(), **params)
     assert r.summary and "\n" not in r.summary
     json.dumps(r.data)                       # goes into the timeline as it is

@@ -82,7 +82,7 @@ async def test_rows_are_as_tall_as_measuring_them_makes_them():
         rows = dict(wanted(snap.processes))
         rows["text"] = (Text("a"), "", Text(""), "x", Text("y"), "")
         rows["two"] = (Text("one\ntwo"), "", "", "", "", "")
-        rows["str2"] = (Text("z"), "a\nb", "", "", "", "")
+        rows["str2"] = (Text("z"), Text("a\nb"), "", "", "", "")     # (a str cell is one literal line)
         for table in (mine, measured):
             tables.add_columns(table, tables.PROC_COLUMNS)
         tables.sync_table(mine, rows)

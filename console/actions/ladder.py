@@ -27,6 +27,9 @@ from console.model import Finding, NodeSnapshot, Proc
 RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
 #: what the action layer runs ("wait" is the wait-and-reread check, not an action)
 ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot")
+#: a command line of the operator's own (console/actions/plan.py plan_custom): an action, not a rung
+#: diagnosis proposes, and not in ACTION_RUNGS (plan_action never builds it)
+CUSTOM_RUNG = "custom"
 #: the signal each signalling rung sends
 SIGNAL_OF = {"sigterm": "TERM", "sigkill": "KILL", "kill-holders": "KILL"}
 #: rungs that must release a local NVML handle first (the driver refuses while a client holds it)

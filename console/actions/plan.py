@@ -18,6 +18,12 @@ and writes the outcome::
 
 Rungs: console/actions/ladder.py's ACTION_RUNGS ("wait" is the wait-and-reread check, not an
 action); reload-driver and reboot are palette-only and ask for the node's name.
+
+``plan_custom`` plans a command line of the operator's own (the last entry of the check
+picker, "Check: custom" in the palette): whatever it does, it may change the node, so it is
+an action like any rung — Confirm shows the exact line, ``--read-only`` refuses it,
+``--dry-run`` records it, and it is recorded as an ``action`` entry. Only the built-in
+checks (console/checks/registry.py) run without Confirm: they are read-only by construction.
 """
 from __future__ import annotations
 
@@ -25,20 +31,26 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from console.actions import ladder
-from console.actions.ladder import ACTION_RUNGS, SIGNAL_OF
+from console.actions.ladder import ACTION_RUNGS, CUSTOM_RUNG, SIGNAL_OF
 from console.actions.verify import memory_of
 from console.diagnosis import text as t
 from console.diagnosis import who
 from console.model import NodeSnapshot, Proc
+from console.textsafe import one_line
 
 VERIFY_WINDOW_S = 10.0
 #: the first verification window where a rung needs another: SIGTERM is given its grace before
 #: the outcome is written (else the advice after it would only be "wait out the grace")
-VERIFY_WINDOW_OF = {"sigterm": who.SIGTERM_GRACE_S}
+VERIFY_WINDOW_OF = {"sigterm": who.SIGTERM_GRACE_S, CUSTOM_RUNG: 0.0}
 #: how long after an action later changes are still attributed to it (observations)
 RUNG_DEADLINE_S = {"sigterm": 30.0, "sigkill": who.TEARDOWN_WINDOW_S,
                    "kill-holders": who.TEARDOWN_WINDOW_S, "clear-blockers": 30.0, "reset": 60.0,
-                   "reload-driver": 120.0, "reboot": 600.0}
+                   "reload-driver": 120.0, "reboot": 600.0,
+                   CUSTOM_RUNG: 0.0}   # a command of one's own: one re-read after it, no watch
+#: the custom entry as the check picker and the palette list it (always the picker's last)
+CUSTOM_DESCRIPTION = ("Run a command of your own on the node: an action (Confirm first; refused under "
+                      "--read-only, recorded only under --dry-run)")
+CUSTOM_COMMAND_LIMIT = 4096
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,30 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
     if rung == "reset":
         return _reset_plan(snap, gpus)
     return _node_plan(snap, rung)
+
+
+def plan_custom(node: str, command: str, snap: NodeSnapshot | None = None) -> ActionPlan:
+    """A command line of the operator's own, exactly as typed, as an action on ``node``.
+
+    ``snap`` (the node's latest snapshot, if any) gives the memory before; the line itself is
+    kept byte for byte (Confirm and the timeline show it escaped). ValueError (one line) for
+    an empty line, one with a NUL, or one longer than CUSTOM_COMMAND_LIMIT characters.
+    """
+    line = command.strip()
+    if not line:
+        raise ValueError("custom: type a command line")
+    if "\x00" in line:
+        raise ValueError("custom: a command line cannot hold a NUL byte")
+    if len(line) > CUSTOM_COMMAND_LIMIT:
+        raise ValueError(f"custom: the command line is longer than {CUSTOM_COMMAND_LIMIT} characters")
+    gpus = tuple(g.index for g in snap.gpus) if snap is not None else ()
+    return ActionPlan(node=node, rung=CUSTOM_RUNG, title=f"Run your own command `{one_line(line, 60)}`",
+                      commands=(line,), gpus=gpus, destructive=True,
+                      notes=("a command of your own may change the node: it runs as the console's user "
+                             "(often root), exactly as shown",),
+                      memory_before=memory_of(snap, gpus) if snap is not None else {},
+                      taken_at=snap.taken_at if snap is not None else None,
+                      deadline_s=RUNG_DEADLINE_S[CUSTOM_RUNG], verify_s=VERIFY_WINDOW_OF[CUSTOM_RUNG])
 
 
 def _finish(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,

@@ -13,9 +13,22 @@ parsers in console/checkparse.py into a one-line summary and structured data.
 wait-and-reread takes its "before" from a first read inside the same command (same node,
 same moment as the wait starts; a snapshot may be seconds old).  Only when that first read
 fails does it fall back to the snapshot passed in, and says so in ``data["before_from"]``.
+
+Read-only by construction: every check's command is a fixed template that only reads
+(nvidia-smi queries, /proc, ss, dmesg/journalctl, systemctl is-active, py-spy dump), and the
+only values put into a template are validated parameters (``_args``): whole numbers within
+bounds ("int"), lists of positive PIDs ("pids"), one of a fixed set of words ("choice"),
+and a device-file pattern ("glob": an absolute path of letters, digits, ``_.-+@:,=/`` and the
+glob characters ``*?``, matched by ``find -lname`` and handed to the shell only inside
+shlex.quote by console/probe.py). There is no free-text
+parameter: no text an operator or a node typed reaches a shell through a check. A command
+of the operator's own is not a check but an action (console/actions/plan.py ``plan_custom``:
+Confirm, refused under --read-only, recorded-not-run under --dry-run).
+tests/test_checks.py holds every builder to this with hostile parameters.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -44,14 +57,22 @@ class CheckResult:
     raw: str = ""                # stdout and stderr as the node gave them
 
 
+PARAM_KINDS = ("int", "pids", "choice", "glob")     # no free text: see the module's docstring
+MAX_PID = 4_194_304                                  # PID_MAX_LIMIT on 64-bit Linux
+#: a device-file pattern: an absolute path of letters, digits and glob characters only
+GLOB_RE = re.compile(r"/[A-Za-z0-9_.*?/+@:,=-]+")
+
+
 @dataclass(frozen=True)
 class CheckParam:
     name: str
-    kind: str                    # "int" | "str" | "pids" (list of PIDs) | "choice"
+    kind: str                    # one of PARAM_KINDS
     default: Any = None
     help: str = ""
     choices: tuple[str, ...] = ()
     required: bool = False
+    low: int = 0                 # "int": the range allowed
+    high: int = MAX_PID
 
 
 @dataclass(frozen=True)
@@ -233,36 +254,30 @@ def _stack(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     return "; ".join(parts), d
 
 
-def _custom(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
-    lines = [ln for ln in raw.splitlines() if ln.strip()]
-    return (cp.clip(lines[0]) if lines else "no output"), {"lines": len(lines)}
-
-
 # ---------------------------------------------------------------- the registry
 
-_PIDS = CheckParam("pids", "pids", (), "PIDs to look at", required=True)
+_PIDS = CheckParam("pids", "pids", (), "PIDs to look at", required=True, low=1)
 CHECKS: dict[str, Check] = {c.name: c for c in (
     Check("wait-and-reread", "Wait N seconds and read per-GPU memory again: is it coming back on its own?",
-          (CheckParam("seconds", "int", 5, "seconds to wait"),), _reread_cmd, _reread,
+          (CheckParam("seconds", "int", 5, "seconds to wait", high=3600),), _reread_cmd, _reread,
           lambda a: a["seconds"] + 20.0),
     Check("holders", "Who holds the GPU device files, against the driver's process list (hidden and foreign PIDs)",
-          (CheckParam("device_glob", "str", DEFAULT_DEVICE_GLOB, "device files to look for"),), _holders_cmd, _holders),
+          (CheckParam("device_glob", "glob", DEFAULT_DEVICE_GLOB, "device files to look for"),), _holders_cmd,
+          _holders),
     Check("states", "Process and thread states with wchan: are threads stuck in D inside the driver?",
           (_PIDS,), _states_cmd, _states),
     Check("kernel-log", "NVRM Xid lines from the kernel log, with what each Xid means",
           (CheckParam("reader", "choice", "dmesg", "where to read it", ("dmesg", "journalctl")),
-           CheckParam("lines", "int", 50, "lines to keep")), _klog_cmd, _klog),
+           CheckParam("lines", "int", 50, "lines to keep", low=1, high=100_000)), _klog_cmd, _klog),
     Check("blockers", "What keeps a GPU reset from running: persistence mode, persistenced, MPS, DCGM, fabric manager",
           (), _blockers_cmd, _blockers),
     Check("port", "Is a TCP port listening, and by which process (did the server ever come up?)",
-          (CheckParam("port", "int", 8000, "TCP port"),), lambda a: "ss -ltnp 2>&1", _port),
+          (CheckParam("port", "int", 8000, "TCP port", low=1, high=65535),), lambda a: "ss -ltnp 2>&1", _port),
     Check("stack", "Where a process waits: wchan, kernel stack (root), Python stack (py-spy if installed)",
-          (CheckParam("pid", "int", None, "PID", required=True),
+          (CheckParam("pid", "int", None, "PID", required=True, low=1),
            CheckParam("tid", "int", 0, "thread id (default: the main thread)")), _stack_cmd, _stack),
-    Check("custom", "Run a command of your own on the node and record it",
-          (CheckParam("command", "str", "", "shell command line", required=True),),
-          lambda a: a["command"], _custom, lambda a: 60.0),
 )}
+assert all(p.kind in PARAM_KINDS for c in CHECKS.values() for p in c.params)
 
 
 def _args(check: Check, params: Mapping[str, Any]) -> dict:
@@ -276,31 +291,46 @@ def _args(check: Check, params: Mapping[str, Any]) -> dict:
         if p.required and (value is None or value == "" or value == ()):
             raise ValueError(f"{check.name}: {p.name} is required ({p.help})")
         if p.kind == "int":
-            try:
-                value = int(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"{check.name}: {p.name} must be a whole number, not {value!r}") from None
-            if value < 0 or (p.name == "port" and not 0 < value < 65536) or (p.name == "pid" and value < 1) \
-                    or (p.name == "seconds" and value > 3600):
-                raise ValueError(f"{check.name}: {p.name} {value} is out of range")
+            value = _whole(value)
+            if value is None:
+                raise ValueError(f"{check.name}: {p.name} must be a whole number")
+            if not p.low <= value <= p.high:
+                raise ValueError(f"{check.name}: {p.name} {value} is out of range ({p.low}-{p.high})")
         elif p.kind == "pids":
             if isinstance(value, (str, int)):
                 value = str(value).replace(",", " ").split()
             try:
-                value = tuple(dict.fromkeys(int(v) for v in value))
-            except (TypeError, ValueError):
-                raise ValueError(f"{check.name}: {p.name} must be PIDs (numbers)") from None
-            if not value or any(v < 1 for v in value):
-                raise ValueError(f"{check.name}: {p.name} must be positive PIDs")
+                pids = [_whole(v) for v in value]
+            except TypeError:
+                pids = [None]
+            if not pids or any(v is None or not 1 <= v <= MAX_PID for v in pids):
+                raise ValueError(f"{check.name}: {p.name} must be PIDs (positive whole numbers)")
+            value = tuple(dict.fromkeys(pids))
         elif p.kind == "choice":
             if value not in p.choices:
                 raise ValueError(f"{check.name}: {p.name} must be one of {', '.join(p.choices)}")
-        elif p.kind == "str":
-            value = str(value)
-            if p.name == "device_glob":
-                value = value if value.startswith("/") else "/" + value
+        elif p.kind == "glob":
+            value = str(value).strip()
+            value = value if value.startswith("/") else "/" + value
+            if not GLOB_RE.fullmatch(value):
+                raise ValueError(f"{check.name}: {p.name} must be a device-file pattern such as "
+                                 f"{DEFAULT_DEVICE_GLOB} (a path of letters, digits, * and ?)")
+        else:     # never: every kind above is a value no shell can read as a command
+            raise ValueError(f"{check.name}: {p.name} has an unknown kind {p.kind!r}")
         out[p.name] = value
     return out
+
+
+def _whole(value: Any) -> int | None:
+    """A whole number from an int or a string of ASCII digits (a sign allowed), else None:
+    never True/False, 5.7, "0x10", "٣" or " 5; reboot"."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,12}", value.strip()):
+        return int(value.strip())
+    return None
 
 
 def render(name: str, **params: Any) -> str:

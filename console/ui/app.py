@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Footer
 
 from console.actions.plan import ActionPolicy
 from console.monitor import NodeMonitor
@@ -25,7 +25,7 @@ from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
 from console.ui.theme_install import install_themes
 from console.output.rows import proc_rows
-from console.ui.text import printable
+from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, literal, printable, set_title
 
 
 class NodeUpdated(Message):
@@ -47,13 +47,13 @@ class HelpScreen(ModalScreen[None]):
         body = Text()
         body.append("Keys\n\n", style="bold")
         for key, what in self._rows:
-            body.append(f"  {key:<10}", style="bold")
-            body.append(f"{what}\n")
+            body.append(f"  {printable(key, 10):<10}", style="bold")
+            body.append(printable(what) + "\n")
         body.append("\nescape closes this screen", style="dim")
-        yield Static(body, id="help-body")
+        yield LiteralStatic(body, id="help-body")
 
 
-class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
+class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -95,15 +95,15 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        yield LiteralStatic(id="status")
         with Vertical(id="main"):
             if self.multi_node:
-                yield DataTable(id="nodes", cursor_type="row")
-            yield DataTable(id="gpus", cursor_type="row")
-            yield DataTable(id="procs", cursor_type="row")
-            yield DataTable(id="findings", cursor_type="row", show_header=False)
+                yield LiteralTable(id="nodes", cursor_type="row")
+            yield LiteralTable(id="gpus", cursor_type="row")
+            yield LiteralTable(id="procs", cursor_type="row")
+            yield LiteralTable(id="findings", cursor_type="row", show_header=False)
         if self._mode_text():
-            yield Static(Text(self._mode_text(), style="bold"), id="mode")
+            yield LiteralStatic(literal(self._mode_text(), "bold"), id="mode")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -162,6 +162,7 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
         name = event.row_key.value if event.row_key is not None else None
         if name and name != self.current_node:
             self.current_node = name
+            self._render_status()          # "viewing NODE" follows the cursor at once
             self.refresh_node_view()
 
     def refresh_node_view(self) -> None:
@@ -172,7 +173,7 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
         findings = self.query_one("#findings", DataTable)
         tables.sync_table(findings, tables.finding_rows(snap, width))
         count = len(snap.findings) if snap is not None else 0
-        findings.border_title = f"findings: {count} (enter: details and commands)"
+        set_title(findings, f"findings: {count} (enter: details and commands)")
 
     def _render_status(self) -> None:
         line = Text()
@@ -212,7 +213,7 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
         mode = self._mode_text()
         if mode:
             line.append("  " + mode, style="bold yellow")
-        self.query_one("#status", Static).update(line)
+        self.query_one("#status", LiteralStatic).update(line)
 
     def _render_gpus(self, snap: NodeSnapshot | None) -> None:
         wanted: dict[str, tuple] = {}
@@ -230,7 +231,7 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
         total = len(snap.processes) if snap is not None else 0
         what = "all" if self.show_all else "GPU-related"
         hint = "a: GPU-related only" if self.show_all else "a: all"
-        table.border_title = f"processes: {len(rows)} {what} of {total} ({hint}, enter: details)"
+        set_title(table, f"processes: {len(rows)} {what} of {total} ({hint}, enter: details)")
         if snap is not None and snap.name not in self._selected_initially and rows:
             top = max(rows, key=lambda r: (r.proc.gpu_memory_total_mib, r.proc.holds_devices))
             if top.proc.gpu_memory_total_mib > 0 or top.proc.holds_devices:

@@ -7,10 +7,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from console.actions.plan import ActionPlan
-from console.ui.text import printable
+from console.ui.text import LiteralInput, LiteralStatic, printable
 
 
 def plan_text(plan: ActionPlan, *, read_only: bool, dry_run: bool) -> Text:
@@ -25,7 +25,7 @@ def plan_text(plan: ActionPlan, *, read_only: bool, dry_run: bool) -> Text:
         out.append(f"\n{'PID':>8} {'USER':<10} S {'GPU MiB':>8}  NAME / COMMAND LINE\n", style="bold")
         for t in plan.targets:
             d = f"  {t.threads_in_d} thread(s) in D" if t.threads_in_d else ""
-            out.append(f"{t.pid:>8} {printable(t.user or '?', 10):<10} {t.state} {t.gpu_total_mib or '':>8}  ")
+            out.append(f"{t.pid:>8} {printable(t.user or '?', 10):<10} {printable(t.state, 1)} {t.gpu_total_mib or '':>8}  ")
             out.append(printable(t.name) + d + "\n", style="bold")
             out.append("          " + printable(t.cmdline or f"[{t.name}]") + "\n", style="dim")
     for note in plan.notes:
@@ -57,9 +57,9 @@ class ConfirmScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="confirm"):
-            yield Static(self._body)
+            yield LiteralStatic(self._body)
             if self.plan.typed_confirmation:
-                yield Input(placeholder=self.plan.typed_confirmation, id="typed")
+                yield LiteralInput(placeholder=printable(self.plan.typed_confirmation), id="typed")
 
     def on_mount(self) -> None:
         if self.plan.typed_confirmation:

@@ -8,12 +8,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from console.model import Finding, Gpu, NodeSnapshot, Proc
 from console.output.rows import fmt_mib, gpu_holders
 from console.ui.tables import SEVERITY_STYLE
-from console.ui.text import printable
+from console.ui.text import LiteralStatic, printable
 
 
 def _field(out: Text, name: str, value: object, style: str = "") -> None:
@@ -105,7 +104,7 @@ def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
     out.append(f"\nHolders ({len(holders)})\n", style="bold")
     for p in holders:
         mib = p.gpu_memory_mib.get(str(g.index))
-        out.append(f"  {p.pid:>8} {p.state} {fmt_mib(mib) if str(g.index) in p.gpu_memory_mib else 'device':>10}  ")
+        out.append(f"  {p.pid:>8} {printable(p.state, 1)} {fmt_mib(mib) if str(g.index) in p.gpu_memory_mib else 'device':>10}  ")
         out.append(printable(p.cmdline or p.name, 60) + "\n")
     return out
 
@@ -129,4 +128,4 @@ class DetailScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
-            yield Static(self._body)
+            yield LiteralStatic(self._body)

@@ -9,6 +9,7 @@ from textual.widgets import DataTable
 
 from console.sources.base import Source
 from console.ui import tables
+from console.actions.ladder import CUSTOM_RUNG
 from console.ui.text import printable
 
 
@@ -88,7 +89,9 @@ class EscalationKeys:
         from console.actions.run import execute
         monitor = next(m for m in self.monitors if m.source is source)
         hyp = self.incident.open_hypothesis()
-        self.notify(f"{plan.node}: {plan.title} — verifying for up to {plan.verify_s:.0f} s…", timeout=5)
+        if self.policy.refusal(plan) is None and not self.policy.dry_run:
+            doing = f"verifying for up to {plan.verify_s:.0f} s…" if plan.verify_s >= 1 else "running…"
+            self.notify(f"{plan.node}: {plan.title} — {doing}", timeout=5)
 
         async def work() -> None:
             outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline,
@@ -96,9 +99,28 @@ class EscalationKeys:
                                     hypothesis=hyp.seq if hyp else None)
             if outcome.watch is not None:
                 self.watches.append(outcome.watch)
+            if plan.rung == CUSTOM_RUNG and outcome.results:
+                self._show_output(outcome)
             severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
             self.notify(f"{plan.node}: {printable(outcome.text, 200)}", severity=severity, timeout=10)
             if outcome.timeline_error:
                 self.notify(f"timeline: {outcome.timeline_error}", severity="error")
         self.run_worker(work(), group="actions", exclusive=False)
 
+
+    def _show_output(self, outcome) -> None:
+        """What a command of the operator's own printed (as a check's result is shown)."""
+        from rich.text import Text
+
+        from console.ui.details import DetailScreen
+        plan, entry = outcome.plan, outcome.entry
+        body = Text()
+        body.append(f"{printable(plan.title)} on {printable(plan.node)}", style="bold")
+        body.append(f"   (timeline #{entry.seq}, an action)\n\n" if entry is not None else "\n\n", style="dim")
+        body.append(printable(outcome.text) + "\n\n")
+        body.append("$ " + printable(plan.commands[0]) + "\n", style="italic")
+        body.append(f"exit status {outcome.rc}\n\n" if outcome.rc is not None else "did not finish\n\n",
+                    style="dim")
+        for line in outcome.output.splitlines()[:200]:
+            body.append(printable(line) + "\n")
+        self.push_screen(DetailScreen(body))

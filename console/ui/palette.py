@@ -8,6 +8,7 @@ from typing import Callable
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console.ui import keys
+from console.ui.text import literal_content
 
 
 def _callback(app, action: str) -> Callable[[], object]:
@@ -18,6 +19,8 @@ def _callback(app, action: str) -> Callable[[], object]:
 
 
 def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
+    from console.actions.ladder import CUSTOM_RUNG
+    from console.actions.plan import CUSTOM_DESCRIPTION
     from console.checks.registry import CHECKS
     keymap = getattr(app, "keymap", {})
     out: list[tuple[str, Callable[[], object], str]] = []
@@ -28,17 +31,20 @@ def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
         out.append((title, partial(app.action_act, rung), hint))
     for check in CHECKS.values():
         out.append((f"Check: {check.name}", partial(app._ask_params, check.name), check.description))
+    # a command of one's own is an action (Confirm, --read-only, --dry-run), as from the picker
+    out.append((f"Check: {CUSTOM_RUNG}", app.action_custom_command, CUSTOM_DESCRIPTION))
     return out
 
 
 class IncidentCommands(Provider):
     async def discover(self) -> Hits:
         for name, callback, help_text in _commands(self.app):
-            yield DiscoveryHit(name, callback, help=help_text)
+            # help: literally (it names keys remapped in a config file; Textual parses a str)
+            yield DiscoveryHit(name, callback, help=literal_content(help_text))  # type: ignore[arg-type]
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, callback, help_text in _commands(self.app):
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+                yield Hit(score, matcher.highlight(name), callback, help=literal_content(help_text))  # type: ignore[arg-type]

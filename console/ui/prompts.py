@@ -9,10 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
-from console.ui.text import printable
+from console.ui.text import LiteralInput, LiteralOptionList, LiteralStatic, literal, printable
 
 
 class TextPrompt(ModalScreen[str | None]):
@@ -25,10 +25,10 @@ class TextPrompt(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
-            yield Static(Text(self._title, style="bold"))
+            yield LiteralStatic(literal(self._title, "bold"))
             if self._hint:
-                yield Static(Text(self._hint, style="dim"))
-            yield Input(value=self._value, placeholder=self._placeholder)
+                yield LiteralStatic(literal(self._hint, "dim"))
+            yield LiteralInput(value=self._value, placeholder=self._placeholder)
 
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:
@@ -48,13 +48,13 @@ class CheckPicker(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
-            yield Static(Text("Run a check (enter runs it, escape cancels)", style="bold"))
+            yield LiteralStatic(literal("Run a check (enter runs it, escape cancels)", "bold"))
             options = []
             for name, description in self._checks:
-                label = Text(f"{name:<16}", style="bold")
+                label = Text(f"{printable(name, 16):<16}", style="bold")
                 label.append(printable(description))
                 options.append(Option(label, id=name))
-            yield OptionList(*options)
+            yield LiteralOptionList(*options)
 
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
@@ -80,12 +80,12 @@ class VerdictScreen(ModalScreen[str | None]):
         body.append("Verdict on the open hypothesis\n\n", style="bold")
         body.append(printable(self._hypothesis) + "\n\n", style="italic")
         body.append("suggested: ")
-        body.append(self.suggested, style="bold reverse")
+        body.append(printable(self.suggested), style="bold reverse")
         if self._why:
             body.append(f"  ({printable(self._why, 120)})", style="dim")
         body.append("\n\nenter: take the suggestion   c confirmed   r refuted   i inconclusive   escape: cancel")
         with Vertical(classes="prompt"):
-            yield Static(body)
+            yield LiteralStatic(body)
 
     def action_accept(self) -> None:
         self.dismiss(self.suggested)

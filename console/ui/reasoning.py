@@ -1,5 +1,10 @@
 """Keys of the reasoning half: checks (w, c), hypotheses (h), verdicts (v), notes (n), export (e),
-filter (/) and tagging (space). Nothing here changes a node; everything lands in the timeline."""
+filter (/) and tagging (space). Nothing here changes a node; everything lands in the timeline.
+
+The one entry of the check picker that could change a node — a command of the operator's own,
+always the picker's last entry — is not a check: it is planned as an action
+(console/actions/plan.py plan_custom) and goes through Confirm and the action layer
+(console/ui/escalation.py), like every rung."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -32,18 +37,53 @@ class ReasoningKeys:
         self._run_check("wait-and-reread", {"seconds": self.WAIT_S})
 
     def action_check(self) -> None:
+        from console.actions.plan import CUSTOM_DESCRIPTION
+        from console.actions.ladder import CUSTOM_RUNG
         from console.checks.registry import CHECKS
         from console.ui.prompts import CheckPicker
 
         def chosen(name: str | None) -> None:
             if name:
                 self._ask_params(name)
-        self.push_screen(CheckPicker([(c.name, c.description) for c in CHECKS.values()]), chosen)
+        entries = [(c.name, c.description) for c in CHECKS.values()] + [(CUSTOM_RUNG, CUSTOM_DESCRIPTION)]
+        self.push_screen(CheckPicker(entries), chosen)
+
+    def action_custom_command(self) -> None:
+        """A command line of the operator's own: typed, then planned as an action -> Confirm."""
+        from console.actions.plan import plan_custom
+        from console.ui.prompts import TextPrompt
+        source, _ = self._current()
+        if source is None:
+            return
+        node = source.name
+
+        def got(line: str | None) -> None:
+            if line is None:
+                return
+            source, snap = self._current()
+            if source is None or source.name != node:
+                self.notify(f"{node} is no longer the node in view: nothing runs", severity="warning")
+                return
+            try:
+                plan = plan_custom(node, line, snap)
+            except ValueError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self._confirm(plan, source)
+        self.push_screen(TextPrompt(f"Your own command on {printable(node, 40)}",
+                                    placeholder="e.g. nvidia-smi -q -d PIDS",
+                                    hint="an action: Confirm shows it first; refused under --read-only, "
+                                         "recorded only under --dry-run"), got)
 
     def _ask_params(self, name: str) -> None:
-        """Fill a check's parameters: PIDs from the selection, the rest asked for."""
+        """Fill a check's parameters: PIDs from the selection, the rest asked for. The custom
+        entry is not a check: it goes to action_custom_command (an action)."""
+        from console.actions.ladder import CUSTOM_RUNG
         from console.checks.registry import CHECKS
         from console.ui.prompts import TextPrompt
+        if name == CUSTOM_RUNG:
+            self.action_custom_command()
+            return
         check = CHECKS[name]
         params: dict[str, object] = {}
         pending = []

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
 from console.output.rows import ProcRow, fmt_mib, gpu_holders
-from console.ui.text import literal, printable
+from console.ui.text import cells as literal_cells, literal, printable
 
 SEVERITY_STYLE = {"critical": "bold white on red", "high": "bold red", "low": "yellow", "info": "dim"}
 STATE_STYLE = {"Z": "bold magenta", "D": "bold red", "R": "green"}
@@ -148,6 +148,7 @@ def update_row(table: DataTable, key: str, cells: tuple) -> bool:
     row = table.rows.get(key)       # a RowKey hashes and compares as its string
     if row is None:
         return False
+    cells = literal_cells(cells)    # node text is never parsed as markup (console/ui/text.py)
     _send(table, _SENT.setdefault(table, {}), key, row, cells, [c.key for c in table.ordered_columns])
     return True
 
@@ -159,6 +160,7 @@ def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
     a fresh object, so the sort key can find each row's wanted position by that object's
     identity.
     """
+    wanted = {key: literal_cells(cells) for key, cells in wanted.items()}   # literally, never markup
     selected = selected_key(table)
     sent = _SENT.setdefault(table, {})
     present = {rk.value: row for rk, row in table.rows.items()}

@@ -17,17 +17,17 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Footer
 
 from console.ui.theme_install import install_themes
 from console.model import TimelineEntry
 from console.incident.tail import TimelineTail, check_readable, read_all
-from console.ui.text import printable
+from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, printable
 from console.ui.timeline_render import (  # the pure helpers are public here too
     POLL_S, COLUMNS, elapsed_seconds, elapsed_text, _key, verdicts_as_of, hypothesis_state, row_cells, detail, hypotheses_line, short_path)
 
 
-class _TimelineViewApp(App[int]):
+class _TimelineViewApp(LiteralNotify, App[int]):
     CSS_PATH = "timeline_view.tcss"
     ENABLE_COMMAND_PALETTE = False      # the palette can save screenshots: a viewer writes nothing
 
@@ -36,11 +36,11 @@ class _TimelineViewApp(App[int]):
         self.theme_warnings = install_themes(self, theme_name)
 
     def compose(self) -> ComposeResult:
-        yield Static(id="tv-header")
-        yield Static(id="tv-notice")
-        yield DataTable(id="tv-list", cursor_type="row", zebra_stripes=False)
+        yield LiteralStatic(id="tv-header")
+        yield LiteralStatic(id="tv-notice")
+        yield LiteralTable(id="tv-list", cursor_type="row", zebra_stripes=False)
         with VerticalScroll(id="tv-detail"):
-            yield Static(id="tv-detail-body")
+            yield LiteralStatic(id="tv-detail-body")
         yield Footer()
 
     @property
@@ -65,17 +65,17 @@ class _TimelineViewApp(App[int]):
     def _set_header(self, line: Text) -> None:
         line.no_wrap = True
         line.truncate(self._header_width(), overflow="ellipsis")
-        self.query_one("#tv-header", Static).update(line)
+        self.query_one("#tv-header", LiteralStatic).update(line)
 
     def _set_notice(self, text: str) -> None:
-        notice = self.query_one("#tv-notice", Static)
+        notice = self.query_one("#tv-notice", LiteralStatic)
         line = Text("⚠ " + printable(text), style="bold yellow", no_wrap=True) if text else Text("")
         line.truncate(self._header_width(), overflow="ellipsis")
         notice.update(line)
         notice.display = bool(text)
 
     def _show_detail(self, body: Text) -> None:
-        self.query_one("#tv-detail-body", Static).update(body)
+        self.query_one("#tv-detail-body", LiteralStatic).update(body)
         self.query_one("#tv-detail", VerticalScroll).scroll_home(animate=False)
 
     def action_quit(self) -> None:  # type: ignore[override]
