@@ -130,9 +130,10 @@ async def test_a_command_of_ones_own_runs_only_after_y_and_is_recorded_as_an_act
         await open_custom(pilot, KILL)
         await confirm_shows(pilot, KILL)
         await pilot.press("y")
-        await wait_for(pilot, lambda: any(e.kind == "action" for e in tl.entries))
+        await wait_for(pilot, lambda: any(e.kind == "observation" and e.outcome for e in tl.entries))
         entry = [e for e in tl.entries if e.kind == "action"][-1]
-        assert entry.command == KILL and entry.rc == 0
+        outcome = next(e for e in tl.entries if e.kind == "observation" and e.outcome and e.action == entry.seq)
+        assert entry.command == KILL and entry.rc is None and outcome.rc == 0   # recorded before it ran
         assert entry.gpu_memory_before and entry.gpu_memory_before["1"] == 76113
         assert not any(e.kind == "check" for e in tl.entries)
         assert ran(src, KILL) and await worker_state(src) in ("Z", None)   # killed: a zombie in teardown

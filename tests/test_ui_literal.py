@@ -190,7 +190,7 @@ async def test_check_output_and_custom_command_output_are_literal(incident_dir):
             assert shows(app, "$ " + printable(line))
             count = len(tl.entries)
             await pilot.press("y")
-            await wait_for(pilot, lambda: len(tl.entries) > count and tl.entries[-1].kind == "action")
+            await wait_for(pilot, lambda: len(tl.entries) > count and tl.entries[-1].outcome is True)
             await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))    # what it printed
             if out is not None:
                 assert shows(app, out)
@@ -221,9 +221,11 @@ async def test_reset_output_with_markup_is_shown_and_the_console_lives(incident_
         await pilot.press("y")
         await wait_for(pilot, lambda: any(e.kind == "action" and (e.command or "").startswith("nvidia-smi -r")
                                           for e in tl.entries), tries=1500)
-        reset = [e for e in tl.entries if e.kind == "action"][-1]
+        sent = [e for e in tl.entries if e.kind == "action"][-1]
+        await wait_for(pilot, lambda: any(e.outcome and e.action == sent.seq for e in tl.entries), tries=1500)
+        reset = next(e for e in tl.entries if e.outcome and e.action == sent.seq)
         assert ALL in reset.output and reset.rc not in (0, None)
-        await wait_for(pilot, lambda: SHOWN + " could not be reset" in toasts(app))
+        await wait_for(pilot, lambda: "not reset: in use by another client" in toasts(app).lower())
         no_escape_on_screen(app)
         await still_alive(pilot)
 
