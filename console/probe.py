@@ -10,35 +10,71 @@ nvidia-smi on the node; no Python.
 
 Output layout: for every section, a line ``<MARK> begin NAME``, the command's
 output (stdout and stderr together unless the command discards stderr), then
-``<MARK> end NAME RC``. ``MARK`` is ``::gi-<nonce>::`` so a process named
-like a marker cannot forge a section. Sections:
+``<MARK> end NAME RC``. ``MARK`` is ``::gi-<nonce>::``, a fresh random nonce per probe that
+no process on the node can know, so nothing a process prints can forge a section; a marker
+is found wherever it starts (a NUL-framed body does not end with a newline).
+
+The process sections come first: a hung driver cannot starve them. The driver sections
+share one budget: once an nvidia-smi call timed out (rc 124), the later ones are skipped
+(their body is SKIPPED, their rc 124), so a wedged driver costs one NVSMI_TIMEOUT_S, not three.
+
+Framing no process can forge: what a user controls (comm, command line, link target) is
+either escaped by the tool (procps ``ps`` prints a newline in argv as a space and other
+control characters as ``?``), NUL-terminated, or in /proc/PID/stat, whose records a
+stream parser reads by the kernel's own rule (see sources/parse_proc.py). Sections:
 
 meta     ``date +%s.%N`` / ``getconf CLK_TCK`` / ``btime N`` from /proc/stat /
          hostname / ``id -u`` / own pid namespace (readlink /proc/self/ns/pid) /
          ``$$`` of the probe shell (its ancestors are the console's session)
+stat     cat /proc/[0-9]*/stat  (pid (comm) state ppid … field 20 num_threads, field 22
+         starttime), records concatenated; comm may hold newlines and parentheses
+ps       ps -eo pid=,user:32=,args=, each line cut to ARGS_MAX_BYTES on the node
+dstate   per thread in D: "/proc/PID/task/TID WCHAN STAT-RECORD" NUL-terminated (WCHAN "-"
+         if unreadable)
+fds      "/proc/PID/fd TARGET" NUL-terminated, per open handle whose link matches the
+         device glob (find -lname GLOB -printf '%h %l\\0'); TARGET may hold newlines
+pidns    "PID pid:[NNNN]" for every PID with a device handle (PIDs from find's %h only)
 gpu      nvidia-smi --query-gpu=GPU_FIELDS --format=csv,noheader,nounits
 apps     nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits
 list     nvidia-smi -L (MIG devices are indented lines "  MIG 1g.12gb Device 0: (UUID: MIG-…)")
-stat     cat /proc/[0-9]*/stat  (pid (comm) state ppid … field 20 num_threads, field 22 starttime)
-ps       ps -eo pid=,user:32=,args=
-dstate   one line per thread in D: "/proc/PID/task/TID WCHAN STAT-LINE" (WCHAN "-" if unreadable)
-fds      "/proc/PID/fd /dev/nvidiaN" per open device handle (find -lname GLOB -printf '%h %l\\n')
-pidns    "PID pid:[NNNN]" for every PID with a device handle
 xid      dmesg lines with "NVRM: Xid" (last 50), or dmesg's own error text
 driver   driver version: cat /proc/driver/nvidia/version (first line) or nothing
+
+Bounds: the node cuts command lines (ARGS_MAX_BYTES); the reader caps each section and the
+whole probe (ProbeLimits, DEFAULT_LIMITS) and the deadline covers reading and parsing.
 """
 from __future__ import annotations
 
 import secrets
 import shlex
+from dataclasses import dataclass
 
 GPU_FIELDS = ("index,uuid,name,pci.bus_id,memory.used,memory.total,utilization.gpu,"
               "persistence_mode,mig.mode.current")
 APP_FIELDS = "pid,gpu_uuid,used_memory,process_name"   # name last: names contain commas
 NVSMI_TIMEOUT_S = 5
 DEFAULT_DEVICE_GLOB = "/dev/nvidia*"
-DEFAULT_PROBE_TIMEOUT_S = 10.0     # the client's deadline for one whole probe
+DEFAULT_PROBE_TIMEOUT_S = 10.0     # the client's deadline for one whole probe: read and parse
 DEFAULT_COMMAND_TIMEOUT_S = 30.0   # and for one command (checks, actions)
+#: a ps line (pid, user, command line) is cut to this many bytes on the node: the console shows
+#: a command line in one row and in the details pane, never megabytes of it
+ARGS_MAX_BYTES = 4096
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class ProbeLimits:
+    """What one probe may send back. A node over a cap gets the error "too much output"."""
+    section_bytes: int = 32 * MIB
+    probe_bytes: int = 64 * MIB
+
+    def __post_init__(self) -> None:
+        if not (0 < self.section_bytes <= self.probe_bytes):
+            raise ValueError(f"probe limits: need 0 < section_bytes <= probe_bytes "
+                             f"(got {self.section_bytes}, {self.probe_bytes})")
+
+
+DEFAULT_LIMITS = ProbeLimits()
 
 QUERY_GPU = f"nvidia-smi --query-gpu={GPU_FIELDS} --format=csv,noheader,nounits"
 QUERY_APPS = f"nvidia-smi --query-compute-apps={APP_FIELDS} --format=csv,noheader,nounits"
@@ -50,19 +86,34 @@ META = ("date +%s.%N; getconf CLK_TCK; grep btime /proc/stat; cat /proc/sys/kern
         "id -u; readlink /proc/self/ns/pid; echo $$")
 STAT = "cat /proc/[0-9]*/stat 2>/dev/null"
 PS = f"timeout {NVSMI_TIMEOUT_S} ps -eo pid=,user:32=,args="
+PS_SECTION = f"{PS} 2>/dev/null | cut -c -{ARGS_MAX_BYTES}"
 DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d=${f%/stat}; "
-          "w=$(cat $d/wchan 2>/dev/null); printf '%s %s %s\\n' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
+          "w=$(cat $d/wchan 2>/dev/null); printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
 XID = "dmesg 2>&1 | grep -E 'NVRM: Xid|dmesg:' | tail -n 50"
 DRIVER = "head -n 1 /proc/driver/nvidia/version 2>/dev/null"
 
+#: the probe shell's variable holding the exit status of the last driver call
+NV_RC = "gi_nv"
+#: the body of a driver section skipped because an earlier call of this probe timed out
+SKIPPED = "skipped: an earlier nvidia-smi call of this probe timed out"
+#: driver sections, in order; the first always runs (and resets NV_RC), the others are skipped
+#: once one has timed out
+DRIVER_SECTIONS = {"gpu": QUERY_GPU, "apps": QUERY_APPS, "list": LIST_GPUS}
+
+
+def _find_fds(device_glob: str, printf: str) -> str:
+    return f"find /proc/[0-9]*/fd -lname {shlex.quote(device_glob)} -printf '{printf}' 2>/dev/null"
+
 
 def fds_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    return (f"find /proc/[0-9]*/fd -lname {shlex.quote(device_glob)} "
-            "-printf '%h %l\\n' 2>/dev/null")
+    """``/proc/PID/fd TARGET`` NUL-terminated: a link target may hold any byte but NUL."""
+    return _find_fds(device_glob, "%h %l\\0")
 
 
 def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    return (f"for p in $({fds_command(device_glob)} | cut -d/ -f3 | sort -u); do "
+    """The PIDs come from find's ``%h`` (``/proc/PID/fd``) alone, never from a link target."""
+    pids = _find_fds(device_glob, "%h\\n")
+    return (f"for p in $({pids} | cut -d/ -f3 | sort -u); do "
             "echo \"$p $(readlink /proc/$p/ns/pid 2>/dev/null)\"; done")
 
 
@@ -71,18 +122,25 @@ def timed(command: str) -> str:
     return f"timeout {NVSMI_TIMEOUT_S} {command}"
 
 
+def driver_call(name: str) -> str:
+    """A driver section's command line: runs the call under ``timeout`` and keeps its status
+    in NV_RC; every driver section after the first is skipped once that status is 124."""
+    run = f"{timed(DRIVER_SECTIONS[name])} 2>&1; {NV_RC}=$?"
+    if name == next(iter(DRIVER_SECTIONS)):
+        return run
+    return f"if [ \"${NV_RC}\" = 124 ]; then echo '{SKIPPED}'; else {run}; fi"
+
+
 def sections(device_glob: str = DEFAULT_DEVICE_GLOB) -> list[tuple[str, str]]:
-    """(name, command line) in probe order."""
+    """(name, command line) in probe order: the processes first, then the driver."""
     return [
         ("meta", META),
-        ("gpu", timed(QUERY_GPU) + " 2>&1"),
-        ("apps", timed(QUERY_APPS) + " 2>&1"),
-        ("list", timed(LIST_GPUS) + " 2>&1"),
         ("stat", STAT),
-        ("ps", PS + " 2>/dev/null"),
+        ("ps", PS_SECTION),
         ("dstate", DSTATE),
         ("fds", fds_command(device_glob)),
         ("pidns", pidns_command(device_glob)),
+        *((name, driver_call(name)) for name in DRIVER_SECTIONS),
         ("xid", XID),
         ("driver", DRIVER),
     ]
@@ -92,46 +150,60 @@ def new_mark() -> str:
     return f"::gi-{secrets.token_hex(6)}::"
 
 
+def section_line(mark: str, name: str, command: str) -> str:
+    """One section as one shell line; a driver section reports NV_RC, the others ``$?``."""
+    rc = f"${NV_RC}" if name in DRIVER_SECTIONS else "$?"
+    return f"echo '{mark} begin {name}'; {command}; echo \"{mark} end {name} {rc}\""
+
+
 def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
     """The whole probe as shell text; every section is one line."""
-    lines = []
-    for name, cmd in sections(device_glob):
-        lines.append(f"echo '{mark} begin {name}'; {cmd}; echo \"{mark} end {name} $?\"")
-    return "\n".join(lines) + "\n"
+    return "".join(section_line(mark, name, cmd) + "\n" for name, cmd in sections(device_glob))
+
+
+_HEADER_MAX = 64     # "<MARK> end NAME RC" after the mark: a longer header is not one
 
 
 def split_sections(text: str, mark: str) -> dict[str, tuple[int | None, str]]:
-    """Cut probe output into {name: (rc, body)}; a section cut short has rc None."""
+    """Cut probe output into {name: (rc, body)}; a section cut short has rc None.
+
+    Markers are found wherever they start (after a newline, a NUL, or glued to output that
+    did not end its last line); a body is the exact text between its markers (a complete
+    stat or ps section ends with its newline, a cut one wherever it was cut). The first
+    section of a name wins: a repeated name is ignored."""
     out: dict[str, tuple[int | None, str]] = {}
     current: str | None = None
-    body: list[str] = []
-    for line in text.splitlines():
-        if line.startswith(mark + " "):
-            words = line[len(mark) + 1:].split()
-            if len(words) >= 2 and words[0] == "begin":
-                if current is not None:
-                    out[current] = (None, "\n".join(body))
-                current, body = words[1], []
-                continue
-            if len(words) >= 2 and words[0] == "end" and current == words[1]:
-                rc: int | None
-                try:
-                    rc = int(words[2]) if len(words) > 2 else None
-                except ValueError:
-                    rc = None
-                out[current] = (rc, "\n".join(body))
-                current, body = None, []
-                continue
-        if current is not None:
-            body.append(line)
+    body_at = 0
+    at = text.find(mark)
+    while at >= 0:
+        nl = text.find("\n", at, at + len(mark) + _HEADER_MAX)
+        words = text[at + len(mark):nl].split() if nl >= 0 else []
+        nxt = nl + 1 if nl >= 0 else at + len(mark)
+        if len(words) == 2 and words[0] == "begin":
+            if current is not None:
+                out.setdefault(current, (None, text[body_at:at]))
+            current, body_at = words[1], nxt
+        elif len(words) in (2, 3) and words[0] == "end" and current == words[1]:
+            rc_text = words[2] if len(words) == 3 else ""
+            rc = int(rc_text) if rc_text.lstrip("-").isdecimal() and len(rc_text) < 6 else None
+            out.setdefault(current, (rc, text[body_at:at]))
+            current = None
+        at = text.find(mark, nxt)
     if current is not None:
-        out[current] = (None, "\n".join(body))
+        out.setdefault(current, (None, text[body_at:]))
     return out
+
+
+def _starttime_into(pid: int) -> str:
+    """Sets ``s`` to field 22 (starttime) of /proc/PID/stat by the kernel's rule: the fields
+    after the last ") " of the record (a comm may hold spaces, parentheses and newlines)."""
+    return (f"s=\"$(cat /proc/{int(pid)}/stat 2>/dev/null)\"; "
+            "s=\"$(printf '%s\\n' \"${s##*) }\" | cut -d' ' -f20)\"")
 
 
 def stat_starttime_command(pid: int) -> str:
     """Prints field 22 (starttime, clock ticks after boot) of /proc/PID/stat."""
-    return f"sed 's/.*) //' /proc/{int(pid)}/stat | cut -d' ' -f20"
+    return f"{_starttime_into(pid)}; echo \"$s\""
 
 
 def guarded_kill_command(pid: int, signame: str, start_ticks: int | None) -> str:
@@ -143,6 +215,6 @@ def guarded_kill_command(pid: int, signame: str, start_ticks: int | None) -> str
     kill = f"kill -s {sig} {pid}"
     if start_ticks is None:
         return kill
-    return (f"s=$({stat_starttime_command(pid)} 2>/dev/null); "
+    return (f"{_starttime_into(pid)}; "
             f"if [ \"$s\" = {int(start_ticks)} ]; then {kill}; "
             f"else echo 'refused: PID {pid} is no longer the same process (start time changed)' >&2; exit 3; fi")

@@ -169,13 +169,8 @@ HOLDERS_OUT = f"""{M} begin gpu
   88001 root                             python3 serve.py
 {M} end ps 0
 {M} begin fds
-/proc/72170/fd /dev/nvidia0
-/proc/72170/fd /dev/nvidiactl
-/proc/72170/fd /dev/nvidia-uvm
-/proc/81234/fd /dev/nvidia3
-/proc/81234/fd /dev/nvidia-uvm
-/proc/88001/fd /dev/nvidia1
-{M} end fds 0
+/proc/72170/fd /dev/nvidia0\0/proc/72170/fd /dev/nvidiactl\0/proc/72170/fd /dev/nvidia-uvm\0\
+/proc/81234/fd /dev/nvidia3\0/proc/81234/fd /dev/nvidia-uvm\0/proc/88001/fd /dev/nvidia1\0{M} end fds 0
 {M} begin pidns
 72170 pid:[4026531836]
 81234 pid:[4026531836]
@@ -186,10 +181,10 @@ HOLDERS_OUT = f"""{M} begin gpu
 
 async def test_holders_finds_hidden_and_foreign_pids():
     r = await run_check(Canned(HOLDERS_OUT), "holders")
-    lines = r.command.splitlines()
-    assert [ln.split("begin ")[1].split("'")[0] for ln in lines] == ["gpu", "apps", "ps", "fds", "pidns"]
-    assert "find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h %l\\n'" in lines[3]
-    assert "nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory,process_name" in lines[1]
+    lines = dict((ln.split("begin ")[1].split("'")[0], ln) for ln in r.command.splitlines())
+    assert list(lines) == ["ps", "fds", "pidns", "gpu", "apps"]       # in the probe's order
+    assert "find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h %l\\0'" in lines["fds"]
+    assert "nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory,process_name" in lines["apps"]
     assert r.data["hidden"] == [81234, 88001]
     assert r.data["foreign"] == [41]
     assert r.data["driver"][0] == {"pid": 72170, "gpu": 0, "gpu_uuid": "GPU-5a1c7e0b-3f0d-4c2e-9b1a-000000000000",

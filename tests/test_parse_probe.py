@@ -41,8 +41,8 @@ def test_gpus_processes_and_holders_join():
     ps = ("  72169 root     python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8\n"
           "  72170 root     [sglang::schedul] <defunct>\n"
           "    900 mlops    ./a) b (c\n")
-    dstate = f"/proc/72170/task/72201 uvm_va_space_destroy {STAT_72170.replace(' Z ', ' D ', 1).replace('(sglang::schedul)', '(cuda-EvtHandlr)')}"
-    fds = "/proc/72170/fd /dev/nvidia0\n/proc/72170/fd /dev/nvidiactl\n/proc/72170/fd /dev/nvidia0\n"
+    dstate = f"/proc/72170/task/72201 uvm_va_space_destroy {STAT_72170.replace(' Z ', ' D ', 1).replace('(sglang::schedul)', '(cuda-EvtHandlr)')}\0"
+    fds = "/proc/72170/fd /dev/nvidia0\0/proc/72170/fd /dev/nvidiactl\0/proc/72170/fd /dev/nvidia0\0"
     snap = parse.parse_probe("n1", probe_text(apps=apps, stat="\n".join([STAT_72169, STAT_72170, STAT_ODD]),
                                               ps=ps, dstate=dstate, fds=fds,
                                               pidns="72170 pid:[4026531836]"), MARK, taken_at=1.0)
@@ -156,6 +156,6 @@ def test_driver_pid_colliding_with_another_local_program_is_foreign():
     assert [d.local for d in snap.driver_processes] == [False]
     assert snap.driver_processes_here() == ()
     # the same PID with a device file open is the GPU process (CUDA holds /dev/nvidia*)
-    snap = parse.parse_probe("n", probe_text(apps=apps, stat=stat, ps=ps, fds="/proc/72169/fd /dev/nvidia0"),
+    snap = parse.parse_probe("n", probe_text(apps=apps, stat=stat, ps=ps, fds="/proc/72169/fd /dev/nvidia0\0"),
                              MARK, taken_at=0)
     assert snap.proc(72169).gpu_memory_mib == {"0": 75800}

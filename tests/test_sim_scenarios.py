@@ -98,7 +98,8 @@ async def test_hidden_holders_memory_without_listed_process_freed_only_by_killin
     assert apps.rc == 0 and apps.stdout == ""
     assert [u > 50000 for u in await used(node)] == [True] * 4 + [False] * 4
     fds = await sh(node, probe.fds_command())
-    holders = sorted({int(ln.split("/")[2]) for ln in fds.stdout.splitlines()})
+    assert fds.stdout.endswith("\0") and "\n" not in fds.stdout     # find -printf '%h %l\0'
+    holders = sorted({int(rec.split("/")[2]) for rec in fds.stdout.split("\0")[:-1]})
     workers = [p for p in holders if node.proc(p).comm == "pt_data_worker"]
     assert len(workers) == 8
     # the usual pattern kills nothing: the workers are not called python3

@@ -17,7 +17,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from console import probe
+
 HOST_NS = "pid:[4026531836]"
+SECTION_ORDER = [name for name, _ in probe.sections()]
 CLK_TCK = 100
 UPTIME_S = 9 * 86400
 NOW = 1_796_000_000.0
@@ -215,12 +218,13 @@ def big_probe_text(mark: str, *, processes: int = 2000, gpus: int = 8, tick: int
     used = [0] * gpus
     for a in n.apps:
         used[a.gpu] += a.mib
-    out: list[str] = []
+    bodies: dict[str, str] = {}
 
-    def section(name: str, body: list[str], rc: int = 0) -> None:
-        out.append(f"{mark} begin {name}")
-        out.extend(body)
-        out.append(f"{mark} end {name} {rc}")
+    def section(name: str, body: list[str]) -> None:
+        bodies[name] = "".join(line + "\n" for line in body)
+
+    def nul_section(name: str, records: list[str]) -> None:   # printf/find '…\0': no newline
+        bodies[name] = "".join(r + "\0" for r in records)
 
     section("meta", [f"{NOW + tick:.9f}", str(CLK_TCK), f"btime {btime}", hostname, "0", HOST_NS,
                      str(shell.pid)])
@@ -238,13 +242,14 @@ def big_probe_text(mark: str, *, processes: int = 2000, gpus: int = 8, tick: int
     section("stat", [_stat_line(p) for p in procs])
     section("ps", [f"{p.pid:>7} {p.user:<32} {p.args or ''}".rstrip() if p.state != "Z"
                    else f"{p.pid:>7} {p.user:<32} [{p.comm}] <defunct>" for p in procs])
-    section("dstate", [f"/proc/{p.pid}/task/{tid} {wchan} {_task_stat(p, tid)}"
-                       for p in procs for tid, wchan in p.d_threads])
-    section("fds", [f"/proc/{p.pid}/fd {dev}" for p in procs for dev in p.devices])
+    nul_section("dstate", [f"/proc/{p.pid}/task/{tid} {wchan} {_task_stat(p, tid)}"
+                           for p in procs for tid, wchan in p.d_threads])
+    nul_section("fds", [f"/proc/{p.pid}/fd {dev}" for p in procs for dev in p.devices])
     section("pidns", [f"{p.pid} {p.ns}" for p in procs if p.devices])
     xid_gpu = max(1, gpus // 2) % gpus
     section("xid", [f"[{UPTIME_S - 7000:>12.6f}] NVRM: Xid (PCI:{BUS_IDS[xid_gpu % len(BUS_IDS)][4:]}): 43, "
                     "pid=4100017, name=python, Ch 00000010"])
     section("driver", ["NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  "
                        "(dvs-builder@U16-I2-C03-12-2)  Tue Jul  8 18:13:30 UTC 2025"])
-    return "\n".join(out) + "\n"
+    # in the probe's own order (the process sections first), as a node prints them
+    return "".join(f"{mark} begin {name}\n{bodies[name]}{mark} end {name} 0\n" for name in SECTION_ORDER)

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable
 
 from console.incident import safefiles
 from console.model import TIMELINE_KINDS, VERDICTS, TimelineEntry

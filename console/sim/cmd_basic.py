@@ -39,7 +39,7 @@ async def c_echo(sh, argv, stdin):
 async def c_printf(sh, argv, stdin):
     if len(argv) < 2:
         return "", "printf: usage: printf format [arguments]\n", 2
-    fmt = argv[1].replace("\\n", "\n").replace("\\t", "\t")
+    fmt = argv[1].replace("\\n", "\n").replace("\\t", "\t").replace("\\0", "\0")
     args = list(argv[2:])
     out = []
     while True:

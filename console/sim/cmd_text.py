@@ -210,8 +210,19 @@ def _fields_spec(spec: str) -> list[tuple[int, int]]:
     return out
 
 
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Ranges sorted and merged: cut prints each selected position once, in order."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 async def c_cut(sh, argv, stdin):
-    delim, spec, files = "\t", None, []
+    delim, spec, chars, files = "\t", None, None, []
     it = iter(argv[1:])
     for a in it:
         if a == "-d":
@@ -222,12 +233,20 @@ async def c_cut(sh, argv, stdin):
             spec = next(it, "")
         elif a.startswith("-f"):
             spec = a[2:]
+        elif a in ("-c", "-b"):
+            chars = next(it, "")
+        elif a.startswith(("-c", "-b")):
+            chars = a[2:]
         else:
             files.append(a)
-    if spec is None:
+    if spec is None and chars is None:
         return "", "cut: you must specify a list of bytes, characters, or fields\n", 1
-    ranges = _fields_spec(spec)
     text = stdin if not files else "".join(vfs.read_file(sh.node, f) or "" for f in files)
+    if chars is not None:            # GNU cut: -c is -b, counted per line ("\n" ends a line)
+        spans = _merged(_fields_spec(chars))
+        lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+        return "".join("".join(ln[lo - 1:hi] for lo, hi in spans) + "\n" for ln in lines), "", 0
+    ranges = _fields_spec(spec)
     out = []
     for ln in text.splitlines():
         if delim not in ln:

@@ -388,6 +388,7 @@ class SimNode:
 
     # ------------------------------------------------------------------ the shell
 
-    async def exec(self, script: str, timeout: float) -> CommandResult:
+    async def exec(self, script: str, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        """Run shell text; ``env`` keeps the variables of a long-lived shell across calls."""
         from console.sim.shell import run_script
-        return await run_script(self, script, timeout)
+        return await run_script(self, script, timeout, env)

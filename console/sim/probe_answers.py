@@ -1,5 +1,7 @@
-"""What the probe's three loop sections (dstate, fds, pidns; see probe.py) print on a simulated
-node. The shell answers those loops directly instead of interpreting ``for``/``find``."""
+"""What the probe's loop sections (dstate, fds, pidns) and driver sections (gpu, apps, list; see
+probe.py) print on a simulated node. The shell answers those lines directly instead of
+interpreting ``for``/``find``/``if``, in the bytes the real tools print (NUL terminators
+included)."""
 from __future__ import annotations
 
 import fnmatch
@@ -28,13 +30,14 @@ def device_glob(cmd: str) -> str | None:
 
 
 def dstate(node: SimNode, _glob: str) -> str:
-    """What the DSTATE loop prints: threads in D, in the glob's (string) order of their paths."""
-    lines = []
+    """What the DSTATE loop prints: threads in D, in the glob's (string) order of their paths,
+    each record NUL-terminated (printf '%s %s %s\\0')."""
+    records = []
     for p in sorted(node.visible_procs(), key=lambda q: str(q.pid)):
         for tid, _name, state, wchan in sorted(node.threads(p), key=lambda t: str(t[0])):
             if state == "D":
-                lines.append(f"/proc/{p.pid}/task/{tid} {wchan or '-'} {stat_line(node, p, tid)}\n")
-    return "".join(lines)
+                records.append(f"/proc/{p.pid}/task/{tid} {wchan or '-'} {stat_line(node, p, tid)}\0")
+    return "".join(records)
 
 
 def _fd_lines(node: SimNode, glob: str) -> list[tuple[int, str]]:
@@ -50,7 +53,8 @@ def _fd_lines(node: SimNode, glob: str) -> list[tuple[int, str]]:
 
 
 def fds(node: SimNode, glob: str) -> str:
-    return "".join(f"/proc/{pid}/fd {target}\n" for pid, target in _fd_lines(node, glob))
+    """find -printf '%h %l\\0': one NUL-terminated record per matching handle."""
+    return "".join(f"/proc/{pid}/fd {target}\0" for pid, target in _fd_lines(node, glob))
 
 
 def pidns(node: SimNode, glob: str) -> str:

@@ -46,6 +46,14 @@ def _cputime(ticks: int) -> str:
     return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
 
 
+def escaped(text: str) -> str:
+    """What procps prints for a name or command line: a newline as a space, any other control
+    character as "?" -- so one process is always one line."""
+    if text.isprintable():
+        return text
+    return "".join(" " if ch == "\n" else "?" if ch < " " or ch == "\x7f" else ch for ch in text)
+
+
 def stat_flags(node: SimNode, p: SimProc, state: str) -> str:
     out = state
     if p.pid == p.sid and not p.kthread:
@@ -83,11 +91,11 @@ def value(node: SimNode, p: SimProc, col: str, thread=None) -> str:
     if col in ("s", "state"):
         return tstate
     if col in ("comm", "ucomm", "ucmd"):
-        return f"{tname} <defunct>" if tstate == "Z" else tname
+        return escaped(f"{tname} <defunct>" if tstate == "Z" else tname)
     if col in ("args", "cmd", "command"):
         if tstate != "Z" and p.phase != ALIVE:
-            return f"[{tname}]"
-        return procfs.ps_args(p)
+            return escaped(f"[{tname}]")
+        return escaped(procfs.ps_args(p))
     if col == "wchan":
         return "-" if tstate in ("R", "Z") or twchan in ("", "0") else twchan
     if col == "etime":

@@ -76,23 +76,25 @@ async def _write(process: asyncssh.SSHServerProcess, out: str, err: str) -> None
     await process.stdout.drain()
 
 
-async def _exec(node: SimNode, script: str, timeout: float) -> CommandResult:
+async def _exec(node: SimNode, script: str, timeout: float,
+                env: dict[str, str] | None = None) -> CommandResult:
     """The node's fake shell; a bug in it is the command's stderr, not a dropped connection."""
     try:
-        return await node.exec(script, timeout)
+        return await node.exec(script, timeout, env)
     except Exception as exc:  # noqa: BLE001
         log.exception("simulated node %s failed on %r", node.name, script[:200])
         return CommandResult(script, rc=2, stderr=f"sh: simulator error: {exc!r}\n")
 
 
 async def _long_lived_shell(node: SimNode, process: asyncssh.SSHServerProcess) -> None:
+    env: dict[str, str] = {}            # the shell's variables live as long as the shell
     while True:
         line = await process.stdin.readline()
         if not line:
             break
         if not line.strip():
             continue
-        result = await _exec(node, line, LINE_TIMEOUT_S)
+        result = await _exec(node, line, LINE_TIMEOUT_S, env)
         await _write(process, result.stdout, result.stderr)
         if line.strip() == "exit":
             break

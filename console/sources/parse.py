@@ -10,9 +10,13 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, ThreadInfo
+from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc
 from console.textsafe import one_line
 from console.probe import split_sections
+# the process sections' parsers live in parse_proc (framing no process can forge); callers
+# that read probe-format text import them from here too
+from console.sources.parse_proc import (StatLine, parse_dstate, parse_fds, parse_pidns,  # noqa: F401
+                                        parse_ps, parse_stat, parse_stat_line)
 
 NA_VALUES = {"[n/a]", "n/a", "[not supported]", "[insufficient permissions]", "[unknown error]",
              "[gpu is lost]", "[requested functionality has been deprecated]", ""}
@@ -25,6 +29,11 @@ _LIST_GPU_RE = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
 _LIST_MIG_RE = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)\s*$")
 _DRIVER_RE = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+(?:\.\d+)+)")
 _MAX_LINE = 160
+#: lines of one nvidia-smi section that are read (a flooding nvidia-smi is cut here; the rest
+#: is counted in one warning): far more GPUs and GPU processes than any node has
+MAX_GPU_LINES = 1024
+MAX_APP_LINES = 65536
+MAX_WARNED_LINES = 5
 DMESG_DENIED = "dmesg not permitted: Xid lines unavailable"
 
 
@@ -65,9 +74,25 @@ def on_off(value: str | None) -> bool | None:
     return None
 
 
-def csv_rows(text: str) -> list[list[str]]:
+def text_lines(text: str, limit: int | None = None) -> list[str]:
+    """Lines cut at "\n" only (never at the other characters ``str.splitlines`` breaks on:
+    \x1c, \x85, \u2028… are part of a line), a trailing "\r" dropped; at most ``limit``."""
+    parts = text.split("\n", limit) if limit is not None else text.split("\n")
+    if limit is not None and len(parts) > limit:
+        parts = parts[:limit]
+    if parts and parts[-1] == "":
+        parts.pop()
+    return [p[:-1] if p.endswith("\r") else p for p in parts]
+
+
+def lines_over(text: str, limit: int) -> int:
+    """How many lines of ``text`` come after the first ``limit``."""
+    return max(0, text.count("\n") + (0 if text.endswith("\n") or not text else 1) - limit)
+
+
+def csv_rows(text: str, limit: int | None = None) -> list[list[str]]:
     """Rows of nvidia-smi CSV, fields stripped; NUL bytes and bad quoting tolerated."""
-    lines = [ln.replace("\0", "") for ln in text.splitlines() if ln.strip()]
+    lines = [ln.replace("\0", "") for ln in text_lines(text, limit) if ln.strip()]
     try:
         return [[f.strip() for f in row] for row in csv.reader(lines, skipinitialspace=True)]
     except csv.Error:
@@ -98,10 +123,18 @@ def nvsmi_failure(text: str, rc: int | None) -> str | None:
 
 
 def _first_line_with(text: str, word: str) -> str:
-    for line in text.splitlines():
+    for line in text_lines(text, MAX_GPU_LINES):
         if word.lower() in line.lower():
             return line.strip()
     return text.strip()
+
+
+def _too_many(warnings: list[str], query: str, unparsed: int, unread: int, read: int) -> None:
+    """One warning for what a flooding nvidia-smi printed beyond the few lines quoted."""
+    if unparsed > MAX_WARNED_LINES:
+        warnings.append(f"nvidia-smi {query}: {unparsed} unparsed lines (the first {MAX_WARNED_LINES} quoted)")
+    if unread:
+        warnings.append(f"nvidia-smi {query}: {unread} lines after the first {read} not read")
 
 
 def lost_gpu_bus_ids(text: str) -> list[str]:
@@ -151,14 +184,17 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
     for bus, why in unreachable_gpus(text):
         if bus not in out.lost:
             out.warnings.append(clip(f"GPU {bus} cannot be reached: {why or 'no reason given'}"))
-    for row in csv_rows(text):
-        if len(row) < 6 or not row[0].isdecimal():
+    unparsed = 0
+    for row in csv_rows(text, MAX_GPU_LINES):
+        if len(row) < 6 or not (row[0].isascii() and row[0].isdecimal()):
             joined = ",".join(row)
             if "GPU is lost" in joined or "Unable to determine the device handle" in joined \
                     or joined.startswith("NVML library version"):
                 continue
             if nvsmi_failure(",".join(row), None) is None:
-                out.warnings.append("unparsed nvidia-smi line: " + clip(",".join(row)))
+                unparsed += 1
+                if unparsed <= MAX_WARNED_LINES:
+                    out.warnings.append("unparsed nvidia-smi line: " + clip(",".join(row)))
             continue
         row = row + [""] * (9 - len(row))
         try:
@@ -171,10 +207,11 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
             memory_used_mib=na_or_int(row[4]), memory_total_mib=na_or_int(row[5]),
             utilization_pct=na_or_int(row[6]), persistence_mode=on_off(row[7]),
             mig_mode=mig))
+    _too_many(out.warnings, "--query-gpu", unparsed, lines_over(text, MAX_GPU_LINES), MAX_GPU_LINES)
     if not out.gpus:
         out.error = nvsmi_failure(text, rc) or _unreachable_error(text, out.lost) or (
             None if rc == 0 and not text.strip() else
-            f"nvidia-smi failed (exit {rc}): " + clip(text.strip().splitlines()[0] if text.strip() else "no output"))
+            f"nvidia-smi failed (exit {rc}): " + clip(text_lines(text.strip(), 1)[0] if text.strip() else "no output"))
         if rc == 0 and not text.strip():
             out.error = "no devices: nvidia-smi listed no GPU"
     return out
@@ -184,19 +221,23 @@ def parse_compute_apps(text: str, uuid_to_index: dict[str, int]) -> tuple[list[D
     """`--query-compute-apps=pid,gpu_uuid,used_memory,process_name`; empty output is valid."""
     procs: list[DriverProc] = []
     warnings: list[str] = []
-    for line in text.splitlines():
+    unparsed = 0
+    for line in text_lines(text, MAX_APP_LINES):
         if not line.strip() or "no running processes found" in line.lower():
             continue
         parts = line.split(",", 3)
         pid_text = parts[0].strip()
-        if len(parts) < 3 or not pid_text.isdecimal():
+        if len(parts) < 3 or not (pid_text.isascii() and pid_text.isdecimal()):
             if nvsmi_failure(line, None) is None and "GPU is lost" not in line:
-                warnings.append("unparsed compute-apps line: " + clip(line))
+                unparsed += 1
+                if unparsed <= MAX_WARNED_LINES:
+                    warnings.append("unparsed compute-apps line: " + clip(line))
             continue
         uuid = parts[1].strip()
         name = parts[3].strip() if len(parts) > 3 else ""
         procs.append(DriverProc(pid=int(pid_text), gpu_index=uuid_to_index.get(uuid), gpu_uuid=uuid,
                                 used_memory_mib=na_or_int(parts[2]), name=name))
+    _too_many(warnings, "--query-compute-apps", unparsed, lines_over(text, MAX_APP_LINES), MAX_APP_LINES)
     return procs, warnings
 
 
@@ -204,7 +245,7 @@ def parse_gpu_list(text: str) -> dict[int, tuple[MigInstance, ...]]:
     """`nvidia-smi -L`: MIG devices listed under each GPU index."""
     out: dict[int, list[MigInstance]] = {}
     current: int | None = None
-    for line in text.splitlines():
+    for line in text_lines(text, MAX_GPU_LINES):
         m = _LIST_GPU_RE.match(line)
         if m:
             current = int(m.group(1))
@@ -219,110 +260,10 @@ def parse_gpu_list(text: str) -> dict[int, tuple[MigInstance, ...]]:
 
 # ---------------------------------------------------------------- /proc and ps
 
-@dataclass(frozen=True)
-class StatLine:
-    pid: int
-    comm: str
-    state: str
-    ppid: int
-    num_threads: int | None
-    start_ticks: int | None
-
-
-def parse_stat_line(line: str) -> StatLine | None:
-    """One /proc/PID/stat line; comm may hold spaces and parentheses (split at the last ')')."""
-    open_at = line.find(" (")
-    close_at = line.rfind(")")
-    if open_at <= 0 or close_at < open_at:
-        return None
-    pid_text = line[:open_at].strip()
-    if not pid_text.isdecimal():
-        return None
-    fields = line[close_at + 1:].split()
-
-    def num(i: int) -> int | None:
-        text = fields[i] if len(fields) > i else ""
-        return int(text) if text.removeprefix("-").isdecimal() else None
-
-    ppid = num(1)
-    if ppid is None:
-        return None
-    return StatLine(pid=int(pid_text), comm=line[open_at + 2:close_at], state=fields[0][:1],
-                    ppid=ppid, num_threads=num(17), start_ticks=num(19))
-
-
-def parse_stat(text: str) -> dict[int, StatLine]:
-    out: dict[int, StatLine] = {}
-    for line in text.splitlines():
-        st = parse_stat_line(line)
-        if st is not None:
-            out[st.pid] = st
-    return out
-
-
-def parse_ps(text: str, *, user: bool = True) -> dict[int, tuple[str, str]]:
-    """`ps -eo pid=,user:32=,args=` -> {pid: (user, args)}.
-
-    ``user=False``: `ps -eo pid=,args=` (no user column) -> {pid: ("", args)}."""
-    out: dict[int, tuple[str, str]] = {}
-    for line in text.splitlines():
-        parts = line.split(None, 2 if user else 1)
-        if len(parts) < 2 or not parts[0].isdecimal():
-            continue
-        if not user:
-            parts.insert(1, "")
-        out[int(parts[0])] = (parts[1], parts[2].rstrip() if len(parts) > 2 else "")
-    return out
-
-
 def program_name(args: str) -> str:
     """The program a command line runs: argv[0]'s basename ("" for an empty line)."""
     words = str(args).split()
     return words[0].rsplit("/", 1)[-1] if words else ""
-
-
-def parse_dstate(text: str) -> dict[int, list[ThreadInfo]]:
-    """Lines "/proc/PID/task/TID WCHAN STATLINE" -> {pid: [threads in D]}."""
-    out: dict[int, list[ThreadInfo]] = {}
-    for line in text.splitlines():
-        parts = line.split(None, 2)
-        if len(parts) < 3:
-            continue
-        path = parts[0].split("/")
-        if len(path) != 5 or path[1] != "proc" or path[3] != "task":
-            continue
-        if not (path[2].isdecimal() and path[4].isdecimal()):
-            continue
-        st = parse_stat_line(parts[2])
-        if st is None or st.state != "D":
-            continue
-        wchan = None if parts[1] in ("-", "0") else parts[1]
-        out.setdefault(int(path[2]), []).append(
-            ThreadInfo(tid=int(path[4]), state="D", wchan=wchan, name=st.comm))
-    return out
-
-
-def parse_fds(text: str) -> dict[int, tuple[str, ...]]:
-    """Lines "/proc/PID/fd /dev/nvidia0" -> {pid: device files held}."""
-    out: dict[int, set[str]] = {}
-    for line in text.splitlines():
-        parts = line.split(None, 1)
-        if len(parts) != 2:
-            continue
-        path = parts[0].split("/")
-        if len(path) != 4 or path[1] != "proc" or not path[2].isdecimal() or path[3] != "fd":
-            continue
-        out.setdefault(int(path[2]), set()).add(parts[1].strip())
-    return {pid: tuple(sorted(files)) for pid, files in out.items()}
-
-
-def parse_pidns(text: str) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0].isdecimal():
-            out[int(parts[0])] = parts[1]
-    return out
 
 
 @dataclass(frozen=True)
@@ -337,7 +278,7 @@ class Meta:
 
 
 def parse_meta(text: str) -> Meta:
-    lines = [ln.strip() for ln in text.splitlines()]
+    lines = [ln.strip() for ln in text_lines(text, 16)]
     lines += [""] * (7 - len(lines))
 
     def to_int(s: str) -> int | None:
@@ -357,7 +298,7 @@ def parse_meta(text: str) -> Meta:
 def parse_xid(text: str) -> tuple[list[str], list[str]]:
     """dmesg output -> (NVRM Xid lines, warnings)."""
     lines, warnings = [], []
-    for line in text.splitlines():
+    for line in text_lines(text, MAX_GPU_LINES):
         if "NVRM: Xid" in line:
             lines.append(line.rstrip())
         elif line.startswith("dmesg:"):
@@ -465,9 +406,14 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         gpus.append(g)
     uuid_to_index = {g.uuid: g.index for g in gpus}
     driver_procs: list[DriverProc] = []
-    if error is None:
+    if error is None and body("apps")[0] == 124:
+        # the GPUs answered, their processes did not: memory nobody is listed for means nothing
+        error = nvsmi_failure("", 124)
+    elif error is None:
         driver_procs, w = parse_compute_apps(body("apps")[1], uuid_to_index)
         warnings += w
+    if gpus and body("list")[0] == 124:
+        warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
     stats = parse_stat(body("stat")[1])
     ps = parse_ps(body("ps")[1])

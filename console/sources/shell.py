@@ -2,25 +2,51 @@
 
 ``poll`` sends the whole probe (probe.py) in one round trip and parses it with
 the pure parsers in parse.py; ``run`` sends one command line. Subclasses only
-provide the transport, ``_exec``.
+provide the transport, ``_exec`` (and a streaming ``_exec_probe`` where they can).
+
+One deadline, ``probe_timeout``, covers reading and parsing. The read stops
+``parse_reserve(probe_timeout)`` early, so that what arrived (the process sections
+come first) is still parsed in time. Parsing runs in a worker thread, never on the
+event loop, at most one at a time per node: a big or flooding node never stalls the
+others. The output is capped (``limits``, probe.ProbeLimits): over a cap the node says
+"too much output" and keeps the sections that arrived whole.
 """
 from __future__ import annotations
 
 import abc
+import asyncio
+import dataclasses
 import time
 
 from console.model import CommandResult, NodeSnapshot
 from console import probe
-from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
+from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_LIMITS, DEFAULT_PROBE_TIMEOUT_S, ProbeLimits
 from console.sources.base import Source, logged
+from console.sources.capture import Capture, ProbeOutput, TooMuchOutput
+
+#: the most of the deadline kept for parsing when the read runs long
+PARSE_RESERVE_S = 1.0
+
+
+def parse_reserve(timeout: float) -> float:
+    """Seconds of a ``timeout`` the read leaves to the parser: a quarter, at most PARSE_RESERVE_S."""
+    return min(PARSE_RESERVE_S, timeout / 4)
+
+
+def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float | None) -> NodeSnapshot:
+    from console.sources.parse import parse_probe
+    return parse_probe(name, data.decode("utf-8", "replace"), mark, taken_at=taken_at, probe_ms=probe_ms)
 
 
 class ShellSource(Source):
     def __init__(self, name: str, *, device_glob: str = probe.DEFAULT_DEVICE_GLOB,
-                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> None:
+                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S,
+                 limits: ProbeLimits = DEFAULT_LIMITS) -> None:
         super().__init__(name)
         self.device_glob = device_glob
         self.probe_timeout = probe_timeout
+        self.limits = limits
+        self._parsing: asyncio.Future[NodeSnapshot] | None = None
 
     @abc.abstractmethod
     async def _exec(self, script: str, timeout: float) -> CommandResult:
@@ -28,22 +54,60 @@ class ShellSource(Source):
         human line using the words of the README's snapshot contract (unreachable, refused, authentication,
         host key, timed out)."""
 
-    async def _exec_probe(self, script: str, mark: str, timeout: float) -> CommandResult:
-        """Run the probe script; a transport with a long-lived shell overrides this
-        (``mark`` tells it where the output ends)."""
-        return await self._exec(script, timeout)
+    def _capture(self, mark: str) -> Capture:
+        return Capture(mark, probe.sections(self.device_glob)[-1][0], self.limits)
+
+    async def _exec_probe(self, script: str, mark: str, timeout: float) -> ProbeOutput:
+        """Run the probe script; a transport with a long-lived shell overrides this (and reads
+        through ``_capture`` as the output arrives)."""
+        result = await self._exec(script, timeout)
+        timed_out = result.rc is None and (result.error or "").startswith("timed out")
+        if result.error and not timed_out:
+            return ProbeOutput(error=result.error)
+        cap = self._capture(mark)
+        try:
+            cap.feed(result.stdout.encode("utf-8", "replace"))
+        except TooMuchOutput as exc:
+            return ProbeOutput(cap.before_cut(), error=str(exc))
+        return ProbeOutput(cap.data(), timed_out=timed_out)
+
+    def _timed_out(self, why: str = "") -> str:
+        return f"probe timed out after {self.probe_timeout:g} s{why}"
 
     async def poll(self) -> NodeSnapshot:
-        from console.sources.parse import parse_probe
-        mark = probe.new_mark()
         started = time.monotonic()
-        result = await self._exec_probe(probe.build_script(mark, self.device_glob), mark,
-                                        self.probe_timeout)
+        deadline = started + self.probe_timeout
+        if self._parsing is not None and not self._parsing.done():
+            # the last poll's parse outlived its deadline: wait for it rather than start another
+            try:
+                await asyncio.wait_for(asyncio.shield(self._parsing), self.probe_timeout)
+            except TimeoutError:
+                return NodeSnapshot(name=self.name, taken_at=self.clock.now(),
+                                    error=self._timed_out(" (still parsing the previous probe's output)"))
+        mark = probe.new_mark()
+        budget = max(0.0, deadline - time.monotonic() - parse_reserve(self.probe_timeout))
+        out = await self._exec_probe(probe.build_script(mark, self.device_glob), mark, budget)
         probe_ms = round((time.monotonic() - started) * 1000, 1)
-        if result.error is not None:
-            return NodeSnapshot(name=self.name, taken_at=self.clock.now(), error=result.error,
-                                probe_ms=probe_ms)
-        return parse_probe(self.name, result.stdout, mark, taken_at=self.clock.now(), probe_ms=probe_ms)
+        error = out.error or (self._timed_out() if out.timed_out else None)
+        if not out.data:
+            return NodeSnapshot(name=self.name, taken_at=self.clock.now(), error=error, probe_ms=probe_ms)
+        done: list[NodeSnapshot] = []        # set by the worker: a late event loop is no late parse
+
+        def work(taken_at: float) -> NodeSnapshot:
+            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms))
+            return done[0]
+
+        self._parsing = asyncio.get_running_loop().run_in_executor(None, work, self.clock.now())
+        try:
+            snap = await asyncio.wait_for(asyncio.shield(self._parsing), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            if not done:
+                return NodeSnapshot(name=self.name, taken_at=self.clock.now(), probe_ms=probe_ms,
+                                    error=self._timed_out(f" (parsing {len(out.data) / probe.MIB:.0f} MiB of output)"))
+            snap = done[0]
+        if error is not None:        # a probe cut short: what arrived, and why the rest did not
+            snap = dataclasses.replace(snap, error=error)
+        return snap
 
     async def run(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
         return logged(self.name, await self._exec(command, timeout))

@@ -11,7 +11,7 @@ from console.sim.node import SimNode
 from console.sim.scenarios import scenario_names
 from console.sim.state import DEFAULT_SCENARIO
 from console import probe
-from console.probe import DEFAULT_PROBE_TIMEOUT_S
+from console.probe import DEFAULT_LIMITS, DEFAULT_PROBE_TIMEOUT_S, ProbeLimits
 from console.sources.shell import ShellSource
 
 def parse_demo_target(target: str) -> str | None:
@@ -36,8 +36,8 @@ class SimSource(ShellSource):
 
     def __init__(self, name: str = "demo", scenario: str = DEFAULT_SCENARIO, clock=None,
                  node: SimNode | None = None, device_glob: str = probe.DEFAULT_DEVICE_GLOB,
-                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> None:
-        super().__init__(name, device_glob=device_glob, probe_timeout=probe_timeout)
+                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S, limits: ProbeLimits = DEFAULT_LIMITS) -> None:
+        super().__init__(name, device_glob=device_glob, probe_timeout=probe_timeout, limits=limits)
         self._node = node if node is not None else SimNode(scenario, clock=clock, name=name)
         self.clock = self._node.clock      # snapshots are stamped with the simulated time
 

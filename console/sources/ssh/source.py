@@ -2,10 +2,11 @@
 
 - The probe goes to a long-lived remote ``sh`` started as an exec request
   (``exec sh``, not a login shell: the PATH sshd gave the session stays). Its
-  output is read until the end marker of the last probe section. A poll has a
-  client-side deadline (``probe_timeout``): on expiry that channel is closed and
-  the next poll starts a new shell; the driver calls inside are also bounded on
-  the node by ``timeout`` (probe.py).
+  output is read as bytes, under the byte caps (``limits``), until the end marker
+  of the last probe section. A poll has a client-side deadline (``probe_timeout``,
+  reading and parsing; shell.py): on expiry, or over a cap, that channel is closed,
+  what arrived is parsed, and the next poll starts a new shell; the driver calls
+  inside are also bounded on the node by ``timeout`` (probe.py).
 - ``run`` opens a fresh channel per command, wraps it in ``timeout`` on the node
   and closes the channel at the client deadline (never ``conn.run(timeout=)``,
   which leaves the command running).
@@ -35,7 +36,8 @@ from console.clock import REAL_CLOCK, Clock
 from console.model import CommandResult, NodeSnapshot
 from console.sources.ssh.options import SshOptions, parse_destination
 from console import probe
-from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S
+from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_LIMITS, DEFAULT_PROBE_TIMEOUT_S, ProbeLimits
+from console.sources.capture import ProbeOutput, TooMuchOutput
 from console.sources.parse import clip
 from console.sources.shell import ShellSource
 from console.sources.ssh.limits import MAX_HANDSHAKES_PER_SSHD, MAX_HANDSHAKES_TOTAL, ConnectLimiter
@@ -83,9 +85,9 @@ class SshSource(ShellSource):
 
     def __init__(self, target: str, options: SshOptions | None = None, *,
                  device_glob: str = probe.DEFAULT_DEVICE_GLOB,
-                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S,
+                 probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S, limits: ProbeLimits = DEFAULT_LIMITS,
                  clock: Clock = REAL_CLOCK) -> None:
-        super().__init__(target, device_glob=device_glob, probe_timeout=probe_timeout)
+        super().__init__(target, device_glob=device_glob, probe_timeout=probe_timeout, limits=limits)
         self.options = options or SshOptions()
         self.user, self.host, self.port = parse_destination(target)
         self.clock = clock
@@ -97,7 +99,7 @@ class SshSource(ShellSource):
         self._probe_lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(self.options.max_channels)
         self._shell: asyncssh.SSHClientProcess | None = None
-        self._shell_stderr: list[str] = []
+        self._shell_stderr: list[bytes] = []
         self._shell_drain: asyncio.Task | None = None
         self._failures = 0
         self._retry_at = 0.0
@@ -250,10 +252,13 @@ class SshSource(ShellSource):
             self._release_slot()
 
     @staticmethod
-    async def _open_channel(conn: asyncssh.SSHClientConnection, command: str) -> asyncssh.SSHClientProcess:
+    async def _open_channel(conn: asyncssh.SSHClientConnection, command: str, *,
+                            binary: bool = False) -> asyncssh.SSHClientProcess:
+        """A channel running ``command``; ``binary``: its streams carry bytes, not text."""
+        text: dict = {"encoding": None} if binary else {"encoding": "utf-8", "errors": "replace"}
         for attempt in range(CHANNEL_OPEN_TRIES):
             try:
-                return await conn.create_process(command, encoding="utf-8", errors="replace")
+                return await conn.create_process(command, **text)
             except asyncssh.ChannelOpenError as exc:
                 if exc.code != asyncssh.OPEN_CONNECT_FAILED or attempt == CHANNEL_OPEN_TRIES - 1:
                     raise
@@ -263,7 +268,7 @@ class SshSource(ShellSource):
     async def _open_shell(self, conn: asyncssh.SSHClientConnection) -> asyncssh.SSHClientProcess:
         await self._slots.acquire()
         try:
-            shell = await self._open_channel(conn, "exec sh")
+            shell = await self._open_channel(conn, "exec sh", binary=True)
         except BaseException:
             self._release_slot()
             raise
@@ -273,7 +278,7 @@ class SshSource(ShellSource):
         return shell
 
     @staticmethod
-    async def _drain(shell: asyncssh.SSHClientProcess, keep: list[str]) -> None:
+    async def _drain(shell: asyncssh.SSHClientProcess, keep: list[bytes]) -> None:
         """Read the shell's stderr so a chatty command cannot stall the channel."""
         try:
             while chunk := await shell.stderr.read(_READ_CHUNK):
@@ -295,56 +300,43 @@ class SshSource(ShellSource):
             pass
         self._release_slot()
 
-    @staticmethod
-    async def _read_until_end(stream: asyncssh.SSHReader, tag: str) -> str:
-        """Everything up to and including the line that starts with ``tag``."""
-        chunks: list[str] = []
-        tail = ""
-        keep = len(tag) + 64
-        while True:
-            chunk = await stream.read(_READ_CHUNK)
-            if not chunk:
-                raise EOFError("".join(chunks)[-200:])
-            chunks.append(chunk)
-            hay = tail + chunk
-            at = hay.find(tag)
-            if at >= 0 and "\n" in hay[at:]:
-                return "".join(chunks)
-            tail = hay[-keep:]
-
-    async def _exec_probe(self, script: str, mark: str, timeout: float) -> CommandResult:
-        last = probe.sections(self.device_glob)[-1][0]
-        tag = f"{mark} end {last} "
+    async def _exec_probe(self, script: str, mark: str, timeout: float) -> ProbeOutput:
+        cap = self._capture(mark)
         started = time.monotonic()
         async with self._probe_lock:
             conn = self._conn
             if conn is None:
-                return CommandResult("probe", rc=None, error=self._last_error or "unreachable: not connected")
+                return ProbeOutput(error=self._last_error or "unreachable: not connected")
             try:
                 async with asyncio.timeout(timeout):
                     shell = self._shell or await self._open_shell(conn)
-                    shell.stdin.write(script)
-                    text = await self._read_until_end(shell.stdout, tag)
+                    shell.stdin.write(script.encode())
+                    while not cap.complete:
+                        chunk = await shell.stdout.read(_READ_CHUNK)
+                        if not chunk:
+                            raise EOFError(cap.data()[-200:].decode("utf-8", "replace"))
+                        cap.feed(chunk)
+            except TooMuchOutput as exc:
+                self._drop_shell()
+                log.warning("%s: %s", self.name, exc)
+                return ProbeOutput(cap.before_cut(), error=str(exc))
             except TimeoutError:
                 self._drop_shell()
-                return CommandResult("probe", rc=None, duration_s=time.monotonic() - started,
-                                     error=f"probe timed out after {_secs(timeout)} s")
+                return ProbeOutput(cap.data(), timed_out=True)
             except (EOFError, asyncio.IncompleteReadError, asyncssh.Error, OSError) as exc:
-                stderr = clip("".join(self._shell_stderr)) if self._shell_stderr else ""
+                stderr = b"".join(self._shell_stderr).decode("utf-8", "replace")
                 self._drop_shell()
                 if self._conn is None or conn.is_closed():
                     if self._conn is conn:
                         self._connection_lost(exc if isinstance(exc, Exception) else None)
-                    return CommandResult("probe", rc=None, error=self._lost_or(
-                        f"unreachable: connection to {self._where} lost"))
-                why = stderr or clip(str(exc)) or type(exc).__name__
-                return CommandResult("probe", rc=None,
-                                     error=f"probe failed: the remote shell on {self._where} ended ({why})")
+                    return ProbeOutput(error=self._lost_or(f"unreachable: connection to {self._where} lost"))
+                why = clip(stderr) or clip(str(exc)) or type(exc).__name__
+                return ProbeOutput(error=f"probe failed: the remote shell on {self._where} ended ({why})")
             except BaseException:
                 self._drop_shell()
                 raise
-        log.debug("%s: probe %.1f ms, %d bytes", self.name, (time.monotonic() - started) * 1000, len(text))
-        return CommandResult("probe", rc=0, stdout=text, duration_s=time.monotonic() - started)
+        log.debug("%s: probe %.1f ms, %d bytes", self.name, (time.monotonic() - started) * 1000, cap.size)
+        return ProbeOutput(cap.data())
 
     async def poll(self) -> NodeSnapshot:
         try:

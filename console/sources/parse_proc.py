@@ -1,0 +1,181 @@
+"""Pure parsers for the probe's process sections (stat, ps, dstate, fds, pidns; probe.py).
+
+A process chooses its own comm (15 bytes, any byte but NUL: newlines and parentheses
+included), its command line and the names of the files it opens; none of that can make an
+entry for another PID or change one. How each section is framed so that it cannot:
+
+- stat: records ``PID (COMM) S f4 … fN\\n`` concatenated. The kernel's rule is "COMM ends at
+  the last ')' of the record"; in one stream the record's end is unknown, so the reader takes,
+  from the record's " (", the first ')' (within COMM_MAX characters) followed by a state letter
+  and at least MIN_STAT_FIELDS numeric fields up to a newline. A comm cannot hold such a tail
+  (it is 15 bytes; the tail is 40 and more), so a comm such as ``a\\n<victim> (fake`` stays the
+  comm of its own record.
+- ps: procps escapes what it prints (a newline in argv as a space, other control characters as
+  ``?``), so a line is one process; a PID that still shows up twice is dropped, never merged.
+- dstate, fds: NUL-terminated records (a link target may hold newlines, never a NUL).
+- pidns: PIDs taken from ``/proc/PID/fd`` paths only.
+
+Every function takes text and returns values; none raises on any input, and none yields two
+entries for one PID.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from console.model import ThreadInfo
+
+#: the longest comm /proc/PID/stat shows: 15 bytes for a task, 63 for a kernel thread's full name
+COMM_MAX = 64
+#: numeric fields a stat record has after its state (kernels since 2.6 print 41 and more; the
+#: parser needs 19: ppid … starttime)
+MIN_STAT_FIELDS = 20
+
+_DIGITS_MAX = 40        # a field longer than this is no kernel number (and int() of it is slow)
+# one record: the comm is the shortest run (so the first ')') that a state letter and at least
+# MIN_STAT_FIELDS numbers up to a newline follow (group 4: ppid … starttime, each with its space)
+_RECORD = re.compile(r"([0-9]{1,10}) \((.{0,%d}?)\) ([A-Za-z]) ((?:-?[0-9]+ ){%d})[-0-9 ]*\n"
+                     % (COMM_MAX, MIN_STAT_FIELDS - 1), re.DOTALL)
+_PS_LINE = re.compile(r" *([0-9]{1,10}) +(\S+)(?: +(.*))?", re.DOTALL)
+_PS_LINE_NO_USER = re.compile(r" *([0-9]{1,10})(?: +(.*))?", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class StatLine:
+    pid: int
+    comm: str
+    state: str
+    ppid: int
+    num_threads: int | None
+    start_ticks: int | None
+
+
+def parse_stat_line(line: str) -> StatLine | None:
+    """One whole /proc/PID/stat record (one file's content): comm may hold spaces, parentheses
+    and newlines; by the kernel's rule it ends at the last ')'."""
+    open_at = line.find(" (")
+    close_at = line.rfind(")")
+    if open_at <= 0 or close_at < open_at:
+        return None
+    pid_text = line[:open_at].strip()
+    if not (pid_text.isascii() and pid_text.isdecimal()):
+        return None
+    fields = line[close_at + 1:].split()
+    if not fields:
+        return None
+    return _stat(int(pid_text), line[open_at + 2:close_at], fields)
+
+
+def _stat(pid: int, comm: str, fields: list[str]) -> StatLine | None:
+    def num(i: int) -> int | None:
+        digits = (fields[i] if len(fields) > i else "").removeprefix("-")
+        ok = digits.isascii() and digits.isdecimal() and len(digits) <= _DIGITS_MAX
+        return int(fields[i]) if ok else None
+
+    ppid = num(1)
+    if ppid is None:
+        return None
+    return StatLine(pid=pid, comm=comm, state=fields[0][:1], ppid=ppid, num_threads=num(17),
+                    start_ticks=num(19))
+
+
+def _int(digits: str) -> int | None:
+    return int(digits) if len(digits) <= _DIGITS_MAX else None
+
+
+def parse_stat(text: str) -> dict[int, StatLine]:
+    """``cat /proc/[0-9]*/stat``: the records read one after the other (see the module's doc).
+
+    A record that does not parse (output cut short) is skipped up to the next newline; the
+    first record of a PID wins (the kernel prints each once)."""
+    out: dict[int, StatLine] = {}
+    pos, end = 0, len(text)
+    while pos < end:
+        m = _RECORD.match(text, pos)
+        if m is None:
+            nl = text.find("\n", pos)
+            if nl < 0:
+                break
+            pos = nl + 1
+            continue
+        pos = m.end()
+        pid = int(m.group(1))
+        if pid in out:
+            continue
+        nums = m.group(4).split(" ")           # ppid … starttime: the numbers after the state
+        ppid = _int(nums[0])
+        if ppid is not None:
+            out[pid] = StatLine(pid=pid, comm=m.group(2), state=m.group(3), ppid=ppid,
+                                num_threads=_int(nums[16]), start_ticks=_int(nums[18]))
+    return out
+
+
+def parse_ps(text: str, *, user: bool = True) -> dict[int, tuple[str, str]]:
+    """`ps -eo pid=,user:32=,args=` -> {pid: (user, args)}.
+
+    ``user=False``: `ps -eo pid=,args=` (no user column) -> {pid: ("", args)}. A PID on two
+    lines is left out (ambiguous): one line never stands for another PID."""
+    out: dict[int, tuple[str, str]] = {}
+    twice: set[int] = set()
+    line_re = _PS_LINE if user else _PS_LINE_NO_USER
+    for line in text.split("\n"):
+        m = line_re.fullmatch(line.rstrip("\r"))
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        entry = (m.group(2), (m.group(3) or "").rstrip()) if user else ("", (m.group(2) or "").rstrip())
+        if pid in out or pid in twice:
+            twice.add(pid)
+            out.pop(pid, None)
+            continue
+        out[pid] = entry
+    return out
+
+
+def _records(text: str) -> list[str]:
+    """The NUL-terminated records; what follows the last NUL (output cut short) is not one."""
+    return [r for r in text.split("\0")[:-1] if r]
+
+
+def parse_dstate(text: str) -> dict[int, list[ThreadInfo]]:
+    """NUL-terminated "/proc/PID/task/TID WCHAN STAT-RECORD" -> {pid: [threads in D]}."""
+    out: dict[int, dict[int, ThreadInfo]] = {}
+    for rec in _records(text):
+        parts = rec.split(" ", 2)
+        if len(parts) < 3:
+            continue
+        path = parts[0].split("/")
+        if len(path) != 5 or path[0] != "" or path[1] != "proc" or path[3] != "task":
+            continue
+        if not (path[2].isascii() and path[2].isdecimal() and path[4].isascii() and path[4].isdecimal()):
+            continue
+        st = parse_stat_line(parts[2])
+        if st is None or st.state != "D":
+            continue
+        wchan = None if parts[1] in ("-", "0") else parts[1]
+        out.setdefault(int(path[2]), {}).setdefault(
+            int(path[4]), ThreadInfo(tid=int(path[4]), state="D", wchan=wchan, name=st.comm))
+    return {pid: list(threads.values()) for pid, threads in out.items()}
+
+
+def parse_fds(text: str) -> dict[int, tuple[str, ...]]:
+    """NUL-terminated "/proc/PID/fd TARGET" -> {pid: device files held}."""
+    out: dict[int, set[str]] = {}
+    for rec in _records(text):
+        where, sep, target = rec.partition(" ")
+        path = where.split("/")
+        if not sep or not target or len(path) != 4 or path[0] != "" or path[1] != "proc" \
+                or not (path[2].isascii() and path[2].isdecimal()) or path[3] != "fd":
+            continue
+        out.setdefault(int(path[2]), set()).add(target)
+    return {pid: tuple(sorted(files)) for pid, files in out.items()}
+
+
+def parse_pidns(text: str) -> dict[int, str]:
+    """Lines "PID pid:[NNNN]" -> {pid: namespace}; the first line of a PID wins."""
+    out: dict[int, str] = {}
+    for line in text.split("\n"):
+        parts = line.split(" ")
+        if len(parts) == 2 and parts[0].isascii() and parts[0].isdecimal() and parts[1]:
+            out.setdefault(int(parts[0]), parts[1])
+    return out
