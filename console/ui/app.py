@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
@@ -49,8 +49,12 @@ class HelpScreen(ModalScreen[None]):
         for key, what in self._rows:
             body.append(f"  {key:<10}", style="bold")
             body.append(f"{what}\n")
-        body.append("\nescape closes this screen", style="dim")
-        yield Static(body, id="help-body")
+        body.append("\n↑ ↓ scroll, escape closes this screen", style="dim")
+        with VerticalScroll(id="help-box"):     # taller than 24 lines: it scrolls, nothing cut
+            yield Static(body, id="help-body")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").focus()
 
 
 class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
