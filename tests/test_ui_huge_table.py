@@ -38,8 +38,9 @@ def huge_snapshot(processes: int = PROCESSES, taken_at: float = 1.0, extra: tupl
     while len(procs) < processes - len(extra):
         if pid == LAUNCHER:
             pid = RANKS[-1] + 1
-        procs.append(Proc(pid=pid, ppid=2 + pid % 100, state="S", user="user", name="worker",
-                          cmdline=f"/usr/bin/worker --job {pid}"))
+        zombie = pid % 97 == 0           # ~1000 zombies under every shell: GPU-related too
+        procs.append(Proc(pid=pid, ppid=2 + pid % 100, state="Z" if zombie else "S", user="user",
+                          name="worker", cmdline="" if zombie else f"/usr/bin/worker --job {pid}"))
         pid += 1
     procs += extra
     return NodeSnapshot(name=NODE, taken_at=taken_at, processes=tuple(procs))
@@ -78,7 +79,8 @@ async def test_all_processes_of_a_100000_process_node_are_a_bounded_window_and_k
         table = procs_table(app)
         assert table.row_count <= BOUND
         shown = keys_shown(app)
-        # GPU holders and their tree first, though their PIDs come after 99,000 others
+        # GPU holders and their tree first, though their PIDs come after 99,000 others and
+        # a thousand zombies
         assert shown[:2] == [f"{NODE}:1", f"{NODE}:{LAUNCHER}"]
         assert shown[2:10] == [f"{NODE}:{pid}" for pid in RANKS]
         # the last row counts the rest and says how to reach them
@@ -98,7 +100,7 @@ async def test_all_processes_of_a_100000_process_node_are_a_bounded_window_and_k
         # `/` searches all 100,000, shown or not
         await pilot.press("slash")
         await pilot.pause()
-        await pilot.press(*"--job 77777", "enter")
+        await pilot.press(*"--job 77777", "enter")     # (77777 = 97 * 801 + 80: not a zombie)
         await wait_for(pilot, lambda: keys_shown(app) == [f"{NODE}:77777"])
         # enter on the row that counts the rest asks for a filter, too
         await pilot.press("slash")

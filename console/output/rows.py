@@ -1,6 +1,7 @@
 """What the tables show, computed from snapshots. Pure: no Textual here, so it is unit-testable."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -74,10 +75,15 @@ class _Tree:
     roots: tuple[Proc, ...]                 # in display order
     children: dict[int, list[Proc]]         # unsorted: sorted when walked
     related: set[int]
+    holding: set[int]                       # GPU holders and their ancestors
     show_all: bool
 
-    def sibling_order(self, p: Proc) -> tuple[bool, int]:
-        return (self.show_all and p.pid not in self.related, p.pid)
+    def sibling_order(self, p: Proc) -> tuple[bool, bool, int]:
+        """All processes: the subtrees with GPU holders, then those with zombies or threads in
+        D, then the rest, each in PID order. GPU-related only: PID order (as ps shows them)."""
+        if not self.show_all:
+            return (False, False, p.pid)
+        return (p.pid not in self.holding, p.pid not in self.related, p.pid)
 
 
 def _tree(snap: NodeSnapshot, show_all: bool, needle: str) -> _Tree:
@@ -95,21 +101,27 @@ def _tree(snap: NodeSnapshot, show_all: bool, needle: str) -> _Tree:
             children.setdefault(p.ppid, []).append(p)
         else:
             roots.append(p)
-    # GPU memory under each process: each holder's memory added up its chain of ancestors
+    # GPU memory under each process, and which hold a GPU holder: each holder's memory added
+    # up its chain of ancestors
     subtree: dict[int, int] = {}
+    holding: set[int] = set()
     for p in unique.values():
-        if not p.gpu_memory_mib:
+        if not p.gpu_memory_mib and not p.device_files:
             continue
         mib = p.gpu_memory_total_mib
         node: Proc | None = p
         for _ in range(MAX_DEPTH):
-            if not mib or node is None:
+            if node is None or (not mib and node.pid in holding):
                 break
-            subtree[node.pid] = subtree.get(node.pid, 0) + mib
+            holding.add(node.pid)
+            if mib:
+                subtree[node.pid] = subtree.get(node.pid, 0) + mib
             node = unique.get(node.ppid) if node.ppid != node.pid else None
-    roots.sort(key=lambda p: (-subtree.get(p.pid, 0), show_all and p.pid not in related, p.pid))
-    return _Tree(procs=tuple(unique.values()), roots=tuple(roots), children=children, related=related,
-                 show_all=show_all)
+    tree = _Tree(procs=tuple(unique.values()), roots=(), children=children, related=related,
+                 holding=holding, show_all=show_all)
+    # roots: the most GPU memory first, then the trees holding devices, then the rest
+    roots.sort(key=lambda p: (-subtree.get(p.pid, 0), p.pid not in holding) + tree.sibling_order(p))
+    return dataclasses.replace(tree, roots=tuple(roots))
 
 
 def _walk(tree: _Tree, name: str, limit: int | None) -> list[ProcRow]:

@@ -238,7 +238,7 @@ class IncidentApp(ReasoningKeys, EscalationKeys, App[int]):
         rows = view.rows if view is not None else ()
         wanted = {r.key: tables.proc_cells(r, r.key in self.tagged) for r in rows}
         if view is not None and view.hidden:
-            wanted[tables.MORE_KEY] = tables.more_cells(view.hidden, view.total, self.show_all)
+            wanted[tables.MORE_KEY] = tables.more_cells(view.hidden)
         tables.sync_table(table, wanted)
         total = view.total if view is not None else 0
         hint = "a: GPU-related only" if self.show_all else "a: all"

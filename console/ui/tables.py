@@ -79,11 +79,11 @@ def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
 MORE_KEY = "more-processes"
 
 
-def more_cells(hidden: int, total: int, show_all: bool) -> tuple:
-    """The row that stands for the processes the table does not hold (enter on it: filter)."""
-    where = f"all {total:,}" if show_all else "the GPU-related"
+def more_cells(hidden: int) -> tuple:
+    """The row that stands for the processes the table does not hold (enter on it: filter);
+    short enough for 80 columns (the panel's title says of how many)."""
     return (Text("…", style="dim"), "", "", "", "",
-            Text(f"{hidden:,} more not shown: / filters {where} processes", style="italic"))
+            Text(f"{hidden:,} more not shown (/ filters)", style="italic"))
 
 
 def finding_key(f: Finding) -> str:
