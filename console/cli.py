@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from console import __version__
+from console.config import INTERVAL_S, PROBE_TIMEOUT_S, device_glob, seconds_text
 from console.probe import DEFAULT_DEVICE_GLOB
 from console.sim.state import DEFAULT_SCENARIO
 
@@ -32,14 +33,19 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
-    return value
+def _checked(check, *bounds):
+    """An argparse type from a console.config check (one home for each setting's range)."""
+    def parse(text: str):
+        try:
+            return check(text, *bounds)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+_interval = _checked(seconds_text, *INTERVAL_S)
+_probe_timeout = _checked(seconds_text, *PROBE_TIMEOUT_S)
+_device_glob = _checked(device_glob)
 
 
 def _port(text: str) -> int:
@@ -57,10 +63,11 @@ def _add_ssh_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
     g.add_argument("--accept-new-host-keys", action="store_true",
                    help="record keys of hosts not yet known (never changed keys)")
-    g.add_argument("--device-glob", default=DEFAULT_DEVICE_GLOB, metavar="GLOB",
+    g.add_argument("--device-glob", type=_device_glob, default=DEFAULT_DEVICE_GLOB, metavar="GLOB",
                    help=f"device files whose holders are GPU holders (default {DEFAULT_DEVICE_GLOB})")
-    g.add_argument("--probe-timeout", type=_positive, default=10.0, metavar="S",
-                   help="deadline of one poll of a node (default 10 s)")
+    g.add_argument("--probe-timeout", type=_probe_timeout, default=10.0, metavar="S",
+                   help=f"deadline of one poll of a node, {PROBE_TIMEOUT_S[0]:g} to {PROBE_TIMEOUT_S[1]:g} s "
+                        "(default 10)")
 
 
 def build_console_parser() -> Parser:
@@ -68,7 +75,8 @@ def build_console_parser() -> Parser:
                epilog="subcommands: " + ", ".join(SUBCOMMANDS) + " (gpu-incident SUBCOMMAND --help)")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help="local (default), demo, demo:SCENARIO, [user@]host[:port], hostlist gpu[01-16]")
-    p.add_argument("--interval", type=_positive, default=1.0, metavar="S", help="poll interval (1.0)")
+    p.add_argument("--interval", type=_interval, default=1.0, metavar="S",
+                   help=f"poll interval, {INTERVAL_S[0]:g} to {INTERVAL_S[1]:g} s (1.0)")
     p.add_argument("--read-only", action="store_true", help="refuse every destructive action")
     p.add_argument("--dry-run", action="store_true", help="record commands without running them")
     p.add_argument("--theme", default=None, metavar="NAME",
@@ -212,12 +220,31 @@ def apply_config(args: argparse.Namespace, parser: argparse.ArgumentParser):
     return config
 
 
+def check_ui_settings(args: argparse.Namespace, config=None) -> None:
+    """The theme and [keys] remaps, checked before anything starts: ValueError of one line,
+    naming the config file when the setting came from it. (Imports Textual.)"""
+    from console.ui import keys
+    from console.ui.theme_install import check_theme
+    where = f"config file {args.config}: " if config is not None and args.config else ""
+    try:
+        check_theme(args.theme)
+    except ValueError as exc:
+        if where and config.defaults.get("theme") == args.theme:
+            raise ValueError(f"{where}[defaults] theme: {exc}") from None
+        raise
+    unknown = sorted(set(config.keys) - keys.ids()) if config is not None else []
+    if unknown:
+        raise ValueError(f"{where}[keys] unknown action id(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(keys.ids()))}")
+
+
 def cmd_console(args: argparse.Namespace, config=None) -> int:
     sources = make_sources(args)
+    os.environ.setdefault("TEXTUAL_FPS", "30")
+    check_ui_settings(args, config)        # Textual only from here on
     from console.incident import timeline
     tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
-    os.environ.setdefault("TEXTUAL_FPS", "30")
-    from console.ui.app import IncidentApp  # Textual only from here on
+    from console.ui.app import IncidentApp
     app = IncidentApp(sources, timeline=tl, interval=args.interval, read_only=args.read_only,
                       dry_run=args.dry_run, theme_name=args.theme,
                       keymap=config.keys if config else None)

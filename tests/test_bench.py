@@ -26,7 +26,7 @@ EXPECTED = {
     "probe.sim_poll.seed", "probe.parse.seed", "probe.diagnose.seed", "probe.parse_diagnose.seed",
     "probe.parse.big", "probe.diagnose.big", "probe.parse_diagnose.big",
     "ui.first_update.seed", "ui.update.seed", "ui.first_update.big", "ui.update.big",
-    "ui.first_update.big_all", "ui.update.big_all",
+    "ui.first_update.big_all", "ui.update.big_all", "ui.first_update.huge_all", "ui.update.huge_all",
     "ssh.first_snapshot", "ssh.poll", "ssh.probe", "ssh.round", "ssh.cpu_per_s",
 }
 
@@ -58,6 +58,7 @@ def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_hom
     assert by_name["ssh.cpu_per_s"]["unit"] == "ms/s" and by_name["ssh.cpu_per_s"]["polls"] >= 2
     assert by_name["probe.parse_diagnose.big"]["processes"] == 2000
     assert by_name["probe.parse_diagnose.big"]["gpus"] == 8
+    assert by_name["ui.update.huge_all"]["processes"] == 100_000
     assert doc["config"] == {"quick": True, "nodes": 2, "rounds": doc["config"]["rounds"],
                              "cpu_seconds": doc["config"]["cpu_seconds"], "target": None}
     # the human view of the same document names every result and no error section

@@ -45,7 +45,7 @@ def test_bad_config_file_names_the_problem(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text("[defaults]\ninterval = -1\n")
     r = run("--config", str(cfg), "demo")
-    assert r.returncode == 2 and "interval must be a number > 0" in r.stderr
+    assert r.returncode == 2 and f"config file {cfg}: [defaults] interval must be between 0.1 and 3600 s" in r.stderr
 
 
 def test_timeline_cli_list_show_export(tmp_path):

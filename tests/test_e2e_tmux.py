@@ -57,6 +57,9 @@ def test_demo_at_80x24_shows_the_seed_and_answers_keys(tmux):
     tmux("send-keys", "?")
     assert tmux.shows("Keys"), tmux.screen()
     assert "SIGKILL" in tmux.screen()
+    tmux("send-keys", "End")            # Help is taller than 24 lines: it scrolls to its last key
+    assert tmux.shows("command palette"), tmux.screen()
+    assert "escape closes this screen" in tmux.screen()
     tmux("send-keys", "Escape")
     assert tmux.shows("GPU  Memory used/total"), tmux.screen()      # the help closed, the tables are back
     tmux("send-keys", "q")

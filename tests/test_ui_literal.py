@@ -293,12 +293,16 @@ async def test_node_names_from_a_nodes_file_are_literal(tmp_path):
 
 
 async def test_a_key_remapped_to_markup_in_the_config_file_is_shown_literally(tmp_path):
-    """The palette's help line names each command's key; once MarkupError, exit 1, on ctrl+p."""
+    """The palette's help line names each command's key; once MarkupError, exit 1, on ctrl+p.
+    The config file now refuses such a key name (one line naming key and file); a keymap that
+    reaches the console another way is still shown literally."""
     from console.config import load_config
     cfg = tmp_path / "c.toml"
     cfg.write_text('[keys]\nsigkill = "[/bogus]"\n')
+    with pytest.raises(ValueError, match=r"sigkill.*c\.toml|c\.toml.*sigkill"):
+        load_config(str(cfg))
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())],
-                      keymap=load_config(str(cfg)).keys, autostart=False)
+                      keymap={"sigkill": "[/bogus]"}, autostart=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.press("ctrl+p")
         await pilot.pause()

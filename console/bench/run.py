@@ -8,7 +8,8 @@ process's CPU time (process_time):
 2. ssh     N simulated nodes over SSH (default 16, --quick 4, --nodes 1..256): connect
            storm, steady-state concurrent polls, CPU per second at a 1 s interval (bench_ssh)
 3. target  with --target: one real node, kept connection vs a fresh connection per poll
-4. ui      one NodeUpdated applied by the console, headless at 80x24 (bench_ui)
+4. ui      one NodeUpdated applied by the console, headless at 80x24, on the seed node, the
+           2000-process node and a generated 100,000-process one with every process shown (bench_ui)
 
 The human table goes to stdout, or with --json the document
 ``{"version", "machine": {"cpus", "python", ...}, "config": {...}, "results": [{"name", "unit",

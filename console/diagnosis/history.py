@@ -45,7 +45,7 @@ _MEMO: dict[int, tuple["weakref.ref[NodeSnapshot]", dict]] = {}
 def _forget(key: int, ref: "weakref.ref[NodeSnapshot]") -> None:
     hit = _MEMO.get(key)
     if hit is not None and hit[0] is ref:
-        del _MEMO[key]
+        _MEMO.pop(key, None)        # (the engine diagnoses in a worker thread: never raise here)
 
 
 def memo(snap: NodeSnapshot, what: str, build: Callable[[NodeSnapshot], T]) -> T:

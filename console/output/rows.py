@@ -1,11 +1,19 @@
 """What the tables show, computed from snapshots. Pure: no Textual here, so it is unit-testable."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
 from console.diagnosis.history import memo
 from console.model import NodeSnapshot, Proc
+
+#: the most process rows a table holds at once. A node may run 100,000 processes (a real kernel
+#: allows ~4M PIDs); the table shows the first PROC_ROW_LIMIT in a stable order, GPU-related
+#: trees first, and one more row saying how many are not shown; `/` filters all of them.
+PROC_ROW_LIMIT = 500
+#: ancestors walked up from one process (a corrupt table may have a cycle)
+MAX_DEPTH = 64
 
 
 def fmt_mib(value: int | None) -> str:
@@ -20,61 +28,157 @@ class ProcRow:
     depth: int
 
 
+@dataclass(frozen=True)
+class ProcView:
+    """The rows of one node's process table: at most ``limit`` of the ``matched`` processes the
+    view holds (``total`` on the node)."""
+    rows: tuple[ProcRow, ...]
+    matched: int
+    total: int
+
+    @property
+    def hidden(self) -> int:
+        return self.matched - len(self.rows)
+
+
 def interesting(snap: NodeSnapshot) -> set[int]:
     """PIDs worth showing by default: GPU holders, zombies, threads in D, and their ancestors."""
-    by_pid = {p.pid: p for p in snap.processes}
-    keep = {p.pid for p in snap.processes
-            if p.is_gpu_holder or p.state in ("Z", "D") or p.d_threads}
+    return memo(snap, "interesting", _interesting)
+
+
+def _interesting(snap: NodeSnapshot) -> set[int]:
+    procs = snap.processes
+    # Proc.is_gpu_holder, spelt out: this runs over every process of every poll
+    keep = {p.pid for p in procs if p.gpu_memory_mib or p.device_files or p.state in ("Z", "D") or p.d_threads}
+    if not keep:
+        return keep
+    by_pid = {p.pid: p for p in procs}
     for pid in list(keep):
         seen = 0
         parent = by_pid[pid].ppid if pid in by_pid else 0
-        while parent > 1 and parent in by_pid and parent not in keep and seen < 64:
+        while parent > 1 and parent in by_pid and parent not in keep and seen < MAX_DEPTH:
             keep.add(parent)
             parent = by_pid[parent].ppid
             seen += 1
     return keep
 
 
-def proc_rows(snaps: Sequence[NodeSnapshot], *, show_all: bool = False,
-              text_filter: str = "") -> list[ProcRow]:
-    """Processes as an indented tree, biggest GPU holders first within each level."""
+def _matches(p: Proc, needle: str) -> bool:
+    return (needle in p.name.lower() or needle in p.cmdline.lower() or needle == str(p.pid)
+            or needle == (p.user or "").lower())
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """The processes one view holds, as a forest: worked out once per snapshot and view."""
+    procs: tuple[Proc, ...]
+    roots: tuple[Proc, ...]                 # in display order
+    children: dict[int, list[Proc]]         # unsorted: sorted when walked
+    related: set[int]
+    holding: set[int]                       # GPU holders and their ancestors
+    show_all: bool
+
+    def sibling_order(self, p: Proc) -> tuple[bool, bool, int]:
+        """All processes: the subtrees with GPU holders, then those with zombies or threads in
+        D, then the rest, each in PID order. GPU-related only: PID order (as ps shows them)."""
+        if not self.show_all:
+            return (False, False, p.pid)
+        return (p.pid not in self.holding, p.pid not in self.related, p.pid)
+
+
+def _tree(snap: NodeSnapshot, show_all: bool, needle: str) -> _Tree:
+    related = interesting(snap)
+    procs = list(snap.processes) if show_all else [p for p in snap.processes if p.pid in related]
+    if needle:
+        procs = [p for p in procs if _matches(p, needle)]
+    unique: dict[int, Proc] = {}
+    for p in procs:
+        unique.setdefault(p.pid, p)          # a PID listed twice shows once
+    children: dict[int, list[Proc]] = {}
+    roots: list[Proc] = []
+    for p in unique.values():
+        if p.ppid in unique and p.ppid != p.pid:
+            children.setdefault(p.ppid, []).append(p)
+        else:
+            roots.append(p)
+    # GPU memory under each process, and which hold a GPU holder: each holder's memory added
+    # up its chain of ancestors
+    subtree: dict[int, int] = {}
+    holding: set[int] = set()
+    for p in unique.values():
+        if not p.gpu_memory_mib and not p.device_files:
+            continue
+        mib = p.gpu_memory_total_mib
+        node: Proc | None = p
+        for _ in range(MAX_DEPTH):
+            if node is None or (not mib and node.pid in holding):
+                break
+            holding.add(node.pid)
+            if mib:
+                subtree[node.pid] = subtree.get(node.pid, 0) + mib
+            node = unique.get(node.ppid) if node.ppid != node.pid else None
+    tree = _Tree(procs=tuple(unique.values()), roots=(), children=children, related=related,
+                 holding=holding, show_all=show_all)
+    # roots: the most GPU memory first, then the trees holding devices, then the rest
+    roots.sort(key=lambda p: (-subtree.get(p.pid, 0), p.pid not in holding) + tree.sibling_order(p))
+    return dataclasses.replace(tree, roots=tuple(roots))
+
+
+def _walk(tree: _Tree, name: str, limit: int | None) -> list[ProcRow]:
+    """The first ``limit`` rows (None: all), depth first; children are sorted as they are reached,
+    so the cost follows the rows made, not the processes held."""
     rows: list[ProcRow] = []
-    needle = text_filter.lower()
-    for snap in snaps:
-        shown = {p.pid for p in snap.processes} if show_all else interesting(snap)
-        if needle:
-            shown = {p.pid for p in snap.processes if p.pid in shown and
-                     (needle in p.name.lower() or needle in p.cmdline.lower() or needle == str(p.pid)
-                      or needle == (p.user or "").lower())}
-        procs = [p for p in snap.processes if p.pid in shown]
-        children: dict[int, list[Proc]] = {}
-        for p in procs:
-            children.setdefault(p.ppid if p.ppid in shown else -1, []).append(p)
-
-        def weight(p: Proc) -> tuple[int, int]:
-            return (-subtree_mib(p), p.pid)
-
-        def subtree_mib(p: Proc, _depth: int = 0) -> int:
-            if _depth > 64:
-                return 0
-            return p.gpu_memory_total_mib + sum(subtree_mib(c, _depth + 1) for c in children.get(p.pid, ()))
-
-        visited: set[int] = set()
-
-        def walk(p: Proc, depth: int) -> None:
-            if p.pid in visited:
-                return
-            visited.add(p.pid)
-            rows.append(ProcRow(key=f"{snap.name}:{p.pid}", node=snap.name, proc=p, depth=depth))
-            for c in sorted(children.get(p.pid, ()), key=lambda c: c.pid):  # siblings as ps shows them
-                walk(c, depth + 1)
-
-        for root in sorted(children.get(-1, ()), key=weight):
-            walk(root, 0)
-        for p in procs:  # cycles (a corrupt table) still show, flat
+    visited: set[int] = set()
+    cap = len(tree.procs) if limit is None else limit
+    stack: list[tuple[Proc, int]] = [(r, 0) for r in reversed(tree.roots)]
+    while stack and len(rows) < cap:
+        p, depth = stack.pop()
+        if p.pid in visited:
+            continue
+        visited.add(p.pid)
+        rows.append(ProcRow(key=f"{name}:{p.pid}", node=name, proc=p, depth=depth))
+        kids = tree.children.get(p.pid)
+        if kids:
+            stack.extend((c, depth + 1) for c in sorted(kids, key=tree.sibling_order, reverse=True))
+    if len(rows) < cap and len(visited) < len(tree.procs):
+        for p in tree.procs:  # cycles (a corrupt table) still show, flat
+            if len(rows) >= cap:
+                break
             if p.pid not in visited:
-                walk(p, 0)
+                visited.add(p.pid)
+                rows.append(ProcRow(key=f"{name}:{p.pid}", node=name, proc=p, depth=0))
     return rows
+
+
+def proc_view(snap: NodeSnapshot, *, show_all: bool = False, text_filter: str = "",
+              limit: int | None = PROC_ROW_LIMIT, keep: int | None = None) -> ProcView:
+    """One node's processes as an indented tree, the subtrees holding the most GPU memory
+    first, cut after ``limit`` rows (None: every row).
+
+    GPU-related only (the default): holders, zombies, threads in D and their ancestors, siblings
+    in PID order (as ps shows them). ``show_all``: every process, and at every level the
+    GPU-related subtrees come before the rest (both in PID order), so the bound never hides a
+    holder behind ordinary processes. ``text_filter`` (case-insensitive: name, command line,
+    exact PID or user) searches everything the view holds, shown or not. ``keep``: a PID to
+    show even past the bound (the selected process: the cursor stays on it), in the last row
+    (depth 0: it stands outside its tree); the rows never exceed ``limit``.
+    The tree is worked out once per snapshot and view (O(processes)); the rows cost what the
+    bound allows."""
+    needle = text_filter.lower()
+    tree = memo(snap, f"proc-tree:{show_all}:{needle}", lambda s: _tree(s, show_all, needle))
+    rows = _walk(tree, snap.name, limit)
+    if keep is not None and rows and len(rows) < len(tree.procs) and all(r.proc.pid != keep for r in rows):
+        kept = next((p for p in tree.procs if p.pid == keep), None)
+        if kept is not None:
+            rows[-1] = ProcRow(key=f"{snap.name}:{kept.pid}", node=snap.name, proc=kept, depth=0)
+    return ProcView(rows=tuple(rows), matched=len(tree.procs), total=len(snap.processes))
+
+
+def proc_rows(snaps: Sequence[NodeSnapshot], *, show_all: bool = False,
+              text_filter: str = "", limit: int | None = None) -> list[ProcRow]:
+    """Every node's rows of proc_view, one after the other (``limit`` per node)."""
+    return [r for snap in snaps
+            for r in proc_view(snap, show_all=show_all, text_filter=text_filter, limit=limit).rows]
 
 
 def _holders_by_gpu(snap: NodeSnapshot) -> dict[str, list[Proc]]:
@@ -82,6 +186,8 @@ def _holders_by_gpu(snap: NodeSnapshot) -> dict[str, list[Proc]]:
     order, for every GPU at once (one pass over the processes)."""
     out: dict[str, list[Proc]] = {}
     for p in snap.processes:
+        if not p.gpu_memory_mib and not p.device_files:
+            continue                    # most processes: nothing to add (100,000 of them, each poll)
         keys = set(p.gpu_memory_mib)
         keys.update(str(i) for i in p.device_gpus)
         for key in keys:

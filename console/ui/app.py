@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer
@@ -24,7 +24,7 @@ from console.ui.escalation import EscalationKeys
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
 from console.ui.theme_install import install_themes
-from console.output.rows import proc_rows
+from console.output.rows import proc_view
 from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, literal, printable, set_title
 
 
@@ -49,8 +49,12 @@ class HelpScreen(ModalScreen[None]):
         for key, what in self._rows:
             body.append(f"  {printable(key, 10):<10}", style="bold")
             body.append(printable(what) + "\n")
-        body.append("\nescape closes this screen", style="dim")
-        yield LiteralStatic(body, id="help-body")
+        body.append("\n↑ ↓ scroll, escape closes this screen", style="dim")
+        with VerticalScroll(id="help-box"):     # taller than 24 lines: it scrolls, nothing cut
+            yield LiteralStatic(body, id="help-body")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").focus()
 
 
 class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
@@ -225,13 +229,26 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         tables.sync_table(self.query_one("#gpus", DataTable), wanted)
 
     def _render_procs(self, snap: NodeSnapshot | None) -> None:
+        """At most rows.PROC_ROW_LIMIT rows (console/output/rows.py) and a last one counting the rest:
+        a 100,000-process node costs the table what 500 do. The selected process stays."""
         table = self.query_one("#procs", DataTable)
-        rows = proc_rows([snap], show_all=self.show_all, text_filter=self.proc_filter) if snap is not None else []
-        tables.sync_table(table, {r.key: tables.proc_cells(r, r.key in self.tagged) for r in rows})
-        total = len(snap.processes) if snap is not None else 0
-        what = "all" if self.show_all else "GPU-related"
+        selected = self.selected_process_key
+        keep = int(selected.rsplit(":", 1)[1]) if selected and selected.startswith(f"{self.current_node}:") else None
+        view = (proc_view(snap, show_all=self.show_all, text_filter=self.proc_filter, keep=keep)
+                if snap is not None else None)
+        rows = view.rows if view is not None else ()
+        wanted = {r.key: tables.proc_cells(r, r.key in self.tagged) for r in rows}
+        if view is not None and view.hidden:
+            wanted[tables.MORE_KEY] = tables.more_cells(view.hidden)
+        tables.sync_table(table, wanted)
+        total = view.total if view is not None else 0
         hint = "a: GPU-related only" if self.show_all else "a: all"
-        set_title(table, f"processes: {len(rows)} {what} of {total} ({hint}, enter: details)")
+        if view is not None and view.hidden:
+            what = f"all {total:,}" if self.show_all else f"{view.matched:,} GPU-related"
+            set_title(table, f"processes: {len(rows)} of {what} shown (/ filters, {hint})")
+        else:
+            what = "all" if self.show_all else "GPU-related"
+            set_title(table, f"processes: {view.matched if view else 0} {what} of {total} ({hint}, enter: details)")
         if snap is not None and snap.name not in self._selected_initially and rows:
             top = max(rows, key=lambda r: (r.proc.gpu_memory_total_mib, r.proc.holds_devices))
             if top.proc.gpu_memory_total_mib > 0 or top.proc.holds_devices:
@@ -248,6 +265,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             return
         body = None
         table = event.data_table.id
+        if table == "procs" and key == tables.MORE_KEY:
+            self.action_filter()         # the hidden processes are found by filtering
+            return
         if table == "procs":
             proc = snap.proc(int(key.rsplit(":", 1)[1]))
             body = proc_detail(proc, snap) if proc else None
@@ -292,4 +312,6 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
 
     @property
     def selected_process_key(self) -> str | None:
-        return tables.selected_key(self.query_one("#procs", DataTable))
+        """The process row under the cursor (None on the row that counts the hidden ones)."""
+        key = tables.selected_key(self.query_one("#procs", DataTable))
+        return None if key == tables.MORE_KEY else key

@@ -75,6 +75,17 @@ def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
             mem, literal(p.user or "?", limit=10), literal(name, limit=200))
 
 
+#: the key of the process table's last row when it cannot hold every process: it counts the rest
+MORE_KEY = "more-processes"
+
+
+def more_cells(hidden: int) -> tuple:
+    """The row that stands for the processes the table does not hold (enter on it: filter);
+    short enough for 80 columns (the panel's title says of how many)."""
+    return (Text("…", style="dim"), "", "", "", "",
+            Text(f"{hidden:,} more not shown (/ filters)", style="italic"))
+
+
 def finding_key(f: Finding) -> str:
     """Stable across polls, so the cursor stays on the same finding."""
     return f"{f.kind}:{','.join(map(str, f.pids))}:{','.join(map(str, f.gpus))}:{f.summary[:40]}"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from textual.app import App
-from textual.theme import Theme
+from textual.theme import BUILTIN_THEMES, Theme
 
 from console.theming import DEFAULT_THEME, load_themes
 
@@ -22,3 +22,11 @@ def install_themes(app: App, theme_name: str | None) -> list[str]:
         raise ValueError(f"unknown theme {wanted!r}; known: {', '.join(sorted(app.available_themes))}")
     app.theme = wanted
     return warnings
+
+
+def check_theme(theme_name: str | None) -> None:
+    """Before anything starts: ValueError naming the known themes when ``theme_name`` is none of
+    them (the shipped themes and Textual's, as install_themes would find them)."""
+    known = set(BUILTIN_THEMES) | set(load_themes()[0])
+    if theme_name is not None and theme_name not in known:
+        raise ValueError(f"unknown theme {theme_name!r}; known: {', '.join(sorted(known))}")

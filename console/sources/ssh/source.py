@@ -32,7 +32,7 @@ from typing import Callable
 
 import asyncssh
 
-from console.clock import REAL_CLOCK, Clock
+from console.clock import REAL_CLOCK, Clock, timeout_ignoring_stalls
 from console.model import CommandResult, NodeSnapshot
 from console.sources.ssh.options import SshOptions, parse_destination
 from console import probe
@@ -308,7 +308,7 @@ class SshSource(ShellSource):
             if conn is None:
                 return ProbeOutput(error=self._last_error or "unreachable: not connected")
             try:
-                async with asyncio.timeout(timeout):
+                async with timeout_ignoring_stalls(timeout):    # loop lag is not the node's
                     shell = self._shell or await self._open_shell(conn)
                     shell.stdin.write(script.encode())
                     while not cap.complete:
