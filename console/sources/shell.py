@@ -20,6 +20,7 @@ import time
 
 from console.model import CommandResult, NodeSnapshot
 from console import probe
+from console.clock import timeout_ignoring_stalls
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_LIMITS, DEFAULT_PROBE_TIMEOUT_S, ProbeLimits
 from console.sources.base import Source, logged
 from console.sources.capture import Capture, ProbeOutput, TooMuchOutput
@@ -98,8 +99,12 @@ class ShellSource(Source):
             return done[0]
 
         self._parsing = asyncio.get_running_loop().run_in_executor(None, work, self.clock.now())
+        # the parse gets what is left of the deadline, and at least the reserve the read left it
+        # (a loop stalled during the read spent the deadline's wall time, not the work's)
+        left = max(parse_reserve(self.probe_timeout), deadline - time.monotonic())
         try:
-            snap = await asyncio.wait_for(asyncio.shield(self._parsing), max(0.0, deadline - time.monotonic()))
+            async with timeout_ignoring_stalls(left):
+                snap = await asyncio.shield(self._parsing)
         except TimeoutError:
             if not done:
                 return NodeSnapshot(name=self.name, taken_at=self.clock.now(), probe_ms=probe_ms,
