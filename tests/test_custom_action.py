@@ -33,7 +33,8 @@ def ran(src: SimSource, line: str) -> bool:
 
 
 def toasts(app) -> str:
-    return "\n".join(n.message for n in app._notifications)
+    """What the console said on screen: its status line's messages (console/ui/activity.py)."""
+    return "\n".join(said.text for said in app.activity.history())
 
 
 async def worker_state(src: SimSource) -> str | None:
@@ -69,7 +70,7 @@ async def confirm_shows(pilot, line: str) -> str:
     from console.ui.confirm import ConfirmScreen
     app = pilot.app
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-    shown = str(app.screen.query_one("Static").render())
+    shown = app.screen.text
     assert "Confirm" in shown and f"$ {line}" in shown and "demo" in shown
     return shown
 
@@ -138,7 +139,7 @@ async def test_a_command_of_ones_own_runs_only_after_y_and_is_recorded_as_an_act
         assert not any(e.kind == "check" for e in tl.entries)
         assert ran(src, KILL) and await worker_state(src) in ("Z", None)   # killed: a zombie in teardown
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))   # what it printed
-        assert f"$ {KILL}" in str(app.screen.query_one("Static").render())
+        assert f"$ {KILL}" in app.screen.text
         await pilot.press("escape")
         await pilot.press("q")
 

@@ -163,8 +163,9 @@ async def test_one_console_two_simulated_nodes_and_a_real_node_one_failing(sshd,
                     break
                 await pilot.pause(0.02)
             nodes = app.query_one("#nodes", DataTable)
-            states = {t: str(nodes.get_row(t)[-1]) for t in targets}
-            assert states[targets[-1]].startswith("✖ unreachable") and "refused" in states[targets[-1]]
+            states = {t: str(nodes.get_cell(t, "state")) for t in targets}
+            why = str(nodes.get_cell(targets[-1], "finding"))     # why it fails, in one line
+            assert states[targets[-1]].startswith("✖ unreachable") and "refused" in why
             assert all(states[t] == "ok" for t in targets[:3]), states
             # the live nodes keep polling while the dead one keeps failing
             first = {t: app.snapshots[t] for t in targets[:3]}

@@ -35,9 +35,11 @@ def shows(app, text: str) -> bool:
 
 
 def toasts(app) -> str:
-    """The notifications on screen, each as its toast renders it (before wrapping)."""
+    """What the console said: each toast on screen as it renders (errors only) and every line
+    of its status line (console/ui/activity.py), most recent first."""
     from textual.widgets._toast import Toast
-    return "\n".join(str(t.render()) for t in app.screen.query(Toast))
+    shown = [str(t.render()) for t in app.screen.query(Toast)]
+    return "\n".join(shown + [said.text for said in app.activity.history()])
 
 
 async def wait_for(pilot, predicate, tries=1000):
@@ -140,8 +142,7 @@ async def test_a_compute_apps_uuid_of_markup_on_a_second_node(incident_dir):
         app.post_message(NodeUpdated(evil))
         await wait_for(pilot, lambda: len(app.snapshots) == 2)
         nodes = app.query_one("#nodes", DataTable)
-        nodes.focus()
-        await pilot.press("down")                          # the cursor reaches the node
+        nodes.focus()          # the node in trouble comes first and is chosen: the cursor is on it
         await wait_for(pilot, lambda: app.current_node == "gpu02")
         await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 3)
         app.action_toggle_all()

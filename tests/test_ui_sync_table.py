@@ -126,8 +126,9 @@ async def test_one_nodes_row_is_updated_without_touching_the_others():
         table.update_cell = lambda *a, **kw: (sent.append((a[0], a[1].value)), real_update(*a, **kw))
         failed = NodeSnapshot(name="node07", taken_at=1.0, probe_ms=10.0 + 7, error="probe timed out after 15 s")
         assert tables.update_row(table, "node07", tables.node_cells("node07", failed))
-        assert sorted(sent) == [("node07", "gpus"), ("node07", "state"), ("node07", "used")]
+        assert sorted(sent) == [("node07", "finding"), ("node07", "gpus"), ("node07", "state"), ("node07", "used")]
         after = shown(table)
-        assert after[7][-1] == "✖ probe timed out after 15 s" and after[:7] + after[8:] == before[:7] + before[8:]
+        assert str(table.get_cell("node07", "finding")) == "✖ probe timed out after 15 s"
+        assert after[:7] + after[8:] == before[:7] + before[8:]
         assert tables.selected_key(table) == "node40"
         assert not tables.update_row(table, "node-new", tables.node_cells("node-new", None))

@@ -9,6 +9,7 @@ Rungs, gentlest first::
                                                    listed one by one (never `fuser -k`, never by name)
     clear-blockers  stop persistenced / MPS / DCGM / fabric manager, `nvidia-smi -pm 0 -i N`
     reset           nvidia-smi -r -i N
+    signal          kill -s SIG <pids>             a signal of the operator's choice (the F9 menu; SIGNALS)
     reload-driver   modprobe -r ... && modprobe nvidia      (palette only, the node's name typed)
     reboot          systemctl reboot                        (palette only, the node's name typed)
 
@@ -26,12 +27,15 @@ from console.model import Finding, NodeSnapshot, Proc
 #: what diagnosis may propose (Finding.rung), gentlest first
 RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
 #: what the action layer runs ("wait" is the wait-and-reread check, not an action)
-ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot")
+ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot",
+                "signal")
 #: a command line of the operator's own (console/actions/plan.py plan_custom): an action, not a rung
 #: diagnosis proposes, and not in ACTION_RUNGS (plan_action never builds it)
 CUSTOM_RUNG = "custom"
-#: the signal each signalling rung sends
-SIGNAL_OF = {"sigterm": "TERM", "sigkill": "KILL", "kill-holders": "KILL"}
+#: the signal each signalling rung sends ("signal": the operator's choice, SIGNALS)
+SIGNAL_OF = {"sigterm": "TERM", "sigkill": "KILL", "kill-holders": "KILL", "signal": "TERM"}
+#: what the signal menu offers (htop's F9), SIGTERM first: names as `kill -s` takes them
+SIGNALS = ("TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "ABRT", "CONT", "STOP", "TSTP", "KILL")
 #: rungs that must release a local NVML handle first (the driver refuses while a client holds it)
 RELEASES_NVML = frozenset({"reset", "reload-driver"})
 RELOAD_DRIVER_COMMAND = "modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"
@@ -42,7 +46,7 @@ def _signal_targets(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int]
     """(PIDs to signal, PIDs refused). Default targets when none are given."""
     if not pids:
         pids = holder_pids(snap, gpus)
-        if rung in ("sigterm", "sigkill"):   # a bare zombie cannot be signalled away
+        if rung in ("sigterm", "sigkill", "signal"):   # a bare zombie cannot be signalled away
             pids = [p for p in pids if _signallable(snap.proc(p))]
     ok, refused = [], []
     for pid in dict.fromkeys(int(p) for p in pids):
@@ -74,16 +78,26 @@ def _reset_gpus(snap: NodeSnapshot, gpus: Sequence[int]) -> list[int]:
 
 # ---------------------------------------------------------------- rendering
 
+def signal_name(name: str) -> str:
+    """A signal of the menu as `kill -s` takes it ("SIGHUP", "hup" -> "HUP"); ValueError else."""
+    sig = str(name).strip().upper().removeprefix("SIG")
+    if sig not in SIGNALS:
+        raise ValueError(f"signal {name!r} is not offered; one of {', '.join(SIGNALS)}")
+    return sig
+
+
 def commands_for(rung: str, snap: NodeSnapshot, pids: Sequence[int] = (),
-                 gpus: Sequence[int] = ()) -> list[str]:
-    """The exact shell lines a rung runs, as the operator is shown them ("wait" runs nothing)."""
+                 gpus: Sequence[int] = (), *, signal: str | None = None) -> list[str]:
+    """The exact shell lines a rung runs, as the operator is shown them ("wait" runs nothing).
+    ``signal``: the "signal" rung's signal (one of SIGNALS)."""
     if rung not in RUNGS and rung not in ACTION_RUNGS:
         raise ValueError(f"unknown rung {rung!r}; one of {', '.join(RUNGS)}")
     if rung == "wait":
         return []
     if rung in SIGNAL_OF:
+        sig = signal_name(signal) if rung == "signal" and signal else SIGNAL_OF[rung]
         targets, _ = _signal_targets(snap, pids, gpus, rung)
-        return [f"kill -s {SIGNAL_OF[rung]} {' '.join(map(str, targets))}"] if targets else []
+        return [f"kill -s {sig} {' '.join(map(str, targets))}"] if targets else []
     if rung == "clear-blockers":
         return _blocker_commands(snap, gpus)
     if rung == "reset":

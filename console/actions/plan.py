@@ -45,7 +45,7 @@ VERIFY_WINDOW_OF = {"sigterm": who.SIGTERM_GRACE_S, CUSTOM_RUNG: 0.0}
 #: how long after an action later changes are still attributed to it (observations)
 RUNG_DEADLINE_S = {"sigterm": 30.0, "sigkill": who.TEARDOWN_WINDOW_S,
                    "kill-holders": who.TEARDOWN_WINDOW_S, "clear-blockers": 30.0, "reset": 60.0,
-                   "reload-driver": 120.0, "reboot": 600.0,
+                   "reload-driver": 120.0, "reboot": 600.0, "signal": 30.0,
                    CUSTOM_RUNG: 0.0}   # a command of one's own: one re-read after it, no watch
 #: the custom entry as the check picker and the palette list it (always the picker's last)
 CUSTOM_DESCRIPTION = ("Run a command of your own on the node: an action (Confirm first; refused under "
@@ -95,11 +95,12 @@ class ActionPlan:
     taken_at: float | None = None               # the snapshot's time
     deadline_s: float = VERIFY_WINDOW_S
     verify_s: float = VERIFY_WINDOW_S          # the first verification window (the outcome's)
+    signal_name: str | None = None              # the "signal" rung's choice (ladder.SIGNALS)
 
     @property
     def signal(self) -> str | None:
-        """TERM/KILL for the signalling rungs, else None."""
-        return SIGNAL_OF.get(self.rung)
+        """TERM/KILL for the signalling rungs, the chosen signal for "signal", else None."""
+        return self.signal_name or SIGNAL_OF.get(self.rung)
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,12 @@ class ActionPolicy:
 # ---------------------------------------------------------------- planning
 
 def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
-                gpus: Sequence[int] = ()) -> ActionPlan:
+                gpus: Sequence[int] = (), signal: str | None = None) -> ActionPlan:
     """The plan for one rung on one node, from the latest snapshot. Pure; never signals anything.
 
     - sigterm/sigkill: the selected/tagged ``pids`` (nothing is ever chosen by name).
+    - signal: the same with the operator's ``signal`` (one of ladder.SIGNALS, the F9 menu);
+      TERM and KILL are planned as sigterm and sigkill.
     - kill-holders: ``pids`` when given (a finding's targets), else every process the snapshot
       found holding the ``gpus``' device files or listed by the driver on them (all GPUs when
       empty), each listed by PID; reset-blocker daemons are left to clear-blockers.
@@ -135,8 +138,12 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
         raise ValueError(f"unknown action {rung!r}; one of {', '.join(ACTION_RUNGS)}{extra}")
     gpus = tuple(sorted(dict.fromkeys(int(g) for g in gpus)))
     pids = tuple(dict.fromkeys(int(p) for p in pids))
+    sig = None
+    if rung == "signal":
+        sig = ladder.signal_name(signal or "TERM")
+        rung = {"TERM": "sigterm", "KILL": "sigkill"}.get(sig, rung)
     if rung in SIGNAL_OF:
-        return _signal_plan(snap, rung, pids, gpus)
+        return _signal_plan(snap, rung, pids, gpus, sig if rung == "signal" else None)
     if rung == "clear-blockers":
         return _blockers_plan(snap, gpus)
     if rung == "reset":
@@ -170,13 +177,15 @@ def plan_custom(node: str, command: str, snap: NodeSnapshot | None = None) -> Ac
 
 def _finish(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,
             targets: Sequence[ActionTarget] = (), refusals: Sequence[str] = (), notes: Sequence[str] = (),
-            expected: Mapping[str, int | None] | None = None, typed: str | None = None) -> ActionPlan:
+            expected: Mapping[str, int | None] | None = None, typed: str | None = None,
+            signal: str | None = None) -> ActionPlan:
     gpus = tuple(sorted(set(gpus)))
     return ActionPlan(node=snap.name, rung=rung, title=title, commands=tuple(commands), targets=tuple(targets),
                       gpus=gpus, refusals=tuple(refusals), notes=tuple(notes), destructive=True,
                       typed_confirmation=typed, memory_before=memory_of(snap, gpus),
                       expected_mib=dict(expected or {}), taken_at=snap.taken_at,
-                      deadline_s=RUNG_DEADLINE_S[rung], verify_s=VERIFY_WINDOW_OF.get(rung, VERIFY_WINDOW_S))
+                      deadline_s=RUNG_DEADLINE_S[rung], verify_s=VERIFY_WINDOW_OF.get(rung, VERIFY_WINDOW_S),
+                      signal_name=signal)
 
 
 def refusal_reason(snap: NodeSnapshot, pid: int) -> str | None:
@@ -196,7 +205,8 @@ def refusal_reason(snap: NodeSnapshot, pid: int) -> str | None:
     return None
 
 
-def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tuple[int, ...]) -> ActionPlan:
+def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tuple[int, ...],
+                 signal: str | None = None) -> ActionPlan:
     refusals: list[str] = []
     if rung == "kill-holders" and not pids:
         pids = tuple(_holder_candidates(snap, gpus, refusals))
@@ -211,7 +221,7 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
         else:
             refusals.append(reason)
     targets = [ActionTarget.of(snap.proc(pid)) for pid in ok]
-    lines = ladder.commands_for(rung, snap, pids=ok) if ok else []
+    lines = ladder.commands_for(rung, snap, pids=ok, signal=signal) if ok else []
     if not pids and not refusals:
         refusals.append("no process selected" if rung != "kill-holders"
                         else f"nothing holds {t.gpus(gpus) if gpus else 'the GPUs'}")
@@ -230,14 +240,15 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
                 expected[str(k)] = (expected.get(str(k)) or 0) + (v or 0)
     if expected:   # the targets' share is known: GPUs they hold nothing on have nothing to give back
         expected = {str(g): expected.get(str(g), 0) for g in on}
-    sig = SIGNAL_OF[rung]
+    sig = signal or SIGNAL_OF[rung]
     n = len(targets)
     noun = t.plural(n, "process", "processes")
     if rung == "kill-holders":
         title = f"SIGKILL {t.plural(n, 'holder')} of {t.gpus(gpus) if gpus else 'the GPUs'}"
     else:
         title = f"SIG{sig} {noun}"
-    return _finish(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, expected=expected)
+    return _finish(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, expected=expected,
+                   signal=signal)
 
 
 def _holder_candidates(snap: NodeSnapshot, gpus: Sequence[int], refusals: list[str]) -> list[int]:

@@ -18,7 +18,7 @@ Memory = Mapping[str, "int | None"]
 #: what follows "freed 594.6 GiB 90 s after …" in observations
 AFTER_WORDS = {"sigterm": "SIGTERM", "sigkill": "SIGKILL", "kill-holders": "killing the holders",
                "clear-blockers": "clearing the blockers", "reset": "the reset",
-               "reload-driver": "the driver reload", "reboot": "the reboot"}
+               "reload-driver": "the driver reload", "reboot": "the reboot", "signal": "the signal"}
 
 
 def secs(value: float) -> str:

@@ -11,21 +11,24 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 
 from console.actions.plan import ActionPolicy
+from console.clock import REAL_CLOCK, Clock
 from console.monitor import NodeMonitor
 from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
 from console.sources.base import Source
 from console.incident.timeline import Timeline
-from console.ui import keys, tables
+from console.ui import activity, keys, layout, tables
 from console.ui.escalation import EscalationKeys
+from console.ui.footer import FittedFooter
+from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
 from console.ui.theme_install import install_themes
 from console.output.rows import proc_view
-from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, literal, printable, set_title
+from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
 
 
 class NodeUpdated(Message):
@@ -47,9 +50,12 @@ class HelpScreen(ModalScreen[None]):
         body = Text()
         body.append("Keys\n\n", style="bold")
         for key, what in self._rows:
+            if not key:                 # a heading: where the keys below it act
+                body.append(f"\n{printable(what)}\n", style="bold underline")
+                continue
             body.append(f"  {printable(key, 10):<10}", style="bold")
             body.append(printable(what) + "\n")
-        body.append("\n↑ ↓ scroll, escape closes this screen", style="dim")
+        body.append("\n↑ ↓ pgup pgdn home end scroll, escape closes this screen", style="dim")
         with VerticalScroll(id="help-box"):     # taller than 24 lines: it scrolls, nothing cut
             yield LiteralStatic(body, id="help-body")
 
@@ -61,12 +67,14 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
-    BINDINGS = keys.bindings()      # console/ui/keys.py: footer, Help and palette from one table
+    # console/ui/keys.py: footer, Help and palette from one table; the panels' own keys are
+    # bound on the panels (console/ui/panels.py), their stand-ins here say where they act
+    BINDINGS = keys.bindings() + keys.elsewhere_bindings()
 
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
                  theme_name: str | None = None, autostart: bool = True,
-                 keymap: dict[str, str] | None = None) -> None:
+                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK) -> None:
         super().__init__()
         self.keymap = dict(keymap or {})
         if keymap:
@@ -87,6 +95,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         self.show_all = False
         self.proc_filter = ""
         self.tagged: set[str] = set()
+        self.activity = activity.Activity(clock)
         self.incident = IncidentLog(timeline, on_error=lambda msg: self.notify(msg, severity="error"))
         self.policy = ActionPolicy(read_only=read_only, dry_run=dry_run)
         self.watches: list = []           # ActionWatch handles still observing (cancelled on quit)
@@ -102,13 +111,14 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         yield LiteralStatic(id="status")
         with Vertical(id="main"):
             if self.multi_node:
-                yield LiteralTable(id="nodes", cursor_type="row")
-            yield LiteralTable(id="gpus", cursor_type="row")
-            yield LiteralTable(id="procs", cursor_type="row")
-            yield LiteralTable(id="findings", cursor_type="row", show_header=False)
+                yield NodeTable(id="nodes", cursor_type="row")
+            yield GpuTable(id="gpus", cursor_type="row")
+            yield ProcTable(id="procs", cursor_type="row")
+            yield FindingTable(id="findings", cursor_type="row", show_header=False)
+        yield LiteralStatic(id="activity")
         if self._mode_text():
             yield LiteralStatic(literal(self._mode_text(), "bold"), id="mode")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         if self.multi_node:
@@ -118,14 +128,17 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         tables.add_columns(self.query_one("#gpus", DataTable), tables.GPU_COLUMNS)
         tables.add_columns(self.query_one("#procs", DataTable), tables.PROC_COLUMNS)
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
-        self.query_one("#procs", DataTable).focus()
+        # several nodes: the node table first (the worst node comes to its top); one: its processes
+        self.query_one("#nodes" if self.multi_node else "#procs", DataTable).focus()
         self._render_status()
+        self._render_activity()
         for w in self.theme_warnings:
             self.notify(w, severity="warning")
         if self.timeline is not None:
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
             self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
+        self.refresh_node_view()
         if self.autostart:
             for m in self.monitors:
                 m.start()
@@ -153,13 +166,24 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             return     # a poll that lands while the console shuts down
         self._render_status()
         if self.multi_node:
-            nodes = self.query_one("#nodes", DataTable)
-            # only this node's row changed (a row shows its own node's snapshot alone)
-            if not tables.update_row(nodes, snap.name, tables.node_cells(snap.name, snap)):
-                tables.sync_table(nodes, {s.name: tables.node_cells(s.name, self.snapshots.get(s.name))
-                                          for s in self.sources})
+            self._render_nodes(snap)
         if snap.name == self.current_node:
             self.refresh_node_view()
+        elif self.multi_node:
+            self.fit_panels()
+
+    def _render_nodes(self, snap: NodeSnapshot) -> None:
+        """Nodes in trouble first (tables.node_order); the cursor stays on its node, or, until
+        the operator moves it, on the first row: the node in the most trouble."""
+        nodes = self.query_one("#nodes", NodeTable)
+        order = sorted(self.sources, key=lambda s: tables.node_order(s.name, self.snapshots.get(s.name)))
+        names = [s.name for s in order]
+        # only this node's row changed (a row shows its own node's snapshot alone) unless it moved
+        if [r.key.value for r in nodes.ordered_rows] != names or not tables.update_row(
+                nodes, snap.name, tables.node_cells(snap.name, snap)):
+            tables.sync_table(nodes, {n: tables.node_cells(n, self.snapshots.get(n)) for n in names})
+        if not nodes.user_moved and nodes.row_count and nodes.cursor_row != 0:
+            nodes.move_cursor(row=0, animate=False)
 
     @on(DataTable.RowHighlighted, "#nodes")
     def _node_chosen(self, event: DataTable.RowHighlighted) -> None:
@@ -173,11 +197,52 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         snap = self.snapshots.get(self.current_node)
         self._render_gpus(snap)
         self._render_procs(snap)
-        width = max(20, self.size.width - 2)
+        width = max(20, self.size.width - 4)        # a scroll bar may take two
         findings = self.query_one("#findings", DataTable)
         tables.sync_table(findings, tables.finding_rows(snap, width))
+        self.fit_panels()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._resized)
+
+    def _resized(self) -> None:
+        self._render_status()
+        if self.screen_stack and self.query("#findings"):
+            self.refresh_node_view()
+
+    # ------------------------------------------------------------------ room on the screen
+    def fit_panels(self) -> None:
+        """Share the rows between the panels by what they hold (console/ui/layout.py): the
+        findings first (up to half), the node table, the GPUs, then the processes; what is
+        left goes to the findings. Recomputed on every update and resize."""
+        main = self.query_one("#main")
+        room = main.size.height
+        findings = self.query_one("#findings", DataTable)
+        panels = []
+        if self.multi_node:
+            nodes = self.query_one("#nodes", DataTable)
+            panels.append(layout.Panel("nodes", tables.content_lines(nodes) + 1, least=5, share=0.5))
+        panels += [layout.Panel("findings", tables.content_lines(findings) + 1, least=3, share=0.5),
+                   layout.Panel("gpus", tables.content_lines(self.query_one("#gpus", DataTable)), least=3,
+                                share=0.5),
+                   layout.Panel("procs", tables.content_lines(self.query_one("#procs", DataTable)) + 1, least=5)]
+        if room > 0:
+            for name, height in layout.fit(room, panels, rest="findings").items():
+                widget = self.query_one(f"#{name}")
+                if widget.styles.height is None or widget.styles.height.value != height:
+                    widget.styles.height = height
+        self._title_findings(room > 0 and findings.styles.height is not None)
+
+    def _title_findings(self, fitted: bool) -> None:
+        findings = self.query_one("#findings", DataTable)
+        snap = self.snapshots.get(self.current_node)
         count = len(snap.findings) if snap is not None else 0
-        set_title(findings, f"findings: {count} (enter: details and commands)")
+        title = f"findings: {count}"
+        if fitted and count:
+            shown = tables.rows_in_view(findings, int(findings.styles.height.value) - 1)
+            if shown < findings.row_count:
+                title += f", {shown} in view: ↓ for more"
+        set_title(findings, title + " · enter: details and commands · x: next step")
 
     def _render_status(self) -> None:
         line = Text()
@@ -186,12 +251,11 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             failing = sum(1 for s in snaps if s is not None and s.error)
             waiting = sum(1 for s in snaps if s is None)
             line.append(f"{len(self.sources)} nodes", style="bold")
-            line.append(f"  {len(self.sources) - failing - waiting} answering")
             if failing:
                 line.append(f"  {failing} failing", style="bold red")
             if waiting:
                 line.append(f"  {waiting} connecting", style="dim")
-            line.append("   viewing ")
+            line.append("  · viewing ")
             line.append(printable(self.current_node, 40), style="bold")
             current = self.snapshots.get(self.current_node)
             if current is not None and current.error:
@@ -217,7 +281,55 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         mode = self._mode_text()
         if mode:
             line.append("  " + mode, style="bold yellow")
+        ident = self.incident_id
+        if ident:
+            width = max(0, self.size.width - 2)
+            right = Text(f"incident {printable(ident, 40)}", style="dim")
+            if line.cell_len + right.cell_len + 2 > width:
+                right = Text(printable(ident, 40), style="dim")
+            room = width - right.cell_len - 2
+            if room >= 20:
+                line.truncate(room, overflow="ellipsis")
+                line.append(" " * (width - line.cell_len - right.cell_len))
+                line.append_text(right)
         self.query_one("#status", LiteralStatic).update(line)
+
+    @property
+    def incident_id(self) -> str | None:
+        return self.timeline.incident_id if self.timeline is not None else None
+
+    # ------------------------------------------------------------------ the status line
+    def _idle_text(self) -> str:
+        ident = self.incident_id
+        if ident is None:
+            return "no incident file (nothing is recorded)"
+        return (f"incident {ident} · a second person follows it: gpu-incident follow {ident} · "
+                f"m: messages · recorded in {self.timeline.path}")
+
+    def _render_activity(self) -> None:
+        if self.query("#activity"):
+            self.query_one("#activity", LiteralStatic).update(
+                activity.line(self.activity.latest, self._idle_text()))
+
+    def say(self, text: object, severity: str = "information") -> None:
+        """One line in the status line above the footer (most recent first; m shows them all)."""
+        self.activity.add(text, severity)
+        self._render_activity()
+
+    def notify(self, message, *, title="", severity="information", timeout=None, markup=False) -> None:
+        """Progress, outcomes and hints go to the status line; only errors also pop up (top
+        right, over the GPU names, never over the findings), briefly."""
+        self.say(message, severity)
+        if severity == "error":
+            super().notify(message, title=title, severity=severity, timeout=min(timeout or 8, 8), markup=False)
+
+    def action_messages(self) -> None:
+        from console.ui.details import DetailScreen
+        self.push_screen(DetailScreen(activity.history_text(self.activity.history(), self._idle_text())))
+
+    def action_elsewhere(self, key_id: str) -> None:
+        """A process or GPU key pressed where that panel has no focus: say where it acts."""
+        self.say(keys.where(key_id, self.keymap), "warning")
 
     def _render_gpus(self, snap: NodeSnapshot | None) -> None:
         wanted: dict[str, tuple] = {}
@@ -275,9 +387,8 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             gpu = snap.gpu(int(key.rsplit(":", 1)[1]))
             body = gpu_detail(gpu, snap) if gpu else None
         elif table == "findings":
-            found = [f for f in snap.findings if tables.finding_key(f) == key]
-            if found:
-                finding = found[0]
+            finding = self.selected_finding
+            if finding is not None:
 
                 def chosen(answer: str | None) -> None:
                     if answer == "apply":
@@ -287,6 +398,24 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             return
         if body is not None:
             self.push_screen(DetailScreen(body))
+
+    @property
+    def selected_finding(self):
+        snap = self.snapshots.get(self.current_node)
+        key = tables.selected_key(self.query_one("#findings", DataTable))
+        if snap is None or key is None:
+            return None
+        return next((f for f in snap.findings if tables.finding_key(f) == key), None)
+
+    def action_next_step(self) -> None:
+        """x on the findings panel: the highlighted finding's next step, through Confirm."""
+        finding = self.selected_finding
+        if finding is None:
+            self.say("no finding under the cursor", "warning")
+        elif finding.rung is None:
+            self.say(f"nothing to run for this finding: {finding.next_step}")
+        else:
+            self.apply_finding(finding)
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:

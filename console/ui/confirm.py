@@ -1,28 +1,42 @@
-"""The "Confirm" modal: node, exact command lines and every target, before anything runs."""
+"""The "Confirm" modal: node, exact command lines and every target, before anything runs.
+
+The prompt (`y: run it`, or the node's name to type) is pinned to the modal's bottom and the
+command lines to its top; the targets between them scroll (↑ ↓ pgup pgdn home end), so at
+80x24 nine targets never push the prompt below the fold."""
 from __future__ import annotations
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input
 
 from console.actions.plan import ActionPlan
+from console.ui import pinned
 from console.ui.text import LiteralInput, LiteralStatic, printable
 
 
-def plan_text(plan: ActionPlan, *, read_only: bool, dry_run: bool) -> Text:
+def head_text(plan: ActionPlan) -> Text:
+    """Pinned at the top: what runs, where, exactly."""
     out = Text()
-    out.append("Confirm\n", style="bold reverse")
-    out.append(f"\n{printable(plan.title)} on ", style="bold")
+    out.append("Confirm", style="bold reverse")
+    out.append(f"  {printable(plan.title)} on ", style="bold")
     out.append(printable(plan.node) + "\n\n", style="bold yellow")
     out.append("Will run, exactly:\n", style="bold")
     for command in plan.commands:
         out.append("  $ " + printable(command) + "\n", style="bold")
+    out.rstrip()
+    return out
+
+
+def body_text(plan: ActionPlan) -> Text:
+    """Scrolls: every target (PID, user, state, GPU memory, name, command line), notes, refusals."""
+    out = Text()
     if plan.targets:
-        out.append(f"\n{'PID':>8} {'USER':<10} S {'GPU MiB':>8}  NAME / COMMAND LINE\n", style="bold")
+        out.append(f"{len(plan.targets)} target{'s' if len(plan.targets) != 1 else ''}:\n", style="bold")
+        out.append(f"{'PID':>8} {'USER':<10} S {'GPU MiB':>8}  NAME / COMMAND LINE\n", style="bold")
         for t in plan.targets:
             d = f"  {t.threads_in_d} thread(s) in D" if t.threads_in_d else ""
             out.append(f"{t.pid:>8} {printable(t.user or '?', 10):<10} {printable(t.state, 1)} {t.gpu_total_mib or '':>8}  ")
@@ -32,38 +46,83 @@ def plan_text(plan: ActionPlan, *, read_only: bool, dry_run: bool) -> Text:
         out.append("\n⚠ " + printable(note), style="yellow")
     for refusal in plan.refusals:
         out.append("\n✖ left out: " + printable(refusal), style="dim")
-    out.append("\n\n")
+    out.rstrip()
+    return out
+
+
+def prompt_text(plan: ActionPlan, *, read_only: bool, dry_run: bool, scrolls: bool = False,
+                problem: str = "") -> Text:
+    """Pinned at the bottom: the answer the modal waits for."""
+    out = Text()
     if read_only:
         out.append("READ-ONLY: this will be refused and recorded, nothing runs.\n", style="bold yellow")
     elif dry_run:
         out.append("DRY-RUN: the commands are recorded, not run.\n", style="bold yellow")
+    if problem:
+        out.append(printable(problem) + "\n", style="bold red")
     if plan.typed_confirmation:
         out.append(f"Type the node's name ({printable(plan.typed_confirmation)}) and press enter; "
                    "escape cancels.", style="bold")
     else:
         out.append("y: run it    n / escape: cancel", style="bold")
+    if scrolls:
+        out.append("    ↑ ↓ pgup pgdn: scroll", style="dim")
     return out
 
 
 class ConfirmScreen(ModalScreen[str | None]):
     """Dismisses with "y" (or the typed name) to run, None to cancel."""
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("n", "cancel", "No", show=False),
-                Binding("y", "confirm", "Yes", show=False)]
+                Binding("y", "confirm", "Yes", show=False),
+                Binding("pageup", "scroll('page_up')", show=False),
+                Binding("pagedown", "scroll('page_down')", show=False)]
 
     def __init__(self, plan: ActionPlan, *, read_only: bool = False, dry_run: bool = False) -> None:
         super().__init__()
         self.plan = plan
-        self._body = plan_text(plan, read_only=read_only, dry_run=dry_run)
+        self.read_only, self.dry_run = read_only, dry_run
+        self._head = head_text(plan)
+        self._body = body_text(plan)
+
+    @property
+    def text(self) -> str:
+        """Everything the modal shows, as plain text (head, targets, prompt)."""
+        return pinned.text_of(self)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="confirm"):
-            yield LiteralStatic(self._body)
+        with Vertical(id="confirm"):
+            yield LiteralStatic(self._head, id="confirm-head")
+            with VerticalScroll(id="confirm-body"):
+                yield LiteralStatic(self._body, id="confirm-targets")
+            yield LiteralStatic(self._prompt(), id="confirm-prompt")
             if self.plan.typed_confirmation:
                 yield LiteralInput(placeholder=printable(self.plan.typed_confirmation), id="typed")
 
+    def _prompt(self, problem: str = "") -> Text:
+        body = self.query("#confirm-body")
+        scrolls = bool(body) and pinned.scrolls(body.first())
+        return prompt_text(self.plan, read_only=self.read_only, dry_run=self.dry_run, scrolls=scrolls,
+                           problem=problem)
+
     def on_mount(self) -> None:
+        if not self._body.plain:
+            self.query_one("#confirm-body").display = False
         if self.plan.typed_confirmation:
             self.query_one("#typed", Input).focus()
+        else:
+            self.query_one("#confirm-body").focus()
+        self.call_after_refresh(self._fit)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        """The targets get what the head, the prompt and the borders leave."""
+        pinned.fit_middle(self, self.query_one("#confirm"), self.query_one("#confirm-body"), 0.94)
+        self.call_after_refresh(lambda: self.query_one("#confirm-prompt", LiteralStatic).update(self._prompt()))
+
+    def action_scroll(self, how: str) -> None:
+        getattr(self.query_one("#confirm-body", VerticalScroll), f"scroll_{how}")()
 
     def action_confirm(self) -> None:
         if not self.plan.typed_confirmation:
@@ -77,4 +136,5 @@ class ConfirmScreen(ModalScreen[str | None]):
         if event.value == self.plan.typed_confirmation:
             self.dismiss(event.value)
         else:
-            self.notify("the name does not match: nothing runs", severity="warning")
+            self.query_one("#confirm-prompt", LiteralStatic).update(
+                self._prompt("the name does not match: nothing runs"))

@@ -6,12 +6,13 @@ import datetime as dt
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
 from console.model import Finding, Gpu, NodeSnapshot, Proc
 from console.output.rows import fmt_mib, gpu_holders
 from console.ui.tables import SEVERITY_STYLE
+from console.ui import pinned
 from console.ui.text import LiteralStatic, printable
 
 
@@ -111,21 +112,47 @@ def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
 
 class DetailScreen(ModalScreen[str | None]):
     """Dismisses with None, or with "apply" when the operator asks for the finding's next step
-    (x; only offered for a finding whose step is a rung: the Confirm screen still comes first)."""
+    (x; only offered for a finding whose step is a rung: the Confirm screen still comes first).
+    The keys line stays at the bottom; the body scrolls (↑ ↓ pgup pgdn home end)."""
     BINDINGS = [Binding("escape,q,enter", "dismiss", "Close"), Binding("x", "apply", "Do the next step")]
 
     def __init__(self, body: Text, *, can_apply: bool = False) -> None:
         super().__init__()
         self._body = body
         self._can_apply = can_apply
-        if can_apply:
-            self._body = body.copy()
-            self._body.append("\nx: do this next step (Confirm first)   escape: close", style="bold")
+
+    @property
+    def text(self) -> str:
+        """Everything the modal shows, as plain text (body, then the keys line)."""
+        return pinned.text_of(self)
 
     def action_apply(self) -> None:
         if self._can_apply:
             self.dismiss("apply")
 
+    def _keys(self) -> Text:
+        out = Text()
+        if self._can_apply:
+            out.append("x: do this next step (Confirm first)   ", style="bold")
+        out.append("escape: close", style="bold")
+        body = self.query("#detail-body")
+        if body and pinned.scrolls(body.first()):
+            out.append("   ↑ ↓ pgup pgdn: scroll", style="dim")
+        return out
+
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail"):
-            yield LiteralStatic(self._body)
+        with Vertical(id="detail"):
+            with VerticalScroll(id="detail-body"):
+                yield LiteralStatic(self._body)
+            yield LiteralStatic(self._keys(), id="detail-keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#detail-body").focus()
+        self.call_after_refresh(self._fit)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        pinned.fit_middle(self, self.query_one("#detail"), self.query_one("#detail-body"), 0.9)
+        self.call_after_refresh(lambda: self.query_one("#detail-keys", LiteralStatic).update(self._keys()))

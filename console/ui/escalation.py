@@ -1,4 +1,5 @@
-"""Keys of the escalation ladder: t, k, F, R, B (and reload/reboot from the palette).
+"""Keys of the escalation ladder: t, k, F9 (a signal of one's choice), F, R, B (and
+reload/reboot from the palette).
 
 Every destructive action goes plan -> Confirm (exact commands, every target) -> guarded
 execute -> verified timeline entry; --read-only and --dry-run are enforced by the action layer.
@@ -70,6 +71,35 @@ class EscalationKeys:
             return
         self._confirm(plan, source)
 
+    def action_signal_menu(self) -> None:
+        """F9: choose a signal (SIGTERM first) for the selected/tagged processes -> Confirm."""
+        from console.actions.plan import plan_action
+        from console.ui.signal_menu import SignalMenu
+        source, snap = self._current()
+        if source is None or snap is None:
+            self.notify("no reading of this node yet", severity="warning")
+            return
+        pids = self.selected_pids()
+        if not pids:
+            self.notify("select or tag processes first (space tags)", severity="warning")
+            return
+        node = source.name
+
+        def chosen(sig: str | None) -> None:
+            if sig is None:
+                return
+            source, snap = self._current()
+            if source is None or snap is None or source.name != node:
+                self.notify(f"{node} is no longer the node in view: nothing runs", severity="warning")
+                return
+            try:
+                plan = plan_action(snap, "signal", pids=pids, signal=sig)
+            except ValueError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self._confirm(plan, source)
+        self.push_screen(SignalMenu(pids, node), chosen)
+
     def _confirm(self, plan, source: Source) -> None:
         """Confirm (exact commands, every target), then the guarded execute; nothing runs unanswered."""
         if not plan.commands:
@@ -102,7 +132,7 @@ class EscalationKeys:
             if plan.rung == CUSTOM_RUNG and outcome.results:
                 self._show_output(outcome)
             severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
-            self.notify(f"{plan.node}: {printable(outcome.text, 200)}", severity=severity, timeout=10)
+            self.notify(f"{plan.node}: {printable(outcome.text)}", severity=severity, timeout=10)
             if outcome.timeline_error:
                 self.notify(f"timeline: {outcome.timeline_error}", severity="error")
         self.run_worker(work(), group="actions", exclusive=False)

@@ -3,7 +3,17 @@ all generated from ``KEYS``, so a ``[keys]`` remap in the config file (``sigkill
 the new key everywhere.
 
 Each entry: the binding id (the name ``[keys]`` uses), its default key (Textual's key name),
-the action it runs, the footer's short label, the Help screen's line and the palette's title.
+the action it runs, the footer's short label, the Help screen's line, the palette's title, and
+its scope — where it acts:
+
+- ``app``: anywhere on the main screen;
+- ``procs`` / ``gpus`` / ``findings``: on that panel only (bound to the panel, so the footer
+  shows them while it has focus). Pressed anywhere else, a process or GPU key acts on nothing:
+  it says which panel it belongs to (``elsewhere_bindings``), never on a cursor out of sight;
+- ``tables``: in every table (first/last row).
+
+``rank`` orders what the footer keeps when the terminal is narrow: 0 always, then 1, 2, …
+(console/ui/footer.py drops the highest ranks first; every key stays in Help and the palette).
 """
 from __future__ import annotations
 
@@ -17,45 +27,67 @@ from textual.binding import Binding
 class Key:
     id: str
     key: str                    # Textual key name(s), comma-separated
-    action: str                 # Textual action string
+    action: str                 # the app's action (scope "tables": the table's own action)
     footer: str                 # short label in the footer
     help: str                   # one line on the Help screen
     palette: str | None = None  # title in the command palette (None: not listed there)
     show: bool = True           # shown in the footer
+    scope: str = "app"          # app, procs, gpus, findings, tables
+    rank: int = 2               # footer: kept first at narrow widths (0 always)
 
+
+SCOPES: dict[str, str] = {
+    "procs": "the process panel",
+    "gpus": "the GPU panel",
+    "findings": "the findings panel",
+    "tables": "every table",
+    "app": "everywhere",
+}
 
 KEYS: tuple[Key, ...] = (
     Key("sigterm", "t", "act('sigterm')", "TERM", "SIGTERM the selected/tagged processes (Confirm first)",
-        "SIGTERM the selected/tagged processes"),
+        "SIGTERM the selected/tagged processes", scope="procs", rank=1),
     Key("sigkill", "k", "act('sigkill')", "KILL", "SIGKILL the selected/tagged processes (Confirm first)",
-        "SIGKILL the selected/tagged processes"),
+        "SIGKILL the selected/tagged processes", scope="procs", rank=1),
+    Key("signal", "f9", "signal_menu", "Signal…",
+        "choose a signal for the selected/tagged processes (SIGTERM first; Confirm first)",
+        "Send a signal of your choice to the selected/tagged processes", scope="procs", rank=3),
+    Key("tag", "space", "tag", "Tag", "tag/untag the selected process and move down (multi-select)",
+        scope="procs", rank=2),
     Key("kill-holders", "F", "act('kill-holders')", "Kill holders",
         "kill every holder of the selected GPU's device files (listed, never fuser -k)",
-        "Kill every holder of the selected GPU's device files", show=False),
+        "Kill every holder of the selected GPU's device files", scope="gpus", rank=1),
     Key("reset", "R", "act('reset')", "Reset GPU", "reset the selected GPU: nvidia-smi -r -i N",
-        "Reset the selected GPU (nvidia-smi -r)", show=False),
+        "Reset the selected GPU (nvidia-smi -r)", scope="gpus", rank=1),
     Key("clear-blockers", "B", "act('clear-blockers')", "Clear blockers",
         "clear reset blockers: persistence mode, nvidia-persistenced, MPS, DCGM",
-        "Clear reset blockers of the selected GPU", show=False),
+        "Clear reset blockers of the selected GPU", scope="gpus", rank=1),
+    Key("next-step", "x", "next_step", "Next step",
+        "do the highlighted finding's next step (Confirm first)", scope="findings", rank=1),
+    Key("first-row", "home", "scroll_top", "First", "first row", show=False, scope="tables"),
+    Key("last-row", "end", "scroll_bottom", "Last", "last row", show=False, scope="tables"),
     Key("wait", "w", "wait_recheck", "Wait 5s", "wait-and-recheck: 5 s, then per-GPU memory again (a check)",
-        "Wait and recheck GPU memory"),
-    Key("check", "c", "check", "Check", "run a check (picker): holders, states, kernel log, blockers, port, stack…"),
-    Key("hypothesis", "h", "hypothesis", "Hypothesis", "state a hypothesis", "State a hypothesis"),
+        "Wait and recheck GPU memory", rank=2),
+    Key("check", "c", "check", "Check", "run a check (picker): holders, states, kernel log, blockers, port, stack…",
+        rank=2),
+    Key("hypothesis", "h", "hypothesis", "Hypothesis", "state a hypothesis", "State a hypothesis", rank=3),
     Key("verdict", "v", "verdict", "Verdict", "verdict on the open hypothesis (c/r/i)",
-        "Verdict on the open hypothesis"),
-    Key("note", "n", "note", "Note", "note", "Note"),
-    Key("export", "e", "export", "Export", "export the timeline as Markdown", "Export the timeline as Markdown"),
-    Key("filter", "slash", "filter", "Filter", "filter processes", "Filter processes"),
-    Key("tag", "space", "tag", "Tag", "tag the selected process (multi-select)", show=False),
+        "Verdict on the open hypothesis", rank=4),
+    Key("note", "n", "note", "Note", "note", "Note", rank=4),
+    Key("export", "e", "export", "Export", "export the timeline as Markdown", "Export the timeline as Markdown",
+        rank=5),
+    Key("filter", "slash", "filter", "Filter", "filter processes", "Filter processes", rank=3),
     Key("toggle-all", "a", "toggle_all", "All procs", "show all processes / GPU-related only",
         "Show all processes / GPU-related only", show=False),
-    Key("help", "question_mark", "help", "Help", "this help screen", "Help: every key"),
-    Key("quit", "q", "quit", "Quit", "quit"),
+    Key("messages", "m", "messages", "Messages", "what the console said, most recent first",
+        "Messages: what the console said", rank=5),
+    Key("help", "question_mark", "help", "Help", "this help screen", "Help: every key", rank=0),
+    Key("quit", "q,f10", "quit", "Quit", "quit", rank=0),
 )
 
 #: keys that are not bindings of the console's own (Textual's movement, enter, the palette)
 OTHER_KEYS: tuple[tuple[str, str], ...] = (
-    ("↑ ↓", "move"),
+    ("↑ ↓ pgup pgdn", "move"),
     ("tab", "switch panel (nodes, GPUs, processes, findings)"),
     ("enter", "everything about the row: process, GPU, finding (with its commands)"),
     ("ctrl+p", "command palette: every action and check, driver reload and reboot"),
@@ -70,12 +102,46 @@ PALETTE_ONLY: tuple[tuple[str, str, str], ...] = (
 _SHOWN = {"slash": "/", "question_mark": "?", "space": "space", "escape": "esc"}
 
 
-def bindings() -> list[Binding]:
-    return [Binding(k.key, k.action, k.footer, id=k.id, show=k.show) for k in KEYS]
+def _binding(k: Key, action: str, *, show: bool | None = None) -> Binding:
+    return Binding(k.key, action, k.footer, id=k.id, show=k.show if show is None else show)
+
+
+def bindings(scope: str = "app") -> list[Binding]:
+    """The bindings of one scope: ``app`` for the App; a panel's for that panel's table (its
+    actions run on the app); ``tables`` for every table (the table's own actions)."""
+    out = []
+    for k in KEYS:
+        if k.scope == scope:
+            action = k.action if scope in ("app", "tables") else f"app.{k.action}"
+            out.append(_binding(k, action))
+    return out
+
+
+def elsewhere_bindings() -> list[Binding]:
+    """App-level stand-ins for the process and GPU panels' keys: pressed where that panel has
+    no focus, they say where the key acts instead of acting on a cursor out of sight. Same ids,
+    so a ``[keys]`` remap moves them together."""
+    return [_binding(k, f"elsewhere('{k.id}')", show=False) for k in KEYS if k.scope in ("procs", "gpus")]
 
 
 def ids() -> set[str]:
     return {k.id for k in KEYS}
+
+
+def get(key_id: str) -> Key:
+    for k in KEYS:
+        if k.id == key_id:
+            return k
+    raise KeyError(key_id)
+
+
+def rank_of_action(action: str) -> int:
+    """The footer rank of a binding's action (unknown ones: kept last)."""
+    bare = action.removeprefix("app.")
+    for k in KEYS:
+        if k.action == bare:
+            return k.rank
+    return 9
 
 
 def shown(keys: str) -> str:
@@ -85,12 +151,22 @@ def shown(keys: str) -> str:
 
 def key_of(key_id: str, keymap: Mapping[str, str] | None = None) -> str:
     """The key (as shown) that runs this binding id now, the remap applied."""
-    for k in KEYS:
-        if k.id == key_id:
-            return shown((keymap or {}).get(key_id, k.key))
-    raise KeyError(key_id)
+    return shown((keymap or {}).get(key_id, get(key_id).key))
+
+
+def where(key_id: str, keymap: Mapping[str, str] | None = None) -> str:
+    """What a scoped key says when pressed elsewhere: "k acts on the process panel: tab to it"."""
+    k = get(key_id)
+    return (f"{key_of(key_id, keymap)} ({k.footer}) acts on {SCOPES[k.scope]}: tab to it, "
+            "choose the row, then press it again")
 
 
 def help_rows(keymap: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """Every key and what it does, for the Help screen, the remap applied."""
-    return list(OTHER_KEYS[:2]) + [(key_of(k.id, keymap), k.help) for k in KEYS] + list(OTHER_KEYS[2:])
+    """Every key and what it does, for the Help screen, the remap applied; a row with an
+    empty key is a heading (where the keys below it act)."""
+    rows: list[tuple[str, str]] = list(OTHER_KEYS[:2])
+    for scope in ("app", "procs", "gpus", "findings", "tables"):
+        rows.append(("", f"on {SCOPES[scope]}" if scope != "app" else "everywhere"))
+        rows += [(key_of(k.id, keymap), k.help) for k in KEYS if k.scope == scope]
+    rows.append(("", "and"))
+    return rows + list(OTHER_KEYS[2:])

@@ -212,4 +212,10 @@ class ReasoningKeys:
         self.tagged.symmetric_difference_update({key})
         self.refresh_node_view()
         self.query_one("#procs", DataTable).action_cursor_down()
+        pid = key.rsplit(":", 1)[1]
+        mine = sum(1 for k in self.tagged if k.rsplit(":", 1)[0] == self.current_node)
+        now = self.selected_process_key
+        moved = f"; the cursor moved down to PID {now.rsplit(':', 1)[1]}" if now and now != key else ""
+        self.say(f"{'tagged' if key in self.tagged else 'untagged'} PID {pid} ({mine} tagged: t, k and "
+                 f"F9 act on them){moved}")
 

@@ -6,6 +6,7 @@ import weakref
 from rich.text import Text
 from textual.widgets import DataTable
 
+from console.actions.ladder import top_step
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
 from console.output.rows import ProcRow, fmt_mib, gpu_holders
 from console.ui.text import cells as literal_cells, literal, printable
@@ -13,8 +14,10 @@ from console.ui.text import cells as literal_cells, literal, printable
 SEVERITY_STYLE = {"critical": "bold white on red", "high": "bold red", "low": "yellow", "info": "dim"}
 STATE_STYLE = {"Z": "bold magenta", "D": "bold red", "R": "green"}
 
-NODE_COLUMNS = (("Node", "node"), ("GPUs", "gpus"), ("Used", "used"), ("Probe", "probe"),
-                ("Worst finding", "finding"), ("State", "state"))
+NODE_COLUMNS = (("Node", "node"), ("State", "state"), ("Finding → next step", "finding"), ("Used", "used"),
+                ("GPUs", "gpus"), ("Probe", "probe"))
+#: the node table's finding cell at most (a failing node's whole error is in its findings panel)
+FINDING_CELL = 44
 GPU_COLUMNS = (("GPU", "gpu"), ("Memory used/total", "mem"), ("Util", "util"), ("Holders", "holders"),
                ("Name", "name"))
 PROC_COLUMNS = (("PID", "pid"), ("S", "state"), ("D", "d"), ("GPU MiB", "mib"), ("User", "user"),
@@ -26,21 +29,57 @@ def add_columns(table: DataTable, columns: tuple[tuple[str, str], ...]) -> None:
         table.add_column(label, key=key)
 
 
-def node_cells(name: str, snap: NodeSnapshot | None) -> tuple:
+def headline(snap: NodeSnapshot) -> Finding | None:
+    """The finding a node's row names: the one that carries its next step (the ladder's top
+    step), else the most severe."""
+    return top_step(snap.findings) or max(snap.findings, key=lambda f: severity_rank(f.severity), default=None)
+
+
+def concerned_mib(f: Finding, snap: NodeSnapshot) -> int:
+    """GPU memory a finding is about: what its processes hold, else what its GPUs have in use."""
+    mib = sum(p.gpu_memory_total_mib for p in map(snap.proc, f.pids) if p is not None)
+    if not mib and f.gpus:
+        mib = sum(g.memory_used_mib or 0 for g in snap.gpus if g.index in f.gpus)
+    return mib
+
+
+def finding_cell(snap: NodeSnapshot) -> Text:
+    f = headline(snap)
+    if f is None:
+        return Text("")
+    cell = Text(f"{f.severity} ", style=SEVERITY_STYLE.get(f.severity, ""))
+    cell.append(f.kind)
+    mib = concerned_mib(f, snap)
+    if mib:
+        cell.append(f" {mib // 1024} GiB" if mib >= 1024 else f" {mib} MiB")
+    if f.rung:
+        cell.append(f" → {f.rung}", style="italic")
+    cell.truncate(FINDING_CELL, overflow="ellipsis")
+    return cell
+
+
+def node_order(name: str, snap: NodeSnapshot | None) -> tuple:
+    """Trouble first: failing nodes, then by their most severe finding, then by name; nodes
+    still connecting last."""
     if snap is None:
-        return (literal(name, limit=28), "", "", "", "", Text("connecting…", style="dim"))
-    worst = max(snap.findings, key=lambda f: severity_rank(f.severity), default=None)
-    finding = Text("")
-    if worst is not None:
-        finding = Text(f"{worst.severity} {worst.kind}", style=SEVERITY_STYLE.get(worst.severity, ""))
+        return (2, 0, name)
+    worst = max((severity_rank(f.severity) for f in snap.findings), default=-1)
+    return (0 if snap.error else 1, -worst, name)
+
+
+def node_cells(name: str, snap: NodeSnapshot | None) -> tuple:
+    """Node, state, GPUs, used, probe time, and what matters most there: the finding that
+    carries its next step, or — for a node that fails — why, in one line."""
+    if snap is None:
+        return (literal(name, limit=28), Text("connecting…", style="dim"), "", "", "", "")
     probe = "" if snap.probe_ms is None else f"{snap.probe_ms:.0f}ms"
     if snap.error:
-        return (literal(name, limit=28), "", "", probe, finding,
-                literal("✖ " + snap.error, "bold red", limit=60))
+        return (literal(name, limit=28), literal("✖ " + snap.error.split(":", 1)[0], "bold red", limit=14),
+                literal("✖ " + snap.error, "bold red", limit=FINDING_CELL), "", "", probe)
     used = sum(g.memory_used_mib or 0 for g in snap.gpus)
     state = Text("ok" if not snap.warnings else f"ok ⚠{len(snap.warnings)}",
                  style="green" if not snap.warnings else "yellow")
-    return (literal(name, limit=28), str(len(snap.gpus)), f"{used // 1024} GiB", probe, finding, state)
+    return (literal(name, limit=28), state, finding_cell(snap), f"{used // 1024} GiB", str(len(snap.gpus)), probe)
 
 
 def gpu_cells(snap: NodeSnapshot, g: Gpu) -> tuple:
@@ -108,6 +147,30 @@ def finding_rows(snap: NodeSnapshot | None, width: int) -> dict[str, tuple]:
     if not rows:
         rows["none"] = (Text(" no findings", style="dim"),)
     return rows
+
+
+def cell_lines(cells: tuple) -> int:
+    """Lines a row of these cells takes (its tallest cell)."""
+    return max((len((c.plain if isinstance(c, Text) else str(c)).split("\n")) for c in cells), default=1)
+
+
+def content_lines(table: DataTable) -> int:
+    """Lines that show the whole table: its header and every row."""
+    header = table.header_height if table.show_header else 0
+    return header + sum(r.height if not r.auto_height else cell_lines(tuple(table.get_row(r.key)))
+                        for r in table.ordered_rows)
+
+
+def rows_in_view(table: DataTable, lines: int) -> int:
+    """How many rows fit whole in ``lines`` (the header taken off)."""
+    lines -= table.header_height if table.show_header else 0
+    shown = 0
+    for r in table.ordered_rows:
+        lines -= r.height if not r.auto_height else cell_lines(tuple(table.get_row(r.key)))
+        if lines < 0:
+            break
+        shown += 1
+    return shown
 
 
 def selected_key(table: DataTable) -> str | None:

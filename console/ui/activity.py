@@ -1,0 +1,72 @@
+"""What the console says as it works — an action's progress and outcome, a check running, a
+key pressed in the wrong place — in one line above the footer, most recent first, instead of
+toasts over the findings. Every line is kept (``m`` shows them all); action outcomes are in the
+incident's timeline as well. Only errors also pop up, briefly, at the top right."""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from console.clock import REAL_CLOCK, Clock
+from console.ui.text import printable
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "information": ""}
+#: lines kept for the history screen
+HISTORY = 500
+
+
+@dataclass(frozen=True)
+class Said:
+    at: float           # epoch seconds
+    text: str
+    severity: str = "information"
+
+
+def clock_time(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+class Activity:
+    def __init__(self, clock: Clock = REAL_CLOCK) -> None:
+        self.clock = clock
+        self._said: deque[Said] = deque(maxlen=HISTORY)
+
+    def add(self, text: object, severity: str = "information") -> Said:
+        said = Said(self.clock.now(), printable(text, keep="\n").replace("\n", " — "), severity)
+        self._said.append(said)
+        return said
+
+    @property
+    def latest(self) -> Said | None:
+        return self._said[-1] if self._said else None
+
+    def history(self) -> list[Said]:
+        """Most recent first."""
+        return list(reversed(self._said))
+
+
+def line(said: Said | None, idle: str = "") -> Text:
+    """The status line: the latest message, with its time (never parsed as markup)."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    if said is None:
+        out.append(printable(idle), style="dim")
+        return out
+    out.append(clock_time(said.at) + " ", style="dim")
+    out.append(said.text, style=SEVERITY_STYLE.get(said.severity, ""))
+    return out
+
+
+def history_text(said: list[Said], idle: str = "") -> Text:
+    out = Text()
+    out.append("Messages, most recent first\n\n", style="bold")
+    if idle:
+        out.append(printable(idle) + "\n\n", style="dim")
+    for s in said:
+        out.append(clock_time(s.at) + "  ", style="dim")
+        out.append(s.text + "\n", style=SEVERITY_STYLE.get(s.severity, ""))
+    if not said:
+        out.append("nothing yet\n", style="dim")
+    return out

@@ -1,0 +1,46 @@
+"""The footer, fitted to the terminal's width: the keys of the panel in focus and the console's
+own, dropping the least important (console/ui/keys.py ``rank``) until the rest fit, so `? Help`
+and `q Quit` are there at 80 columns. Every key stays in Help and the command palette."""
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+from console.ui import keys
+
+#: a key's cells in the footer besides its key and label: padding around the key, after the label
+_KEY_EXTRA = 3
+#: the command palette's key, docked right ("▏^p palette")
+_PALETTE_CELLS = 14
+
+
+def fitted(items: list[tuple[int, int]], width: int) -> set[int]:
+    """Indexes of the items (rank, cells) to keep within ``width``: the lowest ranks first,
+    ties in order; rank 0 always."""
+    keep = {i for i, (rank, _) in enumerate(items) if rank == 0}
+    used = sum(items[i][1] for i in keep)
+    for i in sorted(range(len(items)), key=lambda i: (items[i][0], i)):
+        if i in keep:
+            continue
+        if used + items[i][1] > width:
+            break
+        keep.add(i)
+        used += items[i][1]
+    return keep
+
+
+class FittedFooter(Footer):
+    def compose(self) -> ComposeResult:
+        widgets = list(super().compose())
+        bound = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
+        others = [w for w in widgets if w not in bound]
+        width = (self.size.width or self.app.size.width) - (_PALETTE_CELLS if others else 0)
+        items = [(keys.rank_of_action(w.action), len(w.key_display) + len(w.description) + _KEY_EXTRA)
+                 for w in bound]
+        keep = fitted(items, width)
+        yield from (w for i, w in enumerate(bound) if i in keep)
+        yield from others
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.recompose)
