@@ -108,7 +108,7 @@ async def test_a_dead_node_shows_its_error_while_the_live_one_updates(incident_d
         await wait_for(pilot, lambda: dead.name in app.snapshots and "demo" in app.snapshots)
         nodes = app.query_one("#nodes", DataTable)
         assert str(nodes.get_cell(dead.name, "state")).startswith("✖ unreachable")
-        assert str(nodes.get_cell(dead.name, "finding")).startswith("✖ unreachable")
+        assert "connection refused" in str(nodes.get_cell(dead.name, "finding"))     # why, beside it
         assert str(nodes.get_cell("demo", "state")) == "ok"
         # the live node keeps its own rhythm
         seen = {id(app.snapshots["demo"])}

@@ -1,37 +1,100 @@
-"""What the operator sees at 80x24, pinned as SVG snapshots (tests/__snapshots__/).
+"""What the operator sees at 80x24 and 120x36, pinned as SVG snapshots (tests/__snapshots__/).
 
-Deterministic: the simulator runs on a FakeClock, polling is off and the snapshot is posted the
-way the poller posts it, with the probe time blanked. Update on purpose with
-`pytest tests/test_ui_snapshots.py --snapshot-update` and look at snapshot_report.html.
+Deterministic: the simulator and the console's status line run on a FakeClock (shown in UTC),
+polling is off and snapshots are posted the way the poller posts them, with the probe time
+blanked; the incident has a fixed ID. Update on purpose with
+`pytest tests/test_ui_snapshots.py --snapshot-update` and look at the SVGs (or
+snapshot_report.html) before committing.
 """
 import asyncio
 import dataclasses
+import time
 
-from console.monitor import diagnosed
+import pytest
+
 from console.clock import FakeClock
+from console.incident import timeline
+from console.model import NodeSnapshot
+from console.monitor import diagnosed
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp, NodeUpdated
 
+SIZES = [(80, 24), (120, 36)]
+INCIDENT = "20251129-095320-demo"
 
-def _app_with(scenario: str) -> tuple[IncidentApp, object]:
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def poll(src: SimSource) -> NodeSnapshot:
+    return dataclasses.replace(diagnosed(asyncio.run(src.poll())), probe_ms=None)
+
+
+def console(tmp_path, sources) -> IncidentApp:
+    tl = timeline.open_incident(tmp_path / "incidents", INCIDENT)
+    return IncidentApp(sources, timeline=tl, autostart=False, clock=FakeClock())
+
+
+def one_node(tmp_path, scenario: str) -> tuple[IncidentApp, NodeSnapshot]:
     src = SimSource(name="demo", scenario=scenario, clock=FakeClock())
-    snap = diagnosed(asyncio.run(src.poll()))
-    snap = dataclasses.replace(snap, probe_ms=None)
-    return IncidentApp([src], autostart=False), snap
+    return console(tmp_path, [src]), poll(src)
 
 
-def _first_screen(snap_compare, scenario: str) -> bool:
-    app, snap = _app_with(scenario)
+def first_screen(snap_compare, tmp_path, scenario, size, *keys) -> bool:
+    app, snap = one_node(tmp_path, scenario)
 
-    async def post(pilot):
+    async def run_before(pilot):
         app.post_message(NodeUpdated(snap))
         await pilot.pause()
-    return snap_compare(app, terminal_size=(80, 24), run_before=post)
+        if keys:
+            await pilot.press(*keys)
+        await pilot.pause()
+    return snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_seed_first_screen(snap_compare):
-    assert _first_screen(snap_compare, "seed")
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_seed_first_screen(snap_compare, tmp_path, size):
+    assert first_screen(snap_compare, tmp_path, "seed", size)
 
 
-def test_hidden_holders_first_screen(snap_compare):
-    assert _first_screen(snap_compare, "hidden-holders")
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_hidden_holders_first_screen(snap_compare, tmp_path, size):
+    """Seven findings: at 120x36 all in view, at 80x24 as many as fit and the title says so."""
+    assert first_screen(snap_compare, tmp_path, "hidden-holders", size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_help(snap_compare, tmp_path, size):
+    assert first_screen(snap_compare, tmp_path, "seed", size, "question_mark")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_confirm_with_nine_targets(snap_compare, tmp_path, size):
+    """The launcher and its eight schedulers tagged, k: the prompt stays in view."""
+    assert first_screen(snap_compare, tmp_path, "seed", size, "home", *["space"] * 9, "k")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_several_nodes_one_dead(snap_compare, tmp_path, size):
+    """Sorted by trouble: the dead node first (and chosen), then the critical one."""
+    clock = FakeClock()
+    scenarios = {"gpu01": "graceful", "gpu02": "seed", "gpu04": "reset-required", "gpu05": "renamed-workers"}
+    sources = [SimSource(name=n, scenario=s, clock=clock) for n, s in scenarios.items()]
+    snaps = [poll(s) for s in sources]
+    dead = NodeSnapshot(name="gpu03", taken_at=clock.now(),
+                        error="unreachable: connection refused by 10.0.0.3:22 (no sshd listening?)")
+    sources.insert(2, SimSource(name="gpu03", scenario="graceful", clock=clock))
+    app = console(tmp_path, sources)
+
+    async def run_before(pilot):
+        for snap in snaps + [dead]:
+            app.post_message(NodeUpdated(snap))
+        await pilot.pause()
+        await pilot.pause()
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

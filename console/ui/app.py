@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import textwrap
 from typing import Sequence
 
 from rich.text import Text
@@ -49,12 +50,14 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         body = Text()
         body.append("Keys\n\n", style="bold")
+        width = max(30, min(78, self.app.size.width) - 8) - 12     # box: border, paddings, scroll bar; keys
         for key, what in self._rows:
             if not key:                 # a heading: where the keys below it act
                 body.append(f"\n{printable(what)}\n", style="bold underline")
                 continue
             body.append(f"  {printable(key, 10):<10}", style="bold")
-            body.append(printable(what) + "\n")
+            lines = textwrap.wrap(printable(what), width) or [""]
+            body.append(lines[0] + "\n" + "".join(" " * 12 + line + "\n" for line in lines[1:]))
         body.append("\n↑ ↓ pgup pgdn home end scroll, escape closes this screen", style="dim")
         with VerticalScroll(id="help-box"):     # taller than 24 lines: it scrolls, nothing cut
             yield LiteralStatic(body, id="help-body")
@@ -241,7 +244,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         if fitted and count:
             shown = tables.rows_in_view(findings, int(findings.styles.height.value) - 1)
             if shown < findings.row_count:
-                title += f", {shown} in view: ↓ for more"
+                title += f", {shown} in view (↓)"
         set_title(findings, title + " · enter: details and commands · x: next step")
 
     def _render_status(self) -> None:
@@ -303,8 +306,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         ident = self.incident_id
         if ident is None:
             return "no incident file (nothing is recorded)"
-        return (f"incident {ident} · a second person follows it: gpu-incident follow {ident} · "
-                f"m: messages · recorded in {self.timeline.path}")
+        return f"a second person: gpu-incident follow {ident} · m: messages"
 
     def _render_activity(self) -> None:
         if self.query("#activity"):
@@ -325,7 +327,8 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
 
     def action_messages(self) -> None:
         from console.ui.details import DetailScreen
-        self.push_screen(DetailScreen(activity.history_text(self.activity.history(), self._idle_text())))
+        where = f"{self._idle_text()}\nrecorded in {self.timeline.path}" if self.timeline is not None else ""
+        self.push_screen(DetailScreen(activity.history_text(self.activity.history(), where)))
 
     def action_elsewhere(self, key_id: str) -> None:
         """A process or GPU key pressed where that panel has no focus: say where it acts."""

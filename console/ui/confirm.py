@@ -66,7 +66,7 @@ def prompt_text(plan: ActionPlan, *, read_only: bool, dry_run: bool, scrolls: bo
     else:
         out.append("y: run it    n / escape: cancel", style="bold")
     if scrolls:
-        out.append("    ↑ ↓ pgup pgdn: scroll", style="dim")
+        out.append("    ↓ pgdn end: more", style="dim")
     return out
 
 
@@ -83,6 +83,7 @@ class ConfirmScreen(ModalScreen[str | None]):
         self.read_only, self.dry_run = read_only, dry_run
         self._head = head_text(plan)
         self._body = body_text(plan)
+        self._scrolls = False           # the targets are taller than the room: the prompt says ↑ ↓
 
     @property
     def text(self) -> str:
@@ -99,9 +100,7 @@ class ConfirmScreen(ModalScreen[str | None]):
                 yield LiteralInput(placeholder=printable(self.plan.typed_confirmation), id="typed")
 
     def _prompt(self, problem: str = "") -> Text:
-        body = self.query("#confirm-body")
-        scrolls = bool(body) and pinned.scrolls(body.first())
-        return prompt_text(self.plan, read_only=self.read_only, dry_run=self.dry_run, scrolls=scrolls,
+        return prompt_text(self.plan, read_only=self.read_only, dry_run=self.dry_run, scrolls=self._scrolls,
                            problem=problem)
 
     def on_mount(self) -> None:
@@ -118,8 +117,10 @@ class ConfirmScreen(ModalScreen[str | None]):
 
     def _fit(self) -> None:
         """The targets get what the head, the prompt and the borders leave."""
-        pinned.fit_middle(self, self.query_one("#confirm"), self.query_one("#confirm-body"), 0.94)
-        self.call_after_refresh(lambda: self.query_one("#confirm-prompt", LiteralStatic).update(self._prompt()))
+        scrolls = pinned.fit_middle(self, self.query_one("#confirm"), self.query_one("#confirm-body"), 0.94)
+        if scrolls != self._scrolls:
+            self._scrolls = scrolls
+            self.query_one("#confirm-prompt", LiteralStatic).update(self._prompt())
 
     def action_scroll(self, how: str) -> None:
         getattr(self.query_one("#confirm-body", VerticalScroll), f"scroll_{how}")()

@@ -120,6 +120,7 @@ class DetailScreen(ModalScreen[str | None]):
         super().__init__()
         self._body = body
         self._can_apply = can_apply
+        self._scrolls = False
 
     @property
     def text(self) -> str:
@@ -134,10 +135,9 @@ class DetailScreen(ModalScreen[str | None]):
         out = Text()
         if self._can_apply:
             out.append("x: do this next step (Confirm first)   ", style="bold")
-        out.append("escape: close", style="bold")
-        body = self.query("#detail-body")
-        if body and pinned.scrolls(body.first()):
-            out.append("   ↑ ↓ pgup pgdn: scroll", style="dim")
+        out.append("esc: close", style="bold")
+        if self._scrolls:
+            out.append("   ↓ pgdn end: more", style="dim")
         return out
 
     def compose(self) -> ComposeResult:
@@ -154,5 +154,7 @@ class DetailScreen(ModalScreen[str | None]):
         self.call_after_refresh(self._fit)
 
     def _fit(self) -> None:
-        pinned.fit_middle(self, self.query_one("#detail"), self.query_one("#detail-body"), 0.9)
-        self.call_after_refresh(lambda: self.query_one("#detail-keys", LiteralStatic).update(self._keys()))
+        scrolls = pinned.fit_middle(self, self.query_one("#detail"), self.query_one("#detail-body"), 0.9)
+        if scrolls != self._scrolls:
+            self._scrolls = scrolls
+            self.query_one("#detail-keys", LiteralStatic).update(self._keys())

@@ -87,7 +87,8 @@ KEYS: tuple[Key, ...] = (
 
 #: keys that are not bindings of the console's own (Textual's movement, enter, the palette)
 OTHER_KEYS: tuple[tuple[str, str], ...] = (
-    ("↑ ↓ pgup pgdn", "move"),
+    ("↑ ↓", "move"),
+    ("pgup pgdn", "a page up, down"),
     ("tab", "switch panel (nodes, GPUs, processes, findings)"),
     ("enter", "everything about the row: process, GPU, finding (with its commands)"),
     ("ctrl+p", "command palette: every action and check, driver reload and reboot"),
@@ -155,18 +156,17 @@ def key_of(key_id: str, keymap: Mapping[str, str] | None = None) -> str:
 
 
 def where(key_id: str, keymap: Mapping[str, str] | None = None) -> str:
-    """What a scoped key says when pressed elsewhere: "k acts on the process panel: tab to it"."""
+    """What a scoped key says when pressed elsewhere: "k (KILL) works on the process panel: …"."""
     k = get(key_id)
-    return (f"{key_of(key_id, keymap)} ({k.footer}) acts on {SCOPES[k.scope]}: tab to it, "
-            "choose the row, then press it again")
+    return f"{key_of(key_id, keymap)} ({k.footer}) works on {SCOPES[k.scope]}: tab there first. Nothing was sent."
 
 
 def help_rows(keymap: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """Every key and what it does, for the Help screen, the remap applied; a row with an
     empty key is a heading (where the keys below it act)."""
-    rows: list[tuple[str, str]] = list(OTHER_KEYS[:2])
+    rows: list[tuple[str, str]] = list(OTHER_KEYS[:3])
     for scope in ("app", "procs", "gpus", "findings", "tables"):
         rows.append(("", f"on {SCOPES[scope]}" if scope != "app" else "everywhere"))
         rows += [(key_of(k.id, keymap), k.help) for k in KEYS if k.scope == scope]
     rows.append(("", "and"))
-    return rows + list(OTHER_KEYS[2:])
+    return rows + list(OTHER_KEYS[3:])

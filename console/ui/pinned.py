@@ -8,16 +8,14 @@ from textual.widget import Widget
 from console.ui.text import LiteralStatic
 
 
-def fit_middle(screen: Screen, box: Widget, middle: Widget, share: float) -> None:
+def fit_middle(screen: Screen, box: Widget, middle: Widget, share: float) -> bool:
     """The middle of ``box`` (at most ``share`` of the screen high, with a border) gets what
-    the pinned parts leave."""
+    the pinned parts leave. True when what it holds is taller: it scrolls."""
     pinned = sum(w.outer_size.height for w in box.children if w is not middle and w.display)
-    room = int(screen.size.height * share) - box.styles.gutter.height - pinned
-    middle.styles.max_height = max(3, room)
-
-
-def scrolls(middle: Widget) -> bool:
-    return middle.max_scroll_y > 0
+    room = max(3, int(screen.size.height * share) - box.styles.gutter.height - pinned)
+    middle.styles.max_height = room
+    held = sum(w.outer_size.height for w in middle.children) + middle.styles.gutter.height
+    return held > room
 
 
 def text_of(screen: Screen) -> str:

@@ -18,7 +18,7 @@ from console.actions.ladder import SIGNALS
 from console.ui.text import LiteralOptionList, LiteralStatic, literal
 
 WHAT = {
-    "TERM": "ask them to exit (a clean exit frees GPU memory fastest)",
+    "TERM": "ask them to exit (clean exits free memory fastest)",
     "INT": "interrupt, as Ctrl-C in their terminal",
     "HUP": "hang up (many servers reload or exit)",
     "QUIT": "quit and dump core",
@@ -28,7 +28,7 @@ WHAT = {
     "CONT": "continue stopped processes",
     "STOP": "stop (pause) them; cannot be caught",
     "TSTP": "stop as Ctrl-Z would",
-    "KILL": "kill: cannot be caught, no clean-up (a thread in D still holds on)",
+    "KILL": "kill: cannot be caught, no clean-up",
 }
 
 

@@ -73,9 +73,10 @@ def node_cells(name: str, snap: NodeSnapshot | None) -> tuple:
     if snap is None:
         return (literal(name, limit=28), Text("connecting…", style="dim"), "", "", "", "")
     probe = "" if snap.probe_ms is None else f"{snap.probe_ms:.0f}ms"
-    if snap.error:
-        return (literal(name, limit=28), literal("✖ " + snap.error.split(":", 1)[0], "bold red", limit=14),
-                literal("✖ " + snap.error, "bold red", limit=FINDING_CELL), "", "", probe)
+    if snap.error:          # "unreachable: connection refused …": the kind in State, the why beside it
+        kind, _, why = snap.error.partition(": ")
+        return (literal(name, limit=28), literal("✖ " + kind, "bold red", limit=14),
+                literal(why or snap.error, "bold red", limit=FINDING_CELL), "", "", probe)
     used = sum(g.memory_used_mib or 0 for g in snap.gpus)
     state = Text("ok" if not snap.warnings else f"ok ⚠{len(snap.warnings)}",
                  style="green" if not snap.warnings else "yellow")

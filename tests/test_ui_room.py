@@ -1,0 +1,257 @@
+"""Room on the screen: the findings are never hidden behind empty space, the footer keeps
+`? Help` and `q Quit` at 80 columns, Confirm and details keep their prompt in view, progress
+goes to a status line instead of toasts over the findings, and several nodes come sorted by
+trouble. Driven as a user would (Textual pilot) against the simulator; what is asserted is
+what the terminal shows (the compositor's lines)."""
+import dataclasses
+
+import pytest
+
+pytest.importorskip("textual")
+
+from console.clock import FakeClock  # noqa: E402
+from console.model import Finding  # noqa: E402
+from console.sources.sim import SimSource  # noqa: E402
+from console.ui import layout, tables  # noqa: E402
+from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
+
+
+async def wait_for(pilot, predicate, tries=500):
+    for _ in range(tries):
+        if predicate():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition not reached; screen:\n" + screen(pilot.app))
+
+
+def screen(app) -> str:
+    """The terminal as the user sees it (every layer), as plain text."""
+    return "\n".join("".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips())
+
+
+def lines(app) -> list[str]:
+    return screen(app).split("\n")
+
+
+def in_view(app, table_id: str) -> int:
+    """Rows of a table wholly on screen now."""
+    table = app.query_one(f"#{table_id}")
+    border = 0 if table_id == "gpus" else 1             # the others have a rule above or below
+    return tables.rows_in_view(table, table.outer_size.height - border)
+
+
+def blank_rows_below(app, table_id: str) -> int:
+    """Lines of a table's panel below its last row (empty space)."""
+    table = app.query_one(f"#{table_id}")
+    border = 0 if table_id == "gpus" else 1
+    return table.outer_size.height - border - tables.content_lines(table)
+
+
+# ---------------------------------------------------------------- the share of rows (pure)
+
+def test_the_rest_goes_to_the_findings_and_processes_take_what_they_need():
+    got = layout.fit(34, [layout.Panel("findings", 5, 3, 0.5), layout.Panel("gpus", 9, 3, 0.5),
+                          layout.Panel("procs", 12, 5)], rest="findings")
+    assert got == {"findings": 13, "gpus": 9, "procs": 12}
+
+
+def test_when_room_is_short_findings_get_up_to_half_before_the_processes():
+    got = layout.fit(34, [layout.Panel("findings", 15, 3, 0.5), layout.Panel("gpus", 9, 3, 0.5),
+                          layout.Panel("procs", 40, 5)], rest="findings")
+    assert got["findings"] == 15 and got["gpus"] == 9 and got["procs"] == 10 and sum(got.values()) == 34
+
+
+def test_every_panel_keeps_its_least_and_a_tiny_terminal_cuts_from_the_last():
+    got = layout.fit(21, [layout.Panel("nodes", 30, 5, 0.5), layout.Panel("findings", 20, 3, 0.5),
+                          layout.Panel("gpus", 9, 3, 0.5), layout.Panel("procs", 12, 5)], rest="findings")
+    assert got == {"nodes": 10, "findings": 3, "gpus": 3, "procs": 5}
+    tiny = layout.fit(6, [layout.Panel("findings", 20, 3), layout.Panel("procs", 12, 5)])
+    assert tiny == {"findings": 3, "procs": 3}
+
+
+# ---------------------------------------------------------------- the findings get the room
+
+async def test_seven_findings_are_all_in_view_at_120x36_and_nothing_blank_above_them():
+    """hidden-holders has 7 findings: all 7 whole on screen (once 2, under 9 blank process rows)."""
+    app = IncidentApp([SimSource(name="demo", scenario="hidden-holders", clock=FakeClock())])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots and app.query_one("#findings").row_count == 7)
+        await wait_for(pilot, lambda: in_view(app, "findings") == 7)
+        assert blank_rows_below(app, "procs") <= 0                   # no empty space above the findings
+        assert "findings: 7 ·" in screen(app)                       # the title says no "in view" part
+        await pilot.resize_terminal(80, 24)                          # recomputed on resize
+        await wait_for(pilot, lambda: "findings: 7, " in screen(app) and "in view (↓)" in screen(app))
+        assert in_view(app, "findings") >= 2 and blank_rows_below(app, "procs") <= 0
+
+
+async def test_at_200x50_the_process_panel_holds_no_blank_rows_and_every_finding_shows():
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots and app.query_one("#procs").row_count == 10)
+        await wait_for(pilot, lambda: blank_rows_below(app, "procs") == 0)
+        assert in_view(app, "findings") == app.query_one("#findings").row_count == 2
+
+
+# ---------------------------------------------------------------- footer at 80 columns
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)])
+async def test_the_footer_shows_help_and_quit_and_fits(size):
+    from textual.widgets._footer import FooterKey
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.pause()
+        footer = lines(app)[-1]
+        assert "? Help" in footer and "q Quit" in footer and "t TERM" in footer and "k KILL" in footer, footer
+        keys = {fk.key_display for fk in app.screen.query(FooterKey)}
+        assert all(fk.region.right <= size[0] for fk in app.screen.query(FooterKey)), keys
+
+
+# ---------------------------------------------------------------- Confirm and details keep their prompt
+
+async def test_confirm_with_nine_targets_at_80x24_keeps_y_in_view_and_scrolls_to_tp7():
+    from console.ui.confirm import ConfirmScreen
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count == 10)
+        await pilot.press("home", *["space"] * 9, "k")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.pause()
+        shown = screen(app)
+        assert "y: run it" in shown and "$ kill -s KILL 72169 72230" in shown and "9 targets" in shown
+        assert "sglang::scheduler_TP7" not in shown and "↓ pgdn end: more" in shown
+        await pilot.press("end")
+        await wait_for(pilot, lambda: "sglang::scheduler_TP7" in screen(app))
+        assert "y: run it" in screen(app) and "$ kill -s KILL" in screen(app)   # still pinned
+        await pilot.press("escape")
+
+
+async def test_finding_details_at_80x24_keep_x_in_view_and_scroll():
+    from console.ui.details import DetailScreen
+    src = SimSource(name="demo", scenario="renamed-workers", clock=FakeClock())
+    app = IncidentApp([src], autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        snap = await app.monitors[0].poll_once()
+        top = snap.findings[0]
+        long = dataclasses.replace(top, evidence={**top.evidence, **{f"line{i:02d}": f"value {i}" for i in range(30)}})
+        app.post_message(NodeUpdated(dataclasses.replace(snap, findings=(long,) + snap.findings[1:])))
+        await wait_for(pilot, lambda: app.query_one("#findings").row_count == len(snap.findings))
+        app.query_one("#findings").focus()
+        await pilot.press("home", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+        await pilot.pause()
+        assert "x: do this next step (Confirm first)" in screen(app)
+        assert "↓ pgdn end: more" in screen(app) and "line29" not in screen(app)
+        await pilot.press("end")
+        await wait_for(pilot, lambda: "line29" in screen(app))
+        assert "x: do this next step (Confirm first)" in screen(app)
+
+
+# ---------------------------------------------------------------- a status line, not toasts
+
+async def test_progress_and_outcome_go_to_the_status_line_never_over_the_findings(incident_dir):
+    from textual.widgets._toast import Toast
+
+    from console.incident import timeline
+    from console.ui.details import DetailScreen
+    tl = timeline.open_incident(incident_dir)
+    app = IncidentApp([SimSource(name="demo", scenario="graceful", clock=FakeClock())], timeline=tl)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 0)
+        assert f"gpu-incident follow {tl.incident_id}" in screen(app)       # before anything was said
+        await pilot.press("t")
+        await pilot.pause()
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any(e.outcome for e in tl.entries), tries=1000)
+        await wait_for(pilot, lambda: "freed" in lines(app)[-2])
+        status = lines(app)[-2]
+        assert "demo: SIGTERM 1 process" in status and not app.screen.query(Toast)
+        await pilot.press("m")                                              # the history, most recent first
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+        said = [s.text for s in app.activity.history()]
+        assert "freed" in said[0] and "verifying for up to" in said[1]
+        assert "verifying for up to" in app.screen.text and "Messages, most recent first" in app.screen.text
+
+
+async def test_an_error_pops_up_briefly_at_the_top_not_over_the_findings():
+    from textual.widgets._toast import Toast
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#findings").row_count > 0)
+        app.notify("export failed: disk full", severity="error")
+        await wait_for(pilot, lambda: app.screen.query(Toast))
+        await pilot.pause()
+        toast = app.screen.query_one(Toast)
+        assert toast.region.bottom <= app.query_one("#findings").region.y
+        assert "export failed: disk full" in lines(app)[-2]
+
+
+async def test_the_incident_id_is_on_screen(incident_dir):
+    from console.incident import timeline
+    tl = timeline.open_incident(incident_dir)
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("w")                                   # the status line moves on…
+        await wait_for(pilot, lambda: "running wait-and-reread" in screen(app))
+        assert tl.incident_id in lines(app)[0]                   # …the ID stays at the top
+
+
+# ---------------------------------------------------------------- several nodes
+
+def failing(name):
+    from console.model import NodeSnapshot
+    return NodeSnapshot(name=name, taken_at=0.0, error="unreachable: connection refused by 10.0.0.9:22")
+
+
+async def test_several_nodes_come_sorted_by_trouble_with_the_worst_chosen_and_focused():
+    clock = FakeClock()
+    names = ("a-graceful", "b-seed", "c-dead", "d-reset")
+    scenario = {"a-graceful": "graceful", "b-seed": "seed", "d-reset": "reset-required"}
+    sources = [SimSource(name=n, scenario=scenario.get(n, "graceful"), clock=clock) for n in names]
+    app = IncidentApp(sources, autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        nodes = app.query_one("#nodes")
+        assert app.focused is nodes
+        for src, monitor in zip(sources, app.monitors):
+            if src.name == "c-dead":
+                app.post_message(NodeUpdated(failing(src.name)))
+            else:
+                await monitor.poll_once()
+        await wait_for(pilot, lambda: len(app.snapshots) == 4)
+        await pilot.pause()
+        order = [r.key.value for r in nodes.ordered_rows]
+        assert order == ["c-dead", "d-reset", "a-graceful", "b-seed"]     # failing, critical, then by name
+        assert app.current_node == "c-dead" and tables.selected_key(nodes) == "c-dead"
+        await pilot.press("down")                                          # ↓ works at once
+        await wait_for(pilot, lambda: app.current_node == "d-reset")
+        # the seed's row names the finding that carries its next step, with its GiB
+        seed = str(nodes.get_cell("b-seed", "finding"))
+        assert seed.startswith("info holder 594 GiB → sigterm") and "reset-blocker" not in seed
+        # a node gets worse: it moves up; the cursor stays on the node the operator chose
+        worse = dataclasses.replace(app.snapshots["a-graceful"], findings=(
+            Finding(kind="xid", severity="critical", summary="Xid 79 on GPU 0", next_step="reboot", gpus=(0,),
+                    rung="reboot"),) + app.snapshots["a-graceful"].findings)
+        app.post_message(NodeUpdated(worse))
+        await wait_for(pilot, lambda: [r.key.value for r in nodes.ordered_rows][1] == "a-graceful")
+        assert app.current_node == "d-reset" and tables.selected_key(nodes) == "d-reset"
+
+
+async def test_twelve_nodes_all_show_at_120x36():
+    clock = FakeClock()
+    sources = [SimSource(name=f"gpu{i:02d}", scenario="graceful", clock=clock) for i in range(1, 13)]
+    app = IncidentApp(sources, autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        for m in app.monitors:
+            await m.poll_once()
+        await wait_for(pilot, lambda: len(app.snapshots) == 12)
+        await wait_for(pilot, lambda: in_view(app, "nodes") == 12)
+        shown = screen(app)
+        assert all(f"gpu{i:02d}" in shown for i in range(1, 13))
+
+
+async def test_one_node_starts_on_its_processes():
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 0)
+        assert app.focused is app.query_one("#procs")
