@@ -175,5 +175,11 @@ async def test_one_console_two_simulated_nodes_and_a_real_node_one_failing(sshd,
                 await pilot.pause(0.02)
             assert all(app.snapshots[t] is not first[t] for t in targets[:3])
             gpus = app.query_one("#gpus", DataTable)
-            assert gpus.row_count == 8          # the first simulated node's GPUs
+            assert app.current_node == targets[-1] and gpus.row_count == 0   # the failing node first, chosen
+            await pilot.press("down")           # the node table has the focus: the next node's GPUs
+            for _ in range(500):
+                if app.current_node != targets[-1] and gpus.row_count:
+                    break
+                await pilot.pause(0.02)
+            assert gpus.row_count == len(app.snapshots[app.current_node].gpus) > 0
             await pilot.press("q")

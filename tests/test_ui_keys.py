@@ -161,7 +161,7 @@ def test_every_key_is_declared_once_and_help_lists_each_with_its_scope():
     assert len(ids) == len(set(ids))
     rows = keys.help_rows()
     headings = [what for key, what in rows if not key]
-    assert headings[:5] == ["everywhere", "on the process panel", "on the GPU panel", "on the findings panel",
+    assert headings[:5] == ["on the process panel", "on the GPU panel", "on the findings panel", "everywhere",
                             "on every table"]
     listed = [key for key, _ in rows if key]
     for k in keys.KEYS:

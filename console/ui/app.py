@@ -56,7 +56,7 @@ class HelpScreen(ModalScreen[None]):
                 body.append(f"\n{printable(what)}\n", style="bold underline")
                 continue
             body.append(f"  {printable(key, 10):<10}", style="bold")
-            lines = textwrap.wrap(printable(what), width) or [""]
+            lines = textwrap.wrap(printable(what), width, break_on_hyphens=False) or [""]
             body.append(lines[0] + "\n" + "".join(" " * 12 + line + "\n" for line in lines[1:]))
         body.append("\n↑ ↓ pgup pgdn home end scroll, escape closes this screen", style="dim")
         with VerticalScroll(id="help-box"):     # taller than 24 lines: it scrolls, nothing cut

@@ -165,7 +165,7 @@ def help_rows(keymap: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """Every key and what it does, for the Help screen, the remap applied; a row with an
     empty key is a heading (where the keys below it act)."""
     rows: list[tuple[str, str]] = list(OTHER_KEYS[:3])
-    for scope in ("app", "procs", "gpus", "findings", "tables"):
+    for scope in ("procs", "gpus", "findings", "app", "tables"):
         rows.append(("", f"on {SCOPES[scope]}" if scope != "app" else "everywhere"))
         rows += [(key_of(k.id, keymap), k.help) for k in KEYS if k.scope == scope]
     rows.append(("", "and"))
