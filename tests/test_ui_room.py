@@ -33,6 +33,12 @@ def lines(app) -> list[str]:
     return screen(app).split("\n")
 
 
+def status_line(app) -> str:
+    """The status line above the footer (one line; two when a sentence is longer), as shown."""
+    box = app.query_one("#activity").region
+    return " ".join(line.strip() for line in lines(app)[box.y:box.bottom])
+
+
 def in_view(app, table_id: str) -> int:
     """Rows of a table wholly on screen now."""
     table = app.query_one(f"#{table_id}")
@@ -163,8 +169,8 @@ async def test_progress_and_outcome_go_to_the_status_line_never_over_the_finding
         await pilot.pause()
         await pilot.press("y")
         await wait_for(pilot, lambda: any(e.outcome for e in tl.entries), tries=1000)
-        await wait_for(pilot, lambda: "freed" in lines(app)[-2])
-        status = lines(app)[-2]
+        await wait_for(pilot, lambda: "freed" in status_line(app))
+        status = status_line(app)
         assert "demo: SIGTERM 1 process" in status and not app.screen.query(Toast)
         await pilot.press("m")                                              # the history, most recent first
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
@@ -183,7 +189,7 @@ async def test_an_error_pops_up_briefly_at_the_top_not_over_the_findings():
         await pilot.pause()
         toast = app.screen.query_one(Toast)
         assert toast.region.bottom <= app.query_one("#findings").region.y
-        assert "export failed: disk full" in lines(app)[-2]
+        assert "export failed: disk full" in status_line(app)
 
 
 async def test_the_incident_id_is_on_screen(incident_dir):
@@ -193,7 +199,7 @@ async def test_the_incident_id_is_on_screen(incident_dir):
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("w")                                   # the status line moves on…
-        await wait_for(pilot, lambda: "running wait-and-reread" in screen(app))
+        await wait_for(pilot, lambda: app.activity.latest and "wait-and-reread" in app.activity.latest.text)
         assert tl.incident_id in lines(app)[0]                   # …the ID stays at the top
 
 

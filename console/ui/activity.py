@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Sequence
 
 from rich.text import Text
 
@@ -50,7 +51,7 @@ class Activity:
 
 def line(said: Said | None, idle: str = "") -> Text:
     """The status line: the latest message, with its time (never parsed as markup)."""
-    out = Text(no_wrap=True, overflow="ellipsis")
+    out = Text(overflow="ellipsis")
     if said is None:
         out.append(printable(idle), style="dim")
         return out
@@ -59,11 +60,13 @@ def line(said: Said | None, idle: str = "") -> Text:
     return out
 
 
-def history_text(said: list[Said], idle: str = "") -> Text:
+def history_text(said: list[Said], header: Sequence[str] = ()) -> Text:
     out = Text()
     out.append("Messages, most recent first\n\n", style="bold")
-    if idle:
-        out.append(printable(idle) + "\n\n", style="dim")
+    for line in header:
+        out.append(printable(line) + "\n", style="dim")
+    if header:
+        out.append("\n")
     for s in said:
         out.append(clock_time(s.at) + "  ", style="dim")
         out.append(s.text + "\n", style=SEVERITY_STYLE.get(s.severity, ""))

@@ -312,6 +312,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         if self.query("#activity"):
             self.query_one("#activity", LiteralStatic).update(
                 activity.line(self.activity.latest, self._idle_text()))
+            self.call_after_refresh(self.fit_panels)     # a second line takes a row from the panels
 
     def say(self, text: object, severity: str = "information") -> None:
         """One line in the status line above the footer (most recent first; m shows them all)."""
@@ -327,7 +328,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
 
     def action_messages(self) -> None:
         from console.ui.details import DetailScreen
-        where = f"{self._idle_text()}\nrecorded in {self.timeline.path}" if self.timeline is not None else ""
+        where = [self._idle_text()] + ([f"recorded in {self.timeline.path}"] if self.timeline is not None else [])
         self.push_screen(DetailScreen(activity.history_text(self.activity.history(), where)))
 
     def action_elsewhere(self, key_id: str) -> None:
