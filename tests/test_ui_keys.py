@@ -184,3 +184,21 @@ def test_the_node_tables_finding_names_the_next_step_and_its_gib():
     snap = diagnosed(asyncio.run(SimSource(name="demo", scenario="seed", clock=FakeClock()).poll()))
     assert [f.kind for f in snap.findings][:1] == ["reset-blocker"]           # the most severe is low…
     assert str(tables.finding_cell(snap)) == "info holder 594 GiB → sigterm"   # …the step is the holder's
+
+
+async def test_help_scrolls_with_page_keys_home_and_end_at_80x24():
+    from console.ui.app import HelpScreen
+    app = seed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        box = app.screen.query_one("#help-box")
+        await wait_for(pilot, lambda: box.max_scroll_y > 0)          # taller than 24 lines
+        await pilot.press("pagedown")
+        await wait_for(pilot, lambda: box.scroll_y > 0)
+        await pilot.press("end")
+        await wait_for(pilot, lambda: box.scroll_y == box.max_scroll_y)
+        await pilot.press("pageup", "home")
+        await wait_for(pilot, lambda: box.scroll_y == 0)
+        await pilot.press("escape")
