@@ -302,8 +302,10 @@ BLOCKERS_OUT = """0, Enabled
   72169 python3 -m sglang.launch_server --port 8000
 ::units::
 active
-active
 inactive
+inactive
+inactive
+active
 """
 
 
@@ -313,7 +315,7 @@ async def test_blockers_lists_persistence_and_daemons():
     assert [d["program"] for d in r.data["daemons"]] == ["nvidia-persistenced", "nv-hostengine",
                                                         "nvidia-cuda-mps-control"]
     assert r.data["units"] == {"nvidia-persistenced": "active", "nvidia-dcgm": "active",
-                               "nvidia-fabricmanager": "inactive"}
+                               "nvidia-fabricmanager": "inactive", "nvsm": "inactive", "nvidia-imex": "inactive"}
     assert r.summary == ("reset blockers: persistence mode on GPUs 0-1, nvidia-persistenced (PID 1400), "
                          "nv-hostengine (PID 1500), nvidia-cuda-mps-control (PID 2200)")
 

@@ -177,7 +177,8 @@ def parse_kernel_log(text: str, gpu_bus: dict[str, int] | None = None) -> dict:
 # ---------------------------------------------------------------- reset blockers
 
 def parse_blockers(text: str, programs: tuple[str, ...], units: tuple[str, ...]) -> dict:
-    """Sections: (first) persistence CSV, ``::ps::`` ps -eo pid=,args=, ``::units::`` systemctl is-active."""
+    """Sections: (first) persistence CSV, ``::ps::`` ps -eo pid=,args=, ``::units::`` systemctl is-active.
+    A program written ``name*`` matches every program whose name starts with ``name``."""
     sec = sections(text)
     persistence: dict[str, bool | None] = {}
     for row in csv_rows(sec.get("", "")):
@@ -186,7 +187,7 @@ def parse_blockers(text: str, programs: tuple[str, ...], units: tuple[str, ...])
     daemons = []
     for pid, (_, args) in parse_ps(sec.get("ps", ""), user=False).items():
         prog = program_name(args)
-        if prog in programs:
+        if prog in programs or any(x.endswith("*") and prog.startswith(x[:-1]) for x in programs):
             daemons.append({"pid": pid, "program": prog, "args": clip(args)})
     unit_lines = [ln.strip() for ln in sec.get("units", "").splitlines() if ln.strip()]
     states: dict[str, str] = {}

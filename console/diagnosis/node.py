@@ -291,19 +291,20 @@ def recovery_actions(sit: Situation) -> list[Finding]:
 
 def reset_blockers(sit: Situation) -> list[Finding]:
     """Run after the other findings: it is severe only when some advice wants a reset."""
-    daemons, pm = blockers(sit, ())
-    if not daemons and not pm:
+    found = blockers(sit, ())
+    if not found:
         return []
     wanted = sorted(sit.reset_wanted)
-    summary = f"reset blockers: {blocker_words(daemons, pm)}"
-    pids = [p.pid for p in daemons]
-    ev = {"pids": pids, "persistence_gpus": pm, "daemons": [program_of(p) for p in daemons], "reset_wanted": wanted}
-    _, pm_wanted = blockers(sit, wanted) if wanted else ((), [])
-    if (daemons and wanted) or pm_wanted:
-        step = Step("clear-blockers", f"{clear_words(daemons, pm_wanted)} before the reset of {t.gpus(wanted)}: "
-                                      "`nvidia-smi -r` refuses while persistence mode, MPS, DCGM or the fabric "
-                                      "manager hold the GPU.", tuple(pids), tuple(wanted))
+    summary = f"reset blockers: {blocker_words(found)}"
+    pids = [p.pid for p in found.daemons]
+    ev = {"pids": pids, "persistence_gpus": list(found.persistence), "daemons": [program_of(p) for p in found.daemons],
+          "drm_modeset": found.modeset, "reset_wanted": wanted}
+    for_reset = blockers(sit, wanted) if wanted else None
+    if for_reset is not None and (found.daemons or found.modeset or for_reset.persistence):
+        step = Step("clear-blockers", f"{clear_words(for_reset)} before the reset of {t.gpus(wanted)}: "
+                                      "`nvidia-smi -r` refuses while persistence mode, MPS, DCGM, the fabric "
+                                      "manager, a display server or nvidia_drm hold the GPU.", tuple(pids), tuple(wanted))
         return [finding("reset-blocker", "high", summary, step, pids, wanted, ev)]
     step = Step(None, "Nothing to do unless a GPU reset is needed: then clear these first, since "
-                      "`nvidia-smi -r` refuses while they hold the GPU.", tuple(pids), tuple(pm))
-    return [finding("reset-blocker", "low", summary, step, pids, pm, ev)]
+                      "`nvidia-smi -r` refuses while they hold the GPU.", tuple(pids), found.persistence)
+    return [finding("reset-blocker", "low", summary, step, pids, found.persistence, ev)]
