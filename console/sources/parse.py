@@ -341,8 +341,8 @@ def parse_sys(text: str) -> SysInfo:
             value = rest.strip().upper()
             modeset = True if value in ("Y", "1") else False if value in ("N", "0") else None
         elif word == "nvswitch":
-            switches = sum(1 for w in rest.split()
-                           if w.startswith("/dev/nvidia-nvswitch") and w[20:].isdecimal() and w[20:])
+            names = [w.rsplit("/", 1)[-1] for w in rest.split()]
+            switches = sum(1 for n in names if n.startswith("nvidia-nvswitch") and n[15:].isdecimal())
     return SysInfo(drm_modeset=modeset, nvswitches=switches)
 
 
