@@ -138,12 +138,12 @@ class Cgroup:
     def kubernetes(self) -> bool:
         return self.pod_uid is not None
 
-    def describe(self) -> str:
-        """'container 4f2a0c1e9b7d… (docker)', 'pod 9d1e…, container 2b3c… (containerd)',
-        'systemd unit nvidia-dcgm.service', or ''."""
+    def describe(self, short: bool = False) -> str:
+        """'container 4f2a0c1e9b7d… (docker)', 'pod 9d1e2c3b-…-0a1b2c3d4e5f, container 2b3c…
+        (containerd)' ('pod 9d1e2c3b…' when ``short``), 'systemd unit nvidia-dcgm.service', or ''."""
         parts = []
         if self.pod_uid:
-            parts.append(f"pod {self.pod_uid}")
+            parts.append(f"pod {self.pod_uid[:8]}…" if short else f"pod {self.pod_uid}")
         if self.container_id:
             short = self.container_id[:12] + ("…" if len(self.container_id) > 12 else "")
             parts.append(f"container {short}" + (f" ({self.runtime})" if self.runtime else ""))

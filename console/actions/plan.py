@@ -281,9 +281,11 @@ def _blockers_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
     title = "Clear the reset blockers" + (f": {' and '.join(what)}" if what else "")
     notes = [note for p in daemons if (note := who.stop_of(p).note)]
     if daemons or modeset:
-        every = ", ".join(dict.fromkeys([*(who.program_of(p) for p in daemons), *(["nvidia_drm"] if modeset else [])]))
-        notes.append(f"stopping {every} affects every GPU on {snap.name}, not only {t.gpus(on)}: "
-                     "they serve all of them (start them again after the reset)")
+        names = list(dict.fromkeys([*(who.program_of(p) for p in daemons), *(["nvidia_drm"] if modeset else [])]))
+        one = len(names) == 1
+        notes.append(f"stopping {', '.join(names)} affects every GPU on {snap.name}, not only {t.gpus(on)}: "
+                     f"{'it serves' if one else 'they serve'} all of them (start {'it' if one else 'them'} "
+                     "again after the reset)")
     if any(who.program_of(p) == who.FABRIC_MANAGER for p in daemons) and snap.nvswitches:
         notes.append("an NVSwitch system: with nvidia-fabricmanager stopped, NVLink peers must be reset "
                      "together (the reset, R, says so) and no new CUDA job gets NVLink until it runs again")

@@ -271,8 +271,7 @@ def recovery_actions(sit: Situation) -> list[Finding]:
         where = f"GPU {g.index} ({g.bus_id})"
         describe = f"the driver's recovery action ({words})"
         line = xid154.get(bus_key(g.bus_id) or "")
-        summary = (f"{where} needs recovery: the driver's recovery action is {words}"
-                   + (" (Xid 154 in the kernel log)" if line else ""))
+        summary = f"GPU {g.index}: the driver's recovery action is {words}" + (" (Xid 154 logged)" if line else "")
         step = action_step(sit, action, g.index, where, describe,
                            drain_first="drain" in token)
         if step is None and token == "recover_imex_domain":

@@ -210,7 +210,7 @@ def foreign_pids(sit: Situation) -> list[Finding]:
         summary += f"; held here by {sit.names(host_side)}{t.containers(host_side)}"
     if host_side:
         step = kill_step(sit, host_side, gpus, f"the processes holding these GPUs' device files here, "
-                         f"{sit.names(host_side)}{t.containers(host_side)}",
+                         f"{sit.names(host_side)}{t.containers(host_side, short=False)}",
                          "the driver reports them under PIDs of another namespace, which cannot be "
                          "signalled from here")
     else:

@@ -88,11 +88,11 @@ def wchans(procs: Sequence[Proc]) -> str:
     return ", ".join(seen[:3]) + (" …" if len(seen) > 3 else "")
 
 
-def containers(procs: Sequence[Proc]) -> str:
+def containers(procs: Sequence[Proc], short: bool = True) -> str:
     """Where these processes run, when /proc/PID/cgroup says they are in a container:
-    ' in container 4f2a0c1e9b7d… (docker)', ' in pod 7c5d…, container 2b3c… (containerd)',
-    ' in 2 containers (…; …)'; '' when none is."""
-    places = list(dict.fromkeys(p.cgroup.describe() for p in procs
+    ' in container 4f2a0c1e9b7d… (docker)', ' in pod 7c5d1f2e…, container 2b3c… (containerd)' (the
+    pod's whole UID unless ``short``), ' in 2 containers (…; …)'; '' when none is."""
+    places = list(dict.fromkeys(p.cgroup.describe(short) for p in procs
                                 if p.cgroup is not None and p.cgroup.in_container))
     if not places:
         return ""

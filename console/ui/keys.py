@@ -35,7 +35,8 @@ KEYS: tuple[Key, ...] = (
     Key("reset", "R", "act('reset')", "Reset GPU", "reset the selected GPU: nvidia-smi -r -i N",
         "Reset the selected GPU (nvidia-smi -r)", show=False),
     Key("clear-blockers", "B", "act('clear-blockers')", "Clear blockers",
-        "clear reset blockers: persistence mode, nvidia-persistenced, MPS, DCGM",
+        "clear reset blockers: persistence mode, persistenced, MPS, DCGM, fabric manager, IMEX, NVSM, "
+        "display server, nvidia_drm (modeset)",
         "Clear reset blockers of the selected GPU", show=False),
     Key("wait", "w", "wait_recheck", "Wait 5s", "wait-and-recheck: 5 s, then per-GPU memory again (a check)",
         "Wait and recheck GPU memory"),
