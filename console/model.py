@@ -18,6 +18,7 @@ FINDING_KINDS = (
     "zombie", "d-state", "orphan", "ghost-memory", "hidden-holder", "foreign-pid",
     "probe-hung", "driver-error", "xid", "reset-blocker",
     "holder",   # a live GPU holder no other finding is about (info; where to start to free memory)
+    "recovery-action",   # the driver's current recovery action for a GPU (reset, reboot, drain, ...)
 )
 
 
@@ -29,13 +30,64 @@ def severity_rank(severity: str) -> int:
         return -1
 
 
+#: the GPU recovery actions, in NVML's order (nvmlDeviceGpuRecoveryAction_t: NONE 0, GPU_RESET 1,
+#: NODE_REBOOT 2, DRAIN_P2P 3, DRAIN_AND_RESET 4, and in newer drivers RECOVER_IMEX_DOMAIN 5,
+#: BUS_RESET 6, SYSTEM_REBOOT 7): the values ``Gpu.recovery_action`` takes
+GPU_RECOVERY_ACTIONS = ("none", "gpu_reset", "node_reboot", "drain_p2p", "drain_and_reset",
+                        "recover_imex_domain", "bus_reset", "system_reboot")
+#: the same actions in the driver's own words (nvidia-smi -q, Xid 154 lines)
+RECOVERY_ACTION_WORDS = ("None", "GPU Reset", "Node Reboot", "Drain P2P", "Drain and Reset",
+                         "Recover IMEX Domain", "Bus Reset", "System Reboot")
+# what nvidia-smi (``--query-gpu=gpu_recovery_action``: "None", "Reset") and Xid 154 lines ("GPU Reset
+# Required", "Node Reboot Required", "Drain P2P", "Drain and Reset"; newer drivers "PF FLR", "OS Reboot")
+# print, lower case, with single spaces
+_RECOVERY_SYNONYMS = {
+    "none": "none", "reset": "gpu_reset", "gpu reset": "gpu_reset", "gpu reset required": "gpu_reset",
+    "pf flr": "gpu_reset", "reboot": "node_reboot", "node reboot": "node_reboot",
+    "node reboot required": "node_reboot", "drain p2p": "drain_p2p", "drain and reset": "drain_and_reset",
+    "recover imex domain": "recover_imex_domain", "imex domain recovery": "recover_imex_domain",
+    "bus reset": "bus_reset", "system reboot": "system_reboot", "os reboot": "system_reboot",
+}
+_NA_WORDS = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[insufficient permissions]",
+             "[unknown error]", "[requested functionality has been deprecated]"}
+
+
+def recovery_token(words: object) -> str | None:
+    """The driver's words for a recovery action -> one of GPU_RECOVERY_ACTIONS; words it does not
+    know stay as they are (lower case, one line, at most 60 characters); None where the driver
+    does not say (``[N/A]``, ``[Not Supported]``, nothing)."""
+    text = " ".join(str(words or "").split()).lower()
+    if text in _NA_WORDS:
+        return None
+    token = text.replace(" ", "_")
+    if token in GPU_RECOVERY_ACTIONS:
+        return token
+    return _RECOVERY_SYNONYMS.get(text, "".join(c for c in text if c.isprintable())[:60] or None)
+
+
+def recovery_words(token: str | None) -> str:
+    """'GPU Reset' for "gpu_reset"; an unknown token as it is; "unknown" for None."""
+    if token is None:
+        return "unknown"
+    if token in GPU_RECOVERY_ACTIONS:
+        return RECOVERY_ACTION_WORDS[GPU_RECOVERY_ACTIONS.index(token)]
+    return token
+
+
 @dataclass(frozen=True)
 class MigInstance:
-    """One MIG device inside a GPU in MIG mode (from `nvidia-smi -L` or NVML)."""
+    """One MIG device inside a GPU in MIG mode (from `nvidia-smi -L` or NVML).
+
+    Its memory and GPU/compute instance ids come from NVML only (the local source): nvidia-smi's
+    CSV queries do not give them, so over SSH they are None."""
     gpu_index: int
     profile: str            # e.g. "1g.12gb"
     uuid: str
     device_index: int | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    memory_used_mib: int | None = None
+    memory_total_mib: int | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +103,55 @@ class Gpu:
     persistence_mode: bool | None = None
     mig_mode: bool | None = None             # True when MIG is enabled
     mig_instances: tuple[MigInstance, ...] = ()
+    # what the driver says it takes to recover this GPU: one of GPU_RECOVERY_ACTIONS (or the
+    # driver's own words for one this console does not know); None where the driver does not
+    # say (older drivers, NotSupported)
+    recovery_action: str | None = None
+
+    def mig_instance(self, gpu_instance_id: int | None, compute_instance_id: int | None = None
+                     ) -> MigInstance | None:
+        """The MIG device with these GPU (and compute) instance ids, or None."""
+        if gpu_instance_id is None:
+            return None
+        for m in self.mig_instances:
+            if m.gpu_instance_id == gpu_instance_id and (
+                    compute_instance_id is None or m.compute_instance_id in (None, compute_instance_id)):
+                return m
+        return None
+
+
+@dataclass(frozen=True)
+class Cgroup:
+    """Where a process runs, read from /proc/PID/cgroup: a container (and its Kubernetes pod), or
+    a systemd service. Every field may be None: the path says what it says."""
+    path: str                           # the cgroup path the rest was read from
+    runtime: str | None = None          # "docker", "containerd", "cri-o", "podman", or None
+    container_id: str | None = None     # the container's id (hex)
+    pod_uid: str | None = None          # a Kubernetes pod's UID
+    unit: str | None = None             # a systemd service ("nvidia-dcgm.service"), outside containers
+
+    @property
+    def in_container(self) -> bool:
+        return self.container_id is not None or self.pod_uid is not None
+
+    @property
+    def kubernetes(self) -> bool:
+        return self.pod_uid is not None
+
+    def describe(self, short: bool = False) -> str:
+        """'container 4f2a0c1e9b7d… (docker)', 'pod 9d1e2c3b-…-0a1b2c3d4e5f, container 2b3c…
+        (containerd)' ('pod 9d1e2c3b…' when ``short``), 'systemd unit nvidia-dcgm.service', or ''."""
+        parts = []
+        if self.pod_uid:
+            parts.append(f"pod {self.pod_uid[:8]}…" if short else f"pod {self.pod_uid}")
+        if self.container_id:
+            short = self.container_id[:12] + ("…" if len(self.container_id) > 12 else "")
+            parts.append(f"container {short}" + (f" ({self.runtime})" if self.runtime else ""))
+        elif self.runtime and parts:
+            parts[-1] += f" ({self.runtime})"
+        if parts:
+            return ", ".join(parts)
+        return f"systemd unit {self.unit}" if self.unit else ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +178,7 @@ class Proc:
     d_threads: tuple[ThreadInfo, ...] = ()
     num_threads: int | None = None
     pid_ns: str | None = None                   # e.g. "pid:[4026531836]"
+    cgroup: Cgroup | None = None                # read for GPU holders only (container / unit)
 
     @property
     def holds_devices(self) -> bool:
@@ -112,6 +214,9 @@ class DriverProc:
     # False: the PID exists here but is another process (a host PID seen from a container that
     # collides with a local one); None: not decided (treated as here when /proc has the PID)
     local: bool | None = None
+    # MIG: the GPU instance and compute instance it runs in (NVML only; None without MIG)
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +251,12 @@ class NodeSnapshot:
     hostname: str | None = None
     own_pids: tuple[int, ...] = ()               # the console itself / its SSH session on this node
     driver_version: str | None = None
+    # /sys/module/nvidia_drm/parameters/modeset: True "Y" (the kernel's DRM client holds the GPUs:
+    # a reset blocker), False "N", None when nvidia_drm is not loaded or it could not be read
+    drm_modeset: bool | None = None
+    # /dev/nvidia-nvswitch* device files: an NVSwitch system (its NVLink peers need the fabric
+    # manager, or must be reset together); None when not read
+    nvswitches: int | None = None
 
     def proc(self, pid: int) -> Proc | None:
         for p in self.processes:

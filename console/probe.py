@@ -33,8 +33,14 @@ dstate   per thread in D: "/proc/PID/task/TID WCHAN STAT-RECORD" NUL-terminated 
          if unreadable)
 fds      "/proc/PID/fd TARGET" NUL-terminated, per open handle whose link matches the
          device glob (find -lname GLOB -printf '%h %l\\0'); TARGET may hold newlines
-pidns    "PID pid:[NNNN]" for every PID with a device handle (PIDs from find's %h only)
-gpu      nvidia-smi --query-gpu=GPU_FIELDS --format=csv,noheader,nounits
+pidns    "PID pid:[NNNN]" for every PID with a device handle (PIDs from find's %h only); the
+         PIDs stay in the shell variable HOLDERS for the next section
+cgroup   "PID CONTENT" NUL-terminated: /proc/PID/cgroup of every device holder and of the PIDs the
+         driver listed in the previous probe (the client names them: cgroup_command)
+sys      "modeset Y|N|" (/sys/module/nvidia_drm/parameters/modeset; empty: nvidia_drm not
+         loaded) and "nvswitch" followed by the /dev/nvidia-nvswitchN device files
+gpu      nvidia-smi --query-gpu=GPU_FIELDS[,gpu_recovery_action] --format=csv,noheader,nounits:
+         the recovery action is asked for only where the driver may know it (gpu_call)
 apps     nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits
 list     nvidia-smi -L (MIG devices are indented lines "  MIG 1g.12gb Device 0: (UUID: MIG-…)")
 xid      dmesg lines with "NVRM: Xid" (last 50), or dmesg's own error text
@@ -51,6 +57,22 @@ from dataclasses import dataclass
 
 GPU_FIELDS = ("index,uuid,name,pci.bus_id,memory.used,memory.total,utilization.gpu,"
               "persistence_mode,mig.mode.current")
+#: newer nvidia-smi prints the GPU's recovery action ("None", "Reset", ...) for this query field; an
+#: older one rejects the whole query ('Field "gpu_recovery_action" is not a valid field to query.',
+#: exit 2)
+RECOVERY_FIELD = "gpu_recovery_action"
+#: NVML has the recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) from R565: no older
+#: nvidia-smi knows the field, so the probe never asks an older driver for it
+RECOVERY_MIN_DRIVER = 565
+#: the kernel module's version line (/proc/driver/nvidia/version) of a driver older than
+#: RECOVERY_MIN_DRIVER: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug ..."
+#: (patterns for the shell's ``case`` and for fnmatch alike)
+OLD_DRIVER_PATTERNS = ("*  [1-4][0-9][0-9].*", "*  5[0-5][0-9].*", "*  56[0-4].*")
+DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
+DRM_MODESET_FILE = "/sys/module/nvidia_drm/parameters/modeset"
+NVSWITCH_GLOB = "/dev/nvidia-nvswitch[0-9]*"
+#: the most PIDs of the previous probe's driver list whose cgroup the next probe reads
+MAX_CGROUP_PIDS = 256
 APP_FIELDS = "pid,gpu_uuid,used_memory,process_name"   # name last: names contain commas
 NVSMI_TIMEOUT_S = 5
 DEFAULT_DEVICE_GLOB = "/dev/nvidia*"
@@ -77,6 +99,7 @@ class ProbeLimits:
 DEFAULT_LIMITS = ProbeLimits()
 
 QUERY_GPU = f"nvidia-smi --query-gpu={GPU_FIELDS} --format=csv,noheader,nounits"
+QUERY_GPU_RECOVERY = f"nvidia-smi --query-gpu={GPU_FIELDS},{RECOVERY_FIELD} --format=csv,noheader,nounits"
 QUERY_APPS = f"nvidia-smi --query-compute-apps={APP_FIELDS} --format=csv,noheader,nounits"
 LIST_GPUS = "nvidia-smi -L"
 # Seed check: "sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader"
@@ -90,10 +113,16 @@ PS_SECTION = f"{PS} 2>/dev/null | cut -c -{ARGS_MAX_BYTES}"
 DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d=${f%/stat}; "
           "w=$(cat $d/wchan 2>/dev/null); printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
 XID = "dmesg 2>&1 | grep -E 'NVRM: Xid|dmesg:' | tail -n 50"
-DRIVER = "head -n 1 /proc/driver/nvidia/version 2>/dev/null"
+DRIVER = f"head -n 1 {DRIVER_VERSION_FILE} 2>/dev/null"
+SYS = f"echo \"modeset $(cat {DRM_MODESET_FILE} 2>/dev/null)\"; echo nvswitch {NVSWITCH_GLOB}"
 
 #: the probe shell's variable holding the exit status of the last driver call
 NV_RC = "gi_nv"
+#: the probe shell's variable that is "0" once its nvidia-smi rejected RECOVERY_FIELD (the shell
+#: is long-lived: later probes do not ask again)
+RF = "gi_rf"
+#: the probe shell's variable holding the PIDs with a device handle (set by the pidns section)
+HOLDERS = "gi_h"
 #: the body of a driver section skipped because an earlier call of this probe timed out
 SKIPPED = "skipped: an earlier nvidia-smi call of this probe timed out"
 #: driver sections, in order; the first always runs (and resets NV_RC), the others are skipped
@@ -111,10 +140,33 @@ def fds_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
 
 
 def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    """The PIDs come from find's ``%h`` (``/proc/PID/fd``) alone, never from a link target."""
+    """The PIDs come from find's ``%h`` (``/proc/PID/fd``) alone, never from a link target;
+    they stay in HOLDERS for the cgroup section."""
     pids = _find_fds(device_glob, "%h\\n")
-    return (f"for p in $({pids} | cut -d/ -f3 | sort -u); do "
+    return (f"{HOLDERS}=$({pids} | cut -d/ -f3 | sort -u); for p in ${HOLDERS}; do "
             "echo \"$p $(readlink /proc/$p/ns/pid 2>/dev/null)\"; done")
+
+
+CGROUP_HEAD = f"for p in $(printf '%s\\n' ${HOLDERS}"
+CGROUP_TAIL = (" | sort -un); do printf '%s %s\\0' \"$p\" \"$(cat /proc/$p/cgroup 2>/dev/null)\"; done")
+
+
+def cgroup_command(pids: tuple[int, ...] | list[int] = ()) -> str:
+    """/proc/PID/cgroup of the device holders (HOLDERS) and of ``pids`` (the driver's list of the
+    previous probe: a process the driver lists may hold no device file, a zombie for one), as
+    NUL-terminated "PID CONTENT" records. No new find over /proc: the holders come from pidns."""
+    extra = sorted({int(p) for p in pids if 0 < int(p) < 1 << 31})[:MAX_CGROUP_PIDS]
+    return CGROUP_HEAD + "".join(f" {p}" for p in extra) + CGROUP_TAIL
+
+
+def cgroup_pids(command: str) -> list[int] | None:
+    """The extra PIDs of a cgroup_command line, or None when the line is not one."""
+    if not (command.startswith(CGROUP_HEAD) and command.endswith(CGROUP_TAIL)):
+        return None
+    words = command[len(CGROUP_HEAD):len(command) - len(CGROUP_TAIL)].split()
+    if not all(w.isascii() and w.isdecimal() for w in words):
+        return None
+    return [int(w) for w in words]
 
 
 def timed(command: str) -> str:
@@ -122,17 +174,43 @@ def timed(command: str) -> str:
     return f"timeout {NVSMI_TIMEOUT_S} {command}"
 
 
+def old_driver(version_line: str) -> bool:
+    """Is this /proc/driver/nvidia/version line a driver older than RECOVERY_MIN_DRIVER? (What
+    gpu_call's ``case`` decides on the node, for the simulator and the tests.)"""
+    import fnmatch
+    return any(fnmatch.fnmatchcase(version_line, p) for p in OLD_DRIVER_PATTERNS)
+
+
+def gpu_call() -> str:
+    """The gpu section: the GPU query, with RECOVERY_FIELD where the driver may know it.
+
+    No extra nvidia-smi call on an old driver: the kernel module's version (a file, no driver
+    call) says whether to ask for the field at all. A driver from RECOVERY_MIN_DRIVER on whose
+    nvidia-smi still rejects the field (exit 2) is asked again without it in the same section,
+    and the shell remembers (RF), so that costs one call once per probe shell. An unreadable
+    version file (a container without /proc/driver/nvidia) counts as new."""
+    old = "|".join(p.replace(" ", "\\ ") for p in OLD_DRIVER_PATTERNS)
+    plain = f"{timed(QUERY_GPU)} 2>&1; {NV_RC}=$?"
+    return (f"case \"${{{RF}:-1}}$(head -n 1 {DRIVER_VERSION_FILE} 2>/dev/null)\" in 0*|{old}) {plain};; "
+            f"*) {timed(QUERY_GPU_RECOVERY)} 2>&1; {NV_RC}=$?; "
+            f"if [ \"${NV_RC}\" = 2 ]; then {RF}=0; {plain}; fi;; esac")
+
+
 def driver_call(name: str) -> str:
     """A driver section's command line: runs the call under ``timeout`` and keeps its status
     in NV_RC; every driver section after the first is skipped once that status is 124."""
+    if name == "gpu":
+        return gpu_call()
     run = f"{timed(DRIVER_SECTIONS[name])} 2>&1; {NV_RC}=$?"
     if name == next(iter(DRIVER_SECTIONS)):
         return run
     return f"if [ \"${NV_RC}\" = 124 ]; then echo '{SKIPPED}'; else {run}; fi"
 
 
-def sections(device_glob: str = DEFAULT_DEVICE_GLOB) -> list[tuple[str, str]]:
-    """(name, command line) in probe order: the processes first, then the driver."""
+def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
+             cgroup_pids: tuple[int, ...] | list[int] = ()) -> list[tuple[str, str]]:
+    """(name, command line) in probe order: the processes first, then the driver.
+    ``cgroup_pids``: the PIDs the driver listed in the previous probe (cgroup_command)."""
     return [
         ("meta", META),
         ("stat", STAT),
@@ -140,6 +218,8 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB) -> list[tuple[str, str]]:
         ("dstate", DSTATE),
         ("fds", fds_command(device_glob)),
         ("pidns", pidns_command(device_glob)),
+        ("cgroup", cgroup_command(cgroup_pids)),
+        ("sys", SYS),
         *((name, driver_call(name)) for name in DRIVER_SECTIONS),
         ("xid", XID),
         ("driver", DRIVER),
@@ -156,9 +236,10 @@ def section_line(mark: str, name: str, command: str) -> str:
     return f"echo '{mark} begin {name}'; {command}; echo \"{mark} end {name} {rc}\""
 
 
-def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
+def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB,
+                 cgroup_pids: tuple[int, ...] | list[int] = ()) -> str:
     """The whole probe as shell text; every section is one line."""
-    return "".join(section_line(mark, name, cmd) + "\n" for name, cmd in sections(device_glob))
+    return "".join(section_line(mark, name, cmd) + "\n" for name, cmd in sections(device_glob, cgroup_pids))
 
 
 _HEADER_MAX = 64     # "<MARK> end NAME RC" after the mark: a longer header is not one

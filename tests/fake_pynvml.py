@@ -24,6 +24,10 @@ class FakeMig:
     profile: str
     uuid: str
     gpu_name: str
+    gpu_instance: int = 0
+    compute_instance: int = 0
+    used_mib: int = 0
+    total_mib: int = 19968
 
 
 @dataclass
@@ -39,9 +43,13 @@ class FakeGpu:
     persistence: int = 1
     mig: int | None = None                  # None: MIG not supported; 0/1 current mode
     mig_slots: list[FakeMig | None] = field(default_factory=list)
-    compute: list[tuple[int, int | None]] = field(default_factory=list)   # (pid, bytes)
-    graphics: list[tuple[int, int | None]] = field(default_factory=list)
+    # (pid, bytes) or, on a MIG device, (pid, bytes, GPU instance id, compute instance id)
+    compute: list[tuple] = field(default_factory=list)
+    graphics: list[tuple] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)  # call name -> NVML error code
+    # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: the value (0 NONE … 7 SYSTEM_REBOOT), or None where the
+    # driver does not support the field (its value comes back with NVML_ERROR_NOT_SUPPORTED)
+    recovery: int | None = None
 
     def __post_init__(self) -> None:
         self.uuid = self.uuid or f"GPU-{self.index:08x}-0000-0000-0000-000000000000"
@@ -52,10 +60,15 @@ class FakeNvml:
 
     def __init__(self, gpus: list[FakeGpu] | None = None, *, init_error: int | None = None,
                  driver: str = "570.86.15", v2_missing: bool = False,
-                 system_errors: dict[str, int] | None = None) -> None:
+                 system_errors: dict[str, int] | None = None, field_values: bool = True) -> None:
+        """``field_values=False``: a pynvml older than the recovery-action field (no
+        nvmlDeviceGetFieldValues call, no NVML_FI_DEV_GET_GPU_RECOVERY_ACTION constant)."""
         for name in dir(_real):
             if name.startswith(("NVML_", "NVMLError")) or name == "nvmlMemory_v2":
                 setattr(self, name, getattr(_real, name))
+        if not field_values:
+            del self.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+            self.nvmlDeviceGetFieldValues = None
         self.gpus = list(gpus or [])
         self.init_error = init_error
         self.driver = driver
@@ -146,6 +159,9 @@ class FakeNvml:
         return SimpleNamespace(busId=h.bus_id.encode(), busIdLegacy=h.bus_id[4:].encode())
 
     def nvmlDeviceGetMemoryInfo(self, h, version=None):
+        if isinstance(h, FakeMig):      # a MIG device's own memory (version 1 struct)
+            return SimpleNamespace(total=h.total_mib * MIB, used=h.used_mib * MIB,
+                                   free=(h.total_mib - h.used_mib) * MIB)
         self._enter("nvmlDeviceGetMemoryInfo", h)
         if version is not None:
             if self.v2_missing:
@@ -181,9 +197,32 @@ class FakeNvml:
             raise nvml_error(_real.NVML_ERROR_NOT_FOUND)
         return slot
 
+    def nvmlDeviceGetGpuInstanceId(self, h):
+        return h.gpu_instance
+
+    def nvmlDeviceGetComputeInstanceId(self, h):
+        return h.compute_instance
+
+    def nvmlDeviceGetFieldValues(self, h, field_ids):
+        """Like the driver: the call succeeds; each value carries its own return code."""
+        self._enter("nvmlDeviceGetFieldValues", h)
+        out = []
+        for fid in field_ids:
+            v = _real.c_nvmlFieldValue_t()
+            v.fieldId = fid
+            if fid == _real.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION and h.recovery is not None:
+                v.nvmlReturn = _real.NVML_SUCCESS
+                v.valueType = _real.NVML_VALUE_TYPE_UNSIGNED_INT
+                v.value.uiVal = h.recovery
+            else:
+                v.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
+            out.append(v)
+        return out
+
     def _plist(self, entries):
-        return [SimpleNamespace(pid=pid, usedGpuMemory=mem, gpuInstanceId=0xFFFFFFFF,
-                                computeInstanceId=0xFFFFFFFF) for pid, mem in entries]
+        return [SimpleNamespace(pid=e[0], usedGpuMemory=e[1],
+                                gpuInstanceId=e[2] if len(e) > 2 else 0xFFFFFFFF,
+                                computeInstanceId=e[3] if len(e) > 3 else 0xFFFFFFFF) for e in entries]
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         self._enter("nvmlDeviceGetComputeRunningProcesses", h)

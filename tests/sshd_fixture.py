@@ -87,6 +87,14 @@ GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 class FakeSmi:
     """The state tests/bin/nvidia-smi answers from (one directory per node)."""
 
+    def calls(self) -> list[str]:
+        """The arguments of every call so far (one line each)."""
+        path = self.dir / "calls"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def clear_calls(self) -> None:
+        (self.dir / "calls").write_text("")
+
     def __init__(self, root: Path) -> None:
         self.dir = root
         root.mkdir(parents=True, exist_ok=True)
@@ -97,16 +105,20 @@ class FakeSmi:
         tmp.write_text(text)
         tmp.replace(self.dir / name)
 
-    def set(self, used=(76109, 76113), apps=(), mode="normal", mig=False) -> None:
+    def set(self, used=(76109, 76113), apps=(), mode="normal", mig=False, recovery=("None", "None"),
+            old_smi=False) -> None:
         """``used``: MiB per GPU; ``apps``: (pid, gpu index, MiB or None, name).
-        Mode ``lost``: GPU 1 (bus 0000:2A:00.0) is lost, the others are still printed."""
-        gpu_rows, mem_rows, list_rows = [], [], []
+        Mode ``lost``: GPU 1 (bus 0000:2A:00.0) is lost, the others are still printed.
+        ``recovery``: what a newer nvidia-smi prints for gpu_recovery_action per GPU; ``old_smi``:
+        an older one that rejects that field (exit 2)."""
+        gpu_rows, mem_rows, list_rows, recovery_rows = [], [], [], []
         for i, mib in enumerate(used):
             if mode == "lost" and i == 1:     # the lost GPU is absent from the rows
                 continue
             mig_mode = "Enabled" if mig and i == 0 else "[N/A]"
             gpu_rows.append(f"{i}, {GPU_UUIDS[i]}, {GPU_NAME}, {GPU_BUS[i]}, {mib}, 97887, "
                             f"{3 * i}, Enabled, {mig_mode}")
+            recovery_rows.append(f"{gpu_rows[-1]}, {recovery[i]}")
             mem_rows.append(f"{i}, {mib} MiB")
             list_rows.append(f"GPU {i}: {GPU_NAME} (UUID: {GPU_UUIDS[i]})")
             if mig and i == 0:
@@ -115,8 +127,12 @@ class FakeSmi:
         app_rows = [f"{pid}, {GPU_UUIDS[gpu]}, {'[N/A]' if mib is None else mib}, {name}"
                     for pid, gpu, mib, name in apps]
         for name, rows in (("gpu", gpu_rows), ("memory", mem_rows), ("list", list_rows),
-                           ("apps", app_rows)):
+                           ("apps", app_rows), ("gpu_recovery", recovery_rows)):
             self._write(name, "".join(r + "\n" for r in rows))
+        if old_smi:
+            self._write("old", "")
+        else:
+            (self.dir / "old").unlink(missing_ok=True)
         self._write("lost", "Unable to determine the device handle for GPU 0000:2A:00.0: GPU is lost."
                             "  Reboot the system to recover this GPU\n")
         self._write("mode", mode + "\n")

@@ -15,6 +15,7 @@ from tests.fuzzing import examples
 from console.checks import parse as cp
 from console.checks.registry import CHECKS, CheckResult, render, run_check
 from console.model import CommandResult
+from console.sources.cgroup import parse_cgroup
 from test_diagnose_builders import RealShell, seed_stuck, snap
 
 SEED_READ = "\n".join(f"{i}, {u} MiB" for i, u in enumerate((76109, 76113, 76113, 76113, 76113, 76113, 76113, 76069)))
@@ -176,13 +177,16 @@ HOLDERS_OUT = f"""{M} begin gpu
 81234 pid:[4026531836]
 88001 pid:[4026532890]
 {M} end pidns 0
+{M} begin cgroup
+72170 0::/user.slice/user-0.slice/session-4.scope\0\
+88001 12:devices:/docker/4f2a0c1e9b7d5e3a1c2b4d6f8e0a5e3a1c2b4d6f8e0a5e3a1c2b4d6f8e0a1b2c\n0::/\0{M} end cgroup 0
 """
 
 
 async def test_holders_finds_hidden_and_foreign_pids():
     r = await run_check(Canned(HOLDERS_OUT), "holders")
     lines = dict((ln.split("begin ")[1].split("'")[0], ln) for ln in r.command.splitlines())
-    assert list(lines) == ["ps", "fds", "pidns", "gpu", "apps"]       # in the probe's order
+    assert list(lines) == ["ps", "fds", "pidns", "cgroup", "gpu", "apps"]       # in the probe's order
     assert "find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h %l\\0'" in lines["fds"]
     assert "nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory,process_name" in lines["apps"]
     assert r.data["hidden"] == [81234, 88001]
@@ -191,6 +195,8 @@ async def test_holders_finds_hidden_and_foreign_pids():
                                    "mib": 76105, "name": "sglang::scheduler_TP0"}
     assert r.data["holders"]["88001"]["pid_ns"] == "pid:[4026532890]"
     assert r.data["holders"]["81234"]["user"] == "alice"
+    assert r.data["holders"]["88001"]["container"] == "container 4f2a0c1e9b7d… (docker)"
+    assert r.data["holders"]["72170"]["container"] == "" and r.data["holders"]["81234"]["container"] is None
     assert "not listed by the driver: 81234, 88001" in r.summary
     assert "absent from /proc (another PID namespace): 41" in r.summary
 
@@ -204,6 +210,8 @@ async def test_holders_on_a_real_shell_with_a_device_glob(tmp_path):
         assert str(holder.pid) in r.data["holders"]
         assert r.data["holders"][str(holder.pid)]["files"] == [str(dev)]
         assert holder.pid in r.data["hidden"]                 # no nvidia-smi here: the driver lists nobody
+        with open(f"/proc/{holder.pid}/cgroup") as fh:        # the pidns section's holders reach the cgroup one
+            assert r.data["holders"][str(holder.pid)]["container"] == parse_cgroup(fh.read()).describe()
     finally:
         holder.kill()
         holder.wait()
@@ -302,8 +310,10 @@ BLOCKERS_OUT = """0, Enabled
   72169 python3 -m sglang.launch_server --port 8000
 ::units::
 active
-active
 inactive
+inactive
+inactive
+active
 """
 
 
@@ -313,7 +323,7 @@ async def test_blockers_lists_persistence_and_daemons():
     assert [d["program"] for d in r.data["daemons"]] == ["nvidia-persistenced", "nv-hostengine",
                                                         "nvidia-cuda-mps-control"]
     assert r.data["units"] == {"nvidia-persistenced": "active", "nvidia-dcgm": "active",
-                               "nvidia-fabricmanager": "inactive"}
+                               "nvidia-fabricmanager": "inactive", "nvsm": "inactive", "nvidia-imex": "inactive"}
     assert r.summary == ("reset blockers: persistence mode on GPUs 0-1, nvidia-persistenced (PID 1400), "
                          "nv-hostengine (PID 1500), nvidia-cuda-mps-control (PID 2200)")
 

@@ -39,7 +39,7 @@ async def poll(src: SimSource, clock: FakeClock):
     ("renamed-workers", {"orphan"}),
     ("hidden-holders", {"hidden-holder", "ghost-memory"}),
     ("container", {"foreign-pid"}),
-    ("reset-required", {"reset-blocker", "xid"}),
+    ("reset-required", {"reset-blocker", "xid", "recovery-action"}),
 ])
 async def test_tell_tale_findings_at_the_start(scenario, kinds):
     clock, src = await start(scenario)
@@ -51,8 +51,10 @@ async def test_tell_tale_findings_at_the_start(scenario, kinds):
         assert f.next_step and f.summary
     if scenario == "reset-required":
         xids = {f.evidence["xid"]: f for f in fs if f.kind == "xid"}
-        assert {119, 154} <= set(xids)
-        assert "GPU Reset Required" in xids[154].summary and xids[154].gpus == (3,)
+        assert 119 in xids and 154 not in xids    # the driver's current recovery action says it
+        (rec,) = [f for f in fs if f.kind == "recovery-action"]
+        assert "recovery action is GPU Reset" in rec.summary and rec.gpus == (3,) and rec.severity == "critical"
+        assert "GPU Reset Required" in rec.evidence["xid_154"]
         blocker = next(f for f in fs if f.kind == "reset-blocker")
         assert blocker.severity == "high" and "nvidia-persistenced" in blocker.summary
         assert fs[0].rung == "clear-blockers"

@@ -12,6 +12,7 @@ from hypothesis import given, strategies as st
 from tests.fuzzing import examples
 from console.sources.local import nvml as nvml_layer
 from console.sources.local.source import LocalSource
+from console.model import GPU_RECOVERY_ACTIONS
 from fake_pynvml import MIB, FakeMig, FakeNvml, eight_gpus, nvml_error
 
 
@@ -157,6 +158,54 @@ async def test_mig_enabled_lists_instances_not_plain_gpus():
         (1, "3g.48gb", "MIG-aaaa", 0), (1, "1g.12gb", "MIG-bbbb", 2)]
 
 
+async def test_mig_instances_carry_their_memory_and_processes_their_instance():
+    """NVML gives each MIG device's memory and each process's GPU / compute instance."""
+    me = os.getpid()
+    gpus = eight_gpus(used_mib=24205)[:2]
+    gpus[1].mig = pynvml.NVML_DEVICE_MIG_ENABLE
+    gpus[1].mig_slots = [FakeMig("3g.40gb", "MIG-aaaa", gpus[1].name, gpu_instance=3, used_mib=14366),
+                         FakeMig("1g.10gb", "MIG-bbbb", gpus[1].name, gpu_instance=5, used_mib=9826)]
+    gpus[1].compute = [(me, 14195 * MIB, 3, 0)]
+    gpus[0].compute = [(me, 100 * MIB)]
+    snap = await source(FakeNvml(gpus)).poll()
+    g1 = snap.gpu(1)
+    assert [(m.profile, m.gpu_instance_id, m.compute_instance_id, m.memory_used_mib, m.memory_total_mib)
+            for m in g1.mig_instances] == [("3g.40gb", 3, 0, 14366, 19968), ("1g.10gb", 5, 0, 9826, 19968)]
+    on = {d.gpu_index: d for d in snap.driver_processes}
+    assert (on[1].gpu_instance_id, on[1].compute_instance_id) == (3, 0)
+    assert g1.mig_instance(3, 0).uuid == "MIG-aaaa"
+    assert (on[0].gpu_instance_id, on[0].compute_instance_id) == (None, None)   # no MIG: no instance
+    # kill paths target the PID as usual: the memory is credited to the process on its GPU
+    assert dict(snap.proc(me).gpu_memory_mib) == {"0": 100, "1": 14195}
+
+
+@pytest.mark.parametrize("value, token", [(0, "none"), (1, "gpu_reset"), (2, "node_reboot"), (3, "drain_p2p"),
+                                          (4, "drain_and_reset"), (5, "recover_imex_domain"), (6, "bus_reset"),
+                                          (7, "system_reboot"), (9, "recovery action 9")])
+async def test_recovery_action_field_is_read_into_the_gpu(value, token):
+    gpus = eight_gpus()[:2]
+    gpus[1].recovery = value
+    snap = await source(FakeNvml(gpus)).poll()
+    assert snap.gpu(1).recovery_action == token
+    assert snap.gpu(0).recovery_action is None           # not supported there: unknown, not an error
+    assert not snap.warnings and snap.error is None
+
+
+async def test_recovery_action_unknown_without_the_field_in_pynvml_or_the_driver():
+    gpus = eight_gpus()[:1]
+    gpus[0].recovery = 1
+    old_pynvml = FakeNvml(gpus, field_values=False)
+    snap = await source(old_pynvml).poll()
+    assert snap.error is None and not snap.warnings and snap.gpu(0).recovery_action is None
+    assert old_pynvml.count("nvmlDeviceGetFieldValues") == 0
+    gpus[0].errors["nvmlDeviceGetFieldValues"] = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND   # an old driver
+    snap = await source(FakeNvml(gpus)).poll()
+    assert snap.error is None and not snap.warnings and snap.gpu(0).recovery_action is None
+    gpus[0].errors["nvmlDeviceGetFieldValues"] = pynvml.NVML_ERROR_GPU_IS_LOST
+    snap = await source(FakeNvml(gpus)).poll()
+    assert snap.lost_gpus == ("00000000:18:00.0",)
+
+
 async def test_hung_nvml_times_out_and_is_not_called_again_while_stuck():
     fake = FakeNvml(eight_gpus())
     release = threading.Event()
@@ -284,7 +333,7 @@ DEVICE_CALLS = ["nvmlDeviceGetHandleByIndex", "nvmlDeviceGetUUID", "nvmlDeviceGe
                 "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetPersistenceMode",
                 "nvmlDeviceGetMigMode", "nvmlDeviceGetMaxMigDeviceCount",
                 "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetComputeRunningProcesses",
-                "nvmlDeviceGetGraphicsRunningProcesses"]
+                "nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetFieldValues"]
 
 
 @examples(150)
@@ -296,6 +345,7 @@ def test_read_nvml_survives_any_mix_of_device_errors(errors, mig):
     for g, errs in zip(gpus, errors):
         g.errors.update(errs)
         g.compute = [(4242, 10 * MIB)]
+        g.recovery = g.index % 5
         if mig:
             g.mig = pynvml.NVML_DEVICE_MIG_ENABLE
             g.mig_slots = [FakeMig("1g.12gb", f"MIG-{g.index}", g.name)]
@@ -309,6 +359,7 @@ def test_read_nvml_survives_any_mix_of_device_errors(errors, mig):
         for g in reading.gpus:
             assert g.mig_mode in (None, True, False)
             assert g.memory_used_mib in (None, 76109)     # never a made-up 0
+            assert g.recovery_action in (None, *GPU_RECOVERY_ACTIONS[:5])
     else:
         assert "driver" in reading.error.lower()
 

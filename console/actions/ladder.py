@@ -7,7 +7,9 @@ Rungs, gentlest first::
     sigkill         kill -s KILL <pids>            force them
     kill-holders    kill -s KILL <pids>            every process holding the GPUs' device files,
                                                    listed one by one (never `fuser -k`, never by name)
-    clear-blockers  stop persistenced / MPS / DCGM / fabric manager, `nvidia-smi -pm 0 -i N`
+    clear-blockers  stop the display server, MPS, DCGM (and its exporter), NVSM, IMEX, the fabric
+                    manager and persistenced (each by its unit, container or PID: who.stop_of),
+                    `modprobe -r nvidia_drm` (modeset=Y), `nvidia-smi -pm 0 -i N`
     reset           nvidia-smi -r -i N
     signal          kill -s SIG <pids>             a signal of the operator's choice (the F9 menu; SIGNALS)
     reload-driver   modprobe -r ... && modprobe nvidia      (palette only, the node's name typed)
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from console.diagnosis.who import BLOCKER_DAEMONS, FREED_MIB, blocker_daemon, holder_pids, is_protected
+from console.diagnosis.who import (BLOCKER_DAEMONS, FREED_MIB, MODESET_STOP, blocker_daemon, holder_pids,
+                                   is_protected, stop_of)
 from console.model import Finding, NodeSnapshot, Proc
 
 #: what diagnosis may propose (Finding.rung), gentlest first
@@ -58,11 +61,22 @@ def _signallable(proc: Proc | None) -> bool:
     return proc is not None and (proc.state != "Z" or bool(proc.gpu_memory_mib) or proc.holds_devices)
 
 
+def blocker_processes(snap: NodeSnapshot) -> list[Proc]:
+    """The reset-blocker daemons running, in the order B stops them (who.BLOCKER_DAEMONS)."""
+    order = {d: i for i, d in enumerate(BLOCKER_DAEMONS)}
+    found = [(order[d], p.pid, p) for p in snap.processes
+             if p.state != "Z" and (d := blocker_daemon(p)) is not None]
+    return [p for *_, p in sorted(found, key=lambda x: x[:2])]
+
+
 def _blocker_commands(snap: NodeSnapshot, gpus: Sequence[int]) -> list[str]:
     lines: list[str] = []
-    for d in BLOCKER_DAEMONS:
-        if any(blocker_daemon(p) == d for p in snap.processes) and d.stop not in lines:
-            lines.append(d.stop)
+    for p in blocker_processes(snap):
+        command = stop_of(p).command
+        if command is not None and command not in lines:
+            lines.append(command)
+    if snap.drm_modeset is True:
+        lines.append(MODESET_STOP)
     want = set(gpus)
     for g in snap.gpus:
         if g.persistence_mode and (not want or g.index in want):

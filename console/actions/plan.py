@@ -127,8 +127,10 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
     - kill-holders: ``pids`` when given (a finding's targets), else every process the snapshot
       found holding the ``gpus``' device files or listed by the driver on them (all GPUs when
       empty), each listed by PID; reset-blocker daemons are left to clear-blockers.
-    - clear-blockers: stop persistenced / MPS / DCGM / fabric manager where running, then
-      persistence mode off on the ``gpus`` (all with it on when empty).
+    - clear-blockers: stop each reset-blocker daemon running (display server, MPS, DCGM and its
+      exporter, NVSM, IMEX, fabric manager, persistenced: who.stop_of), unload nvidia_drm when
+      modeset=Y, then persistence mode off on the ``gpus`` (all with it on when empty); a daemon
+      run by Kubernetes gets a note, not a command.
     - reset: ``nvidia-smi -r -i N`` for the ``gpus`` (default: every GPU still holding memory).
     - reload-driver / reboot: the node's name must be typed to confirm.
     PID 0-2, kernel threads and ``snap.own_pids`` are refused with a reason, whatever is asked.
@@ -276,37 +278,71 @@ def _holder_candidates(snap: NodeSnapshot, gpus: Sequence[int], refusals: list[s
 
 def _blockers_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
     lines = ladder.commands_for("clear-blockers", snap, gpus=gpus)
-    daemons = [p for p in snap.processes if who.blocker_daemon(p) is not None and p.state != "Z"]
+    daemons = ladder.blocker_processes(snap)
     pm = [g.index for g in snap.gpus if g.persistence_mode and (not gpus or g.index in gpus)]
+    modeset = snap.drm_modeset is True
     on = gpus or tuple(pm) or tuple(g.index for g in snap.gpus)
     what = []
     if daemons:
         what.append(", ".join(dict.fromkeys(who.program_of(p) for p in daemons)))
+    if modeset:
+        what.append("nvidia_drm (modeset=Y)")
     if pm:
         what.append(f"persistence mode on {t.gpus(pm)}")
     title = "Clear the reset blockers" + (f": {' and '.join(what)}" if what else "")
-    refusals = [] if lines else [f"no reset blocker on {t.gpus(on)}"]
+    notes = [note for p in daemons if (note := who.stop_of(p).note)]
+    if daemons or modeset:
+        names = list(dict.fromkeys([*(who.program_of(p) for p in daemons), *(["nvidia_drm"] if modeset else [])]))
+        one = len(names) == 1
+        notes.append(f"stopping {', '.join(names)} affects every GPU on {snap.name}, not only {t.gpus(on)}: "
+                     f"{'it serves' if one else 'they serve'} all of them (start {'it' if one else 'them'} "
+                     "again after the reset)")
+    if any(who.program_of(p) == who.FABRIC_MANAGER for p in daemons) and snap.nvswitches:
+        notes.append("an NVSwitch system: with nvidia-fabricmanager stopped, NVLink peers must be reset "
+                     "together (the reset, R, says so) and no new CUDA job gets NVLink until it runs again")
+    if modeset:
+        notes.append(f"`{who.MODESET_STOP}` refuses while a display server or the framebuffer console uses "
+                     "nvidia_drm (\"Module nvidia_drm is in use\"): then reboot with nvidia-drm.modeset=0")
+    refusals = [] if lines else [f"no reset blocker on {t.gpus(on)} that can be stopped from here"]
     return _finish(snap, "clear-blockers", title, lines, on, targets=[ActionTarget.of(p) for p in daemons],
-                   refusals=refusals)
+                   refusals=refusals, notes=notes)
 
 
-def _reset_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
-    lines = ladder.commands_for("reset", snap, gpus=gpus)
-    on = [int(line.rsplit(" ", 1)[1]) for line in lines]
+def reset_notes(snap: NodeSnapshot, on: Sequence[int]) -> list[str]:
+    """What the operator must know before `nvidia-smi -r -i N` on these GPUs: holders, blockers,
+    MIG (the whole GPU is reset), NVSwitch peers without the fabric manager."""
     notes = []
     holders = [p for p in (snap.proc(pid) for pid in who.holder_pids(snap, on)) if p is not None]
     if holders:
         notes.append(f"{t.plural(len(holders), 'process', 'processes')} still hold {t.gpus(on)} "
                      f"({t.pid_list([p.pid for p in holders])}): the reset refuses while any does")
-    daemons = [p for p in snap.processes if who.blocker_daemon(p) is not None and p.state != "Z"]
+    daemons = ladder.blocker_processes(snap)
     pm = [g.index for g in snap.gpus if g.persistence_mode and g.index in on]
-    if daemons or pm:
+    if daemons or pm or snap.drm_modeset:
         bits = [f"persistence mode on {t.gpus(pm)}"] if pm else []
         bits += [f"{who.label(p)} (PID {p.pid})" for p in daemons]
+        bits += ["nvidia_drm loaded with modeset=Y"] if snap.drm_modeset else []
         notes.append(f"reset blockers: {', '.join(bits)}; clear them first (B)")
+    for g in snap.gpus:
+        if g.index in on and g.mig_mode:
+            inst = g.mig_instances
+            which = (f" and its {t.plural(len(inst), 'MIG instance')} ({', '.join(m.profile for m in inst)})"
+                     if inst else " and every MIG instance on it")
+            notes.append(f"GPU {g.index} is in MIG mode: `nvidia-smi -r -i {g.index}` resets the whole GPU{which}; "
+                         "every process on any of its instances loses its work")
+    if snap.nvswitches and not who.fabric_manager_running(snap):
+        notes.append(f"an NVSwitch system ({t.plural(snap.nvswitches, 'NVSwitch', 'NVSwitches')}) without "
+                     "nvidia-fabricmanager running: NVLink peers must be reset together — reset every GPU "
+                     "at once (`nvidia-smi -r`, no -i), or start the fabric manager first")
+    return notes
+
+
+def _reset_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
+    lines = ladder.commands_for("reset", snap, gpus=gpus)
+    on = [int(line.rsplit(" ", 1)[1]) for line in lines]
     refusals = [] if lines else ["no GPU selected and none holds memory"]
     title = f"Reset {t.gpus(on)}" if on else "Reset"
-    return _finish(snap, "reset", title, lines, on, refusals=refusals, notes=notes)
+    return _finish(snap, "reset", title, lines, on, refusals=refusals, notes=reset_notes(snap, on))
 
 
 def _node_plan(snap: NodeSnapshot, rung: str) -> ActionPlan:

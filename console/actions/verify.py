@@ -87,9 +87,10 @@ def memory_settled(before: Memory, after: Memory, expected: Memory) -> bool:
 
 
 def blockers_cleared(snap: NodeSnapshot, gpus: Sequence[int]) -> bool:
-    """No reset-blocker daemon alive and persistence mode off on these GPUs (all when empty)."""
+    """No reset-blocker daemon alive, nvidia_drm's modeset gone and persistence mode off on these
+    GPUs (all when empty)."""
     want = set(gpus)
-    if any(blocker_daemon(p) is not None and p.state != "Z" for p in snap.processes):
+    if any(blocker_daemon(p) is not None and p.state != "Z" for p in snap.processes) or snap.drm_modeset:
         return False
     return not any(g.persistence_mode for g in snap.gpus if not want or g.index in want)
 

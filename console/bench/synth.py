@@ -252,4 +252,4 @@ def big_probe_text(mark: str, *, processes: int = 2000, gpus: int = 8, tick: int
     section("driver", ["NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  "
                        "(dvs-builder@U16-I2-C03-12-2)  Tue Jul  8 18:13:30 UTC 2025"])
     # in the probe's own order (the process sections first), as a node prints them
-    return "".join(f"{mark} begin {name}\n{bodies[name]}{mark} end {name} 0\n" for name in SECTION_ORDER)
+    return "".join(f"{mark} begin {name}\n{bodies.get(name, '')}{mark} end {name} 0\n" for name in SECTION_ORDER)

@@ -13,6 +13,7 @@ from console.sources.parse import (clip, csv_rows, na_or_int, nvsmi_failure, on_
                             parse_fds, parse_gpu_query, parse_pidns, parse_ps, parse_stat_line,
                             program_name)
 from console.probe import split_sections
+from console.sources.cgroup import parse_cgroup_records
 
 SECTION_RE = re.compile(r"^::([a-z-]+)::$")
 _USERS_RE = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=(\d+),fd=(\d+)\)')
@@ -72,11 +73,12 @@ def parse_reread(text: str) -> dict:
 # ---------------------------------------------------------------- holders
 
 HOLDERS_MARK = "::gi-check::"
-HOLDERS_SECTIONS = ("gpu", "apps", "ps", "fds", "pidns")
+HOLDERS_SECTIONS = ("gpu", "apps", "ps", "fds", "pidns", "cgroup")
 
 
 def parse_holders(text: str, mark: str = HOLDERS_MARK) -> dict:
-    """Probe-format sections gpu, apps, ps, fds, pidns -> who holds what; who is hidden or foreign.
+    """Probe-format sections gpu, apps, ps, fds, pidns, cgroup -> who holds what (and in which
+    container or unit); who is hidden or foreign.
 
     ``hidden``: PIDs with a device file open that the driver does not list;
     ``foreign``: PIDs the driver lists that /proc does not have (another PID namespace).
@@ -91,11 +93,13 @@ def parse_holders(text: str, mark: str = HOLDERS_MARK) -> dict:
     ps = parse_ps(body("ps"))
     fds = parse_fds(body("fds"))
     ns = parse_pidns(body("pidns"))
+    cgroups = parse_cgroup_records(body("cgroup"))
     listed = {a.pid for a in apps}
     driver = [{"pid": a.pid, "gpu": a.gpu_index, "gpu_uuid": a.gpu_uuid, "mib": a.used_memory_mib,
                "name": a.name} for a in apps]
     holders = {str(pid): {"files": list(files), "user": ps.get(pid, (None, ""))[0],
-                          "args": clip(ps.get(pid, (None, ""))[1]), "pid_ns": ns.get(pid)}
+                          "args": clip(ps.get(pid, (None, ""))[1]), "pid_ns": ns.get(pid),
+                          "container": cgroups[pid].describe() if pid in cgroups else None}
                for pid, files in sorted(fds.items())}
     return {"holders": holders, "driver": driver,
             "hidden": sorted(pid for pid in fds if pid not in listed),
@@ -177,7 +181,8 @@ def parse_kernel_log(text: str, gpu_bus: dict[str, int] | None = None) -> dict:
 # ---------------------------------------------------------------- reset blockers
 
 def parse_blockers(text: str, programs: tuple[str, ...], units: tuple[str, ...]) -> dict:
-    """Sections: (first) persistence CSV, ``::ps::`` ps -eo pid=,args=, ``::units::`` systemctl is-active."""
+    """Sections: (first) persistence CSV, ``::ps::`` ps -eo pid=,args=, ``::units::`` systemctl is-active.
+    A program written ``name*`` matches every program whose name starts with ``name``."""
     sec = sections(text)
     persistence: dict[str, bool | None] = {}
     for row in csv_rows(sec.get("", "")):
@@ -186,7 +191,7 @@ def parse_blockers(text: str, programs: tuple[str, ...], units: tuple[str, ...])
     daemons = []
     for pid, (_, args) in parse_ps(sec.get("ps", ""), user=False).items():
         prog = program_name(args)
-        if prog in programs:
+        if prog in programs or any(x.endswith("*") and prog.startswith(x[:-1]) for x in programs):
             daemons.append({"pid": pid, "program": prog, "args": clip(args)})
     unit_lines = [ln.strip() for ln in sec.get("units", "").splitlines() if ln.strip()]
     states: dict[str, str] = {}

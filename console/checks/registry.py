@@ -40,8 +40,7 @@ from console.probe import DEFAULT_DEVICE_GLOB, QUERY_MEMORY, build_script
 
 FREED_NOTICE_MIB = 256          # less than this between reads is noise, not memory coming back
 #: systemd units of the reset blockers -> the program each runs
-UNIT_PROGRAMS = {"nvidia-persistenced": "nvidia-persistenced", "nvidia-dcgm": "nv-hostengine",
-                 "nvidia-fabricmanager": "nv-fabricmanager"}
+UNIT_PROGRAMS = {d.unit: d.program for d in BLOCKER_DAEMONS if d.unit}
 BLOCKER_UNITS = tuple(UNIT_PROGRAMS)
 QUERY_PERSISTENCE = "nvidia-smi --query-gpu=index,persistence_mode --format=csv,noheader"
 
@@ -208,7 +207,9 @@ def _klog(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
 
 
 def _blockers(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
-    d = cp.parse_blockers(raw, tuple(b.program for b in BLOCKER_DAEMONS), BLOCKER_UNITS)
+    # display servers block only while they hold /dev/nvidia*, which ps cannot tell: left to the probe
+    programs = tuple(b.program + ("*" if b.prefix else "") for b in BLOCKER_DAEMONS if not b.needs_device)
+    d = cp.parse_blockers(raw, programs, BLOCKER_UNITS)
     parts = []
     if d["persistence_on"]:
         parts.append(f"persistence mode on {t.gpus(d['persistence_on'])}")
@@ -216,12 +217,13 @@ def _blockers(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
         parts.append(f"{dm['program']} (PID {dm['pid']})")
     running = {dm["program"] for dm in d["daemons"]}
     for unit, state in d["units"].items():
-        if state == "active" and UNIT_PROGRAMS[unit] not in running:
+        if state == "active" and not any(r.startswith(UNIT_PROGRAMS[unit]) for r in running):
             parts.append(f"{unit} active")
     if not parts:
         if d["error"]:
             return f"nvidia-smi failed: {d['error']}", d
-        return "no reset blocker: persistence mode off, no persistenced, MPS, DCGM or fabric manager", d
+        return ("no reset blocker: persistence mode off, no persistenced, MPS, DCGM, NVSM, IMEX or fabric "
+                "manager", d)
     return "reset blockers: " + ", ".join(parts), d
 
 

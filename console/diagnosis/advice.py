@@ -138,30 +138,45 @@ def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: s
     return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}): {why}.", pids, gpus)
 
 
-def blockers(sit: Situation, gpus: Sequence[int]) -> tuple[list[Proc], list[int]]:
-    """(blocker daemons running, GPUs among ``gpus`` with persistence mode on)."""
+@dataclass(frozen=True)
+class Blockers:
+    """What keeps `nvidia-smi -r` from running: daemons, persistence mode, nvidia_drm's modeset."""
+    daemons: tuple[Proc, ...] = ()
+    persistence: tuple[int, ...] = ()       # GPUs with persistence mode on
+    modeset: bool = False                   # nvidia_drm loaded with modeset=Y
+
+    def __bool__(self) -> bool:
+        return bool(self.daemons or self.persistence or self.modeset)
+
+
+def blockers(sit: Situation, gpus: Sequence[int]) -> Blockers:
+    """The blockers of a reset of ``gpus`` (all when empty): a daemon or nvidia_drm blocks every
+    GPU, persistence mode only its own."""
     want = set(gpus)
-    daemons = sit.blocker_daemons()
-    pm = [g.index for g in sit.snap.gpus if g.persistence_mode and (not want or g.index in want)]
-    return daemons, pm
+    pm = tuple(g.index for g in sit.snap.gpus if g.persistence_mode and (not want or g.index in want))
+    return Blockers(tuple(sit.blocker_daemons()), pm, sit.snap.drm_modeset is True)
 
 
-def blocker_words(daemons: Sequence[Proc], pm: Sequence[int]) -> str:
+def blocker_words(b: Blockers) -> str:
     parts = []
-    if pm:
-        parts.append(f"persistence mode on {t.gpus(pm)}")
-    for p in daemons:
+    if b.persistence:
+        parts.append(f"persistence mode on {t.gpus(b.persistence)}")
+    for p in b.daemons:
         parts.append(f"{t.label(p)} (PID {p.pid})")
+    if b.modeset:
+        parts.append("nvidia_drm loaded with modeset=Y")
     return ", ".join(parts)
 
 
-def clear_words(daemons: Sequence[Proc], pm: Sequence[int]) -> str:
+def clear_words(b: Blockers) -> str:
     """'Stop nvidia-persistenced (PID 1563) and turn persistence mode off on GPU 3'."""
     parts = []
-    if daemons:
-        parts.append("stop " + ", ".join(f"{t.label(p)} (PID {p.pid})" for p in daemons))
-    if pm:
-        parts.append(f"turn persistence mode off on {t.gpus(pm)}")
+    if b.daemons:
+        parts.append("stop " + ", ".join(f"{t.label(p)} (PID {p.pid})" for p in b.daemons))
+    if b.modeset:
+        parts.append("unload nvidia_drm (modeset=Y)")
+    if b.persistence:
+        parts.append(f"turn persistence mode off on {t.gpus(b.persistence)}")
     text = " and ".join(parts)
     return text[:1].upper() + text[1:]
 
@@ -170,11 +185,11 @@ def reset_step(sit: Situation, gpus: Sequence[int], why: str) -> Step:
     """Toward `nvidia-smi -r`: blockers first, then holders, then the reset; reboot if it failed."""
     gpus = tuple(sorted(set(gpus)))
     sit.reset_wanted.update(gpus)
-    daemons, pm = blockers(sit, gpus)
-    if daemons or pm:
-        return Step("clear-blockers", f"{clear_words(daemons, pm)} first: {why}, and `nvidia-smi -r` "
+    found = blockers(sit, gpus)
+    if found:
+        return Step("clear-blockers", f"{clear_words(found)} first: {why}, and `nvidia-smi -r` "
                                       "refuses while they hold the GPU.",
-                    tuple(p.pid for p in daemons), gpus)
+                    tuple(p.pid for p in found.daemons), gpus)
     holders = sit.live_holders(gpus)
     stuck = [p for p in holders if in_d(p)]
     if stuck:

@@ -5,12 +5,12 @@ from dataclasses import replace
 from typing import Sequence
 
 from console.diagnosis.who import TEARDOWN_WINDOW_S, WAIT_S, program_of
-from console.model import Finding, NodeSnapshot
+from console.model import Finding, NodeSnapshot, recovery_words
 from console.diagnosis import text as t
 from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
                      signal_step)
 from console.diagnosis.context import Situation
-from console.diagnosis.xid import XidEvent, bus_key, parse_xid_line
+from console.diagnosis.xid import XidEvent, bus_key, parse_xid_line, recovery_action
 
 HUNG_PROBES_BEFORE_REBOOT = 3     # consecutive timed-out probes (and at least the teardown window)
 _CONNECTION_WORDS = ("unreachable", "refused", "authentication", "host key")
@@ -173,6 +173,30 @@ def _xid_handled(sit: Situation, ev: XidEvent, gpu: int | None) -> bool:
     return logged is None or logged
 
 
+def action_step(sit: Situation, action: str, gpu: int | None, where: str, describe: str, *,
+                drain_first: bool = False) -> Step | None:
+    """The step an Xid's or a recovery action's ``action`` (reboot, reset, drain) calls for on one
+    GPU; None for the others (the caller says why nothing is to be done). One home for what a
+    reset / reboot / drain request means: Xid lines and the driver's recovery action both use it."""
+    gpus = (gpu,) if gpu is not None else ()
+    if action == "reboot":
+        return Step("reboot", f"Reboot the node (power-cycle if the GPU does not return): {describe} "
+                              f"on {where} — a GPU reset will not recover it.", (), gpus)
+    if action == "reset":
+        if gpu is None:
+            return Step("reboot", f"Reboot the node: {describe} names a GPU the driver no longer "
+                                  "lists, so it cannot be reset.")
+        step = reset_step(sit, [gpu], f"{describe} says GPU {gpu} needs a reset")
+        if drain_first:
+            step = replace(step, text=f"{step.text} Drain first: stop the jobs that use GPU {gpu} "
+                                      "over NVLink or peer-to-peer.")
+        return step
+    if action == "drain":
+        return Step(None, f"Drain peer-to-peer traffic to {where}: stop the jobs that use it over NVLink "
+                          f"or P2P; {describe} asks for no reset.", (), gpus)
+    return None
+
+
 def xids(sit: Situation) -> list[Finding]:
     by_bus = {bus_key(g.bus_id): g.index for g in sit.snap.gpus}
     groups: dict[tuple, list[XidEvent]] = {}
@@ -186,6 +210,9 @@ def xids(sit: Situation) -> list[Finding]:
     for (code, bkey), evs in groups.items():
         ev = evs[-1]                          # the latest says the current state (154: current action)
         gpu = by_bus.get(bkey)
+        current = sit.snap.gpu(gpu).recovery_action if gpu is not None else None
+        if code == 154 and current not in (None, "none"):
+            continue                          # the driver's current recovery action says it: recovery_actions()
         where = f"GPU {gpu} ({ev.bus})" if gpu is not None else f"GPU {ev.bus}"
         count = f" ×{len(evs)}" if len(evs) > 1 else ""
         if code == 154 and ev.recovery:
@@ -195,33 +222,25 @@ def xids(sit: Situation) -> list[Finding]:
         severity = ev.severity
         gpus = (gpu,) if gpu is not None else ()
         pids = (ev.pid,) if ev.pid and sit.proc(ev.pid) else ()
+        step = None
         if _xid_handled(sit, ev, gpu):
             severity, step = "info", Step(None, "Nothing to do: the GPU was reset or the node rebooted after "
                                                 "this line was logged.")
-        elif ev.action == "reboot":
-            step = Step("reboot", f"Reboot the node (power-cycle if the GPU does not return): {ev.describe} "
-                                  f"on {where} — a GPU reset will not recover it.", (), gpus)
-        elif ev.action == "reset":
-            if gpu is None:
-                step = Step("reboot", f"Reboot the node: {ev.describe} names a GPU the driver no longer "
-                                      "lists, so it cannot be reset.")
-            else:
-                step = reset_step(sit, [gpu], f"{ev.describe} says GPU {gpu} needs a reset")
-                if ev.code == 154 and "drain" in (ev.recovery or "").lower():
-                    step = replace(step, text=f"{step.text} Drain first: stop the jobs that use GPU {gpu} "
-                                              "over NVLink or peer-to-peer.")
-            if ev.info.workflow:
+        elif code == 154 and current == "none":
+            severity, step = "info", Step(None, f"Nothing to do: the driver now reports no recovery action for "
+                                                f"GPU {gpu}; this line is history.", (), gpus)
+        elif ev.action in ("reboot", "reset", "drain"):
+            step = action_step(sit, ev.action, gpu, where, ev.describe,
+                               drain_first=ev.code == 154 and "drain" in (ev.recovery or "").lower())
+            if ev.action == "reset" and gpu is not None and ev.info.workflow:
                 step = replace(step, text=f"{step.text} {ev.info.workflow}")
-        elif ev.action == "drain":
-            step = Step(None, f"Drain peer-to-peer traffic to {where}: stop the jobs that use it over NVLink "
-                              f"or P2P; {ev.describe} asks for no reset.", (), gpus)
         elif ev.action == "app":
             step = Step(None, f"Restart the application{f' (PID {ev.pid})' if ev.pid else ''}: {ev.describe} "
                               "is the program's fault; the GPU itself is fine.", (), gpus)
         elif ev.info.catalog == "CONTACT_SUPPORT":
             step = Step(None, f"Nothing to do on the node: report {ev.describe} on {where} to NVIDIA support "
                               "(the Xid catalogue's advice).", (), gpus)
-        else:
+        if step is None:
             step = Step(None, f"Nothing to do now: {ev.info.meaning}", (), gpus)
         out.append(finding("xid", severity, summary, step, pids, gpus,
                       {"xid": code, "bus": ev.bus, "gpu": gpu, "count": len(evs), "line": ev.line,
@@ -231,23 +250,60 @@ def xids(sit: Situation) -> list[Finding]:
     return out
 
 
+# ---------------------------------------------------------------- the driver's recovery action
+
+def recovery_actions(sit: Situation) -> list[Finding]:
+    """GPUs whose recovery action (NVML's field, nvidia-smi's ``gpu_recovery_action``) is not
+    "none": the driver's own, current word on what the GPU needs. It supersedes the Xid 154
+    lines of that GPU (their latest is kept in the evidence)."""
+    out = []
+    xid154: dict[str, str] = {}
+    for line in sit.snap.kernel_log:
+        ev = parse_xid_line(line)
+        if ev is not None and ev.code == 154:
+            xid154[bus_key(ev.bus) or ev.bus] = ev.line
+    for g in sit.snap.gpus:
+        token = g.recovery_action
+        if token is None or token == "none":
+            continue
+        action, severity = recovery_action(token)
+        words = recovery_words(token)
+        where = f"GPU {g.index} ({g.bus_id})"
+        describe = f"the driver's recovery action ({words})"
+        line = xid154.get(bus_key(g.bus_id) or "")
+        summary = f"GPU {g.index}: the driver's recovery action is {words}" + (" (Xid 154 logged)" if line else "")
+        step = action_step(sit, action, g.index, where, describe,
+                           drain_first="drain" in token)
+        if step is None and token == "recover_imex_domain":
+            step = Step(None, f"Recover the IMEX domain {where} belongs to (its nvidia-imex daemons across the "
+                              "NVLink domain's nodes): the driver asks for no reset of this GPU.", (), (g.index,))
+        if step is None:
+            step = Step(None, f"Look up {words!r} in NVIDIA's documentation of nvmlDeviceGpuRecoveryAction_t: "
+                              "this console does not know this recovery action.", (), (g.index,))
+        out.append(finding("recovery-action", severity, summary, step, (), (g.index,),
+                           {"gpu": g.index, "recovery_action": token, "words": words, "action": action,
+                            "xid_154": line}))
+    return out
+
+
 # ---------------------------------------------------------------- reset blockers
 
 def reset_blockers(sit: Situation) -> list[Finding]:
     """Run after the other findings: it is severe only when some advice wants a reset."""
-    daemons, pm = blockers(sit, ())
-    if not daemons and not pm:
+    found = blockers(sit, ())
+    if not found:
         return []
     wanted = sorted(sit.reset_wanted)
-    summary = f"reset blockers: {blocker_words(daemons, pm)}"
-    pids = [p.pid for p in daemons]
-    ev = {"pids": pids, "persistence_gpus": pm, "daemons": [program_of(p) for p in daemons], "reset_wanted": wanted}
-    _, pm_wanted = blockers(sit, wanted) if wanted else ((), [])
-    if (daemons and wanted) or pm_wanted:
-        step = Step("clear-blockers", f"{clear_words(daemons, pm_wanted)} before the reset of {t.gpus(wanted)}: "
-                                      "`nvidia-smi -r` refuses while persistence mode, MPS, DCGM or the fabric "
-                                      "manager hold the GPU.", tuple(pids), tuple(wanted))
+    summary = f"reset blockers: {blocker_words(found)}"
+    pids = [p.pid for p in found.daemons]
+    ev = {"pids": pids, "persistence_gpus": list(found.persistence), "daemons": [program_of(p) for p in found.daemons],
+          "drm_modeset": found.modeset, "reset_wanted": wanted}
+    for_reset = blockers(sit, wanted) if wanted else None
+    if for_reset is not None and (found.daemons or found.modeset or for_reset.persistence):
+        step = Step("clear-blockers", f"{clear_words(for_reset)} before the reset of {t.gpus(wanted)}: "
+                                      "`nvidia-smi -r` refuses while persistence mode, MPS, DCGM, the fabric "
+                                      "manager, a display server or nvidia_drm hold the GPU.", tuple(pids), tuple(wanted))
         return [finding("reset-blocker", "high", summary, step, pids, wanted, ev)]
     step = Step(None, "Nothing to do unless a GPU reset is needed: then clear these first, since "
-                      "`nvidia-smi -r` refuses while they hold the GPU.", tuple(pids), tuple(pm))
-    return [finding("reset-blocker", "low", summary, step, pids, pm, ev)]
+                      "`nvidia-smi -r` refuses while they hold the GPU.", tuple(pids), found.persistence)
+    return [finding("reset-blocker", "low", summary, step, pids, found.persistence, ev)]

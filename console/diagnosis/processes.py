@@ -170,7 +170,7 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
         files = sorted({f for p in procs for f in p.device_files})
         since = min(sit.since(p.pid, DEVICES) for p in procs)
         shown = f"{', '.join(files[:4])}{' …' if len(files) > 4 else ''}"
-        who = f"{t.plural(len(procs), 'process', 'processes')} ({sit.names(procs)})"
+        who = f"{t.plural(len(procs), 'process', 'processes')} ({sit.names(procs)}){t.containers(procs)}"
         holds = t.verb(len(procs), "holds", "hold")
         if severity == "high":
             where = gpus & ghost_gpus or ghost_gpus
@@ -182,7 +182,8 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
             why = "only if a reset is needed: a reset refuses while any process holds the device"
         step = kill_step(sit, procs, gpus, sit.names(procs), why)
         out.append(finding("hidden-holder", severity, summary, step, pids, gpus,
-                           {"pids": pids, "gpus": sorted(gpus), "device_files": files}, since))
+                           {"pids": pids, "gpus": sorted(gpus), "device_files": files,
+                            "containers": t.container_places(procs)}, since))
     return out
 
 
@@ -205,9 +206,11 @@ def foreign_pids(sit: Situation) -> list[Finding]:
     summary = (f"the driver lists {t.plural(len(pids), 'PID')} {t.pids(pids)}{named} "
                f"that /proc does not have (or has as another process) — another PID namespace (a container); {t.mib(held)} on {t.gpus(gpus)}")
     host_side = [p for p in sit.live_holders(gpus) if p.pid not in sit.driver_pids()]
+    if host_side and t.containers(host_side):
+        summary += f"; held here by {sit.names(host_side)}{t.containers(host_side)}"
     if host_side:
         step = kill_step(sit, host_side, gpus, f"the processes holding these GPUs' device files here, "
-                         f"{sit.names(host_side)}",
+                         f"{sit.names(host_side)}{t.containers(host_side, short=False)}",
                          "the driver reports them under PIDs of another namespace, which cannot be "
                          "signalled from here")
     else:
@@ -227,7 +230,8 @@ def foreign_pids(sit: Situation) -> list[Finding]:
                               "on the host (or `docker top` / `crictl ps`) and stop the container there.")
     return [finding("foreign-pid", "high" if held > 0 else "low", summary, step, pids, gpus,
                      {"pids": pids, "gpus": sorted(gpus), "mib": held, "names": names,
-                      "host_holders": [p.pid for p in host_side]})]
+                      "host_holders": [p.pid for p in host_side],
+                      "containers": t.container_places(host_side)})]
 
 
 

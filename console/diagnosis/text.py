@@ -86,3 +86,29 @@ def wchans(procs: Sequence[Proc]) -> str:
     if not seen:
         return "wchan unknown"
     return ", ".join(seen[:3]) + (" …" if len(seen) > 3 else "")
+
+
+def containers(procs: Sequence[Proc], short: bool = True) -> str:
+    """Where these processes run, when /proc/PID/cgroup says they are in a container:
+    ' in container 4f2a0c1e9b7d… (docker)', ' in pod 7c5d1f2e…, container 2b3c… (containerd)' (the
+    pod's whole UID unless ``short``), ' in 2 containers (…; …)'; '' when none is."""
+    places = list(dict.fromkeys(p.cgroup.describe(short) for p in procs
+                                if p.cgroup is not None and p.cgroup.in_container))
+    if not places:
+        return ""
+    if len(places) == 1:
+        return f" in {clip(places[0], 120)}"
+    shown = "; ".join(clip(pl, 80) for pl in places[:3])
+    return f" in {len(places)} containers ({shown}{' …' if len(places) > 3 else ''})"
+
+
+def container_places(procs: Sequence[Proc]) -> list[dict]:
+    """The containers of these processes, for a finding's evidence."""
+    out: dict[tuple, dict] = {}
+    for p in procs:
+        cg = p.cgroup
+        if cg is not None and cg.in_container:
+            key = (cg.runtime, cg.container_id, cg.pod_uid)
+            out.setdefault(key, {"runtime": cg.runtime, "container_id": cg.container_id,
+                                 "pod_uid": cg.pod_uid, "pids": []})["pids"].append(p.pid)
+    return list(out.values())

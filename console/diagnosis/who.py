@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from console.model import NodeSnapshot, Proc
+from console.probe import guarded_kill_command
 from console.sources.parse import program_name
 
 # ---------------------------------------------------------------- time windows the advice turns on
@@ -43,17 +44,41 @@ def label(proc: Proc) -> str:
 
 @dataclass(frozen=True)
 class BlockerDaemon:
-    program: str        # argv[0] basename
-    stop: str           # the command that stops it
+    """A program whose hold on the GPUs makes `nvidia-smi -r` refuse ("In use by another client")."""
+    program: str                # argv[0] basename (a prefix of it where ``prefix``)
+    what: str                   # a few words
+    stop: str | None            # the command that usually stops it; None: none known (its PID is sent TERM)
+    unit: str | None = None     # the systemd unit it usually runs as (the blockers check asks systemctl)
+    needs_device: bool = False  # a blocker only while it holds /dev/nvidia* (a display server)
+    prefix: bool = False        # every program whose name starts with ``program`` (NVSM's services)
 
 
+DISPLAY_MANAGER_STOP = "systemctl stop display-manager"
+#: in the order B stops them: the display servers and the clients first, the persistence daemon last
 BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
-    BlockerDaemon("nvidia-cuda-mps-control", "echo quit | nvidia-cuda-mps-control"),    # MPS
-    BlockerDaemon("nvidia-cuda-mps-server", "echo quit | nvidia-cuda-mps-control"),
-    BlockerDaemon("nv-hostengine", "systemctl stop nvidia-dcgm"),                       # DCGM
-    BlockerDaemon("nvidia-persistenced", "systemctl stop nvidia-persistenced"),
-    BlockerDaemon("nv-fabricmanager", "systemctl stop nvidia-fabricmanager"),
+    *(BlockerDaemon(prog, "display server", DISPLAY_MANAGER_STOP, needs_device=True)
+      for prog in ("Xorg", "X", "Xwayland", "gnome-shell")),
+    BlockerDaemon("nvidia-cuda-mps-control", "MPS control daemon", "echo quit | nvidia-cuda-mps-control"),
+    BlockerDaemon("nvidia-cuda-mps-server", "MPS server", "echo quit | nvidia-cuda-mps-control"),
+    BlockerDaemon("dcgm-exporter", "DCGM exporter", None),
+    BlockerDaemon("nv-hostengine", "DCGM host engine", "systemctl stop nvidia-dcgm", unit="nvidia-dcgm"),
+    BlockerDaemon("nvsm", "NVSM", "systemctl stop nvsm", unit="nvsm", prefix=True),
+    BlockerDaemon("nvidia-imex", "IMEX daemon", "systemctl stop nvidia-imex", unit="nvidia-imex"),
+    BlockerDaemon("nv-fabricmanager", "fabric manager", "systemctl stop nvidia-fabricmanager",
+                  unit="nvidia-fabricmanager"),
+    BlockerDaemon("nvidia-persistenced", "persistence daemon", "systemctl stop nvidia-persistenced",
+                  unit="nvidia-persistenced"),
 )
+#: the non-process blocker: nvidia_drm loaded with modeset=Y is a kernel client of every GPU
+#: (NVIDIA/mig-parted#181: resets refused "In use by another client" until it is unloaded)
+MODESET_STOP = "modprobe -r nvidia_drm"
+FABRIC_MANAGER = "nv-fabricmanager"
+
+
+def _matches(d: BlockerDaemon, prog: str, comm: str) -> bool:
+    if d.prefix:
+        return prog.startswith(d.program) or comm.startswith(d.program)
+    return prog == d.program or (bool(comm) and comm == d.program[:15])
 
 
 def blocker_daemon(proc: Proc | None) -> BlockerDaemon | None:
@@ -61,9 +86,51 @@ def blocker_daemon(proc: Proc | None) -> BlockerDaemon | None:
         return None
     prog = program_of(proc)
     for d in BLOCKER_DAEMONS:
-        if prog == d.program or (proc.name and proc.name == d.program[:15]):
+        if _matches(d, prog, proc.name) and (proc.holds_devices or not d.needs_device):
             return d
     return None
+
+
+@dataclass(frozen=True)
+class BlockerStop:
+    command: str | None     # the exact line that stops it here; None: nothing can be run for it here
+    note: str = ""          # why not, or what to know before
+
+
+def stop_of(proc: Proc) -> BlockerStop:
+    """How to stop this blocker daemon on its node, exactly: its systemd unit (read from its
+    cgroup), its docker / podman container, the daemon's usual command, or SIGTERM to its PID
+    (start time checked). One run by Kubernetes (or another container runtime) has no command
+    here: systemctl cannot stop it and its DaemonSet would start it again."""
+    d = blocker_daemon(proc)
+    name = f"{label(proc)} (PID {proc.pid})"
+    cg = proc.cgroup
+    if cg is not None and cg.kubernetes:
+        return BlockerStop(None, f"{name} runs in Kubernetes ({cg.describe()}): systemctl cannot stop it and "
+                                 "its DaemonSet would start it again; stop it through Kubernetes (for the GPU "
+                                 "operator: label the node so its pod leaves) — nothing is run for it here")
+    if cg is not None and cg.in_container:
+        if cg.runtime in ("docker", "podman") and cg.container_id:
+            return BlockerStop(f"{cg.runtime} stop {cg.container_id[:12]}",
+                               f"{name} runs in {cg.describe()}: stopping the container stops it")
+        return BlockerStop(None, f"{name} runs in {cg.describe()}: stop it with its container runtime — "
+                                 "nothing is run for it here")
+    if cg is not None and cg.unit:
+        return BlockerStop(f"systemctl stop {cg.unit.removesuffix('.service')}")
+    if d is not None and d.stop:
+        return BlockerStop(d.stop)
+    return BlockerStop(guarded_kill_command(proc.pid, "TERM", proc.start_ticks),
+                       f"{name} runs under no service this console can see: it is sent SIGTERM")
+
+
+def nvswitch_system(snap: NodeSnapshot) -> bool:
+    """NVSwitch device files, or a fabric manager running: NVLink peers behind NVSwitches."""
+    return bool(snap.nvswitches) or fabric_manager_running(snap)
+
+
+def fabric_manager_running(snap: NodeSnapshot) -> bool:
+    return any(p.state != "Z" and (program_of(p) == FABRIC_MANAGER or p.name == FABRIC_MANAGER[:15])
+               for p in snap.processes)
 
 
 # ---------------------------------------------------------------- who is never touched

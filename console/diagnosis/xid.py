@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from console.model import recovery_token
+
 CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 
 
@@ -125,29 +127,30 @@ XIDS: dict[int, XidInfo] = {
 UNKNOWN = XidInfo("unlisted Xid", "low", "none",
                   f"An Xid this console has no description for; look it up in NVIDIA's Xid catalogue ({CATALOG_URL}).")
 
-#: Xid 154's recovery action words (as the driver prints them, lower case) -> (our action, severity).
-#: R550-R580 print "GPU Reset Required", "Node Reboot Required", "Drain P2P", "Drain and Reset"; newer
-#: drivers print "PF FLR" (a function-level reset) and "OS Reboot"; NVML adds IMEX domain recovery,
-#: bus reset and system reboot (nvmlDeviceGpuRecoveryAction_t).
+#: the GPU recovery action (model.GPU_RECOVERY_ACTIONS: NVML's field, nvidia-smi's
+#: ``gpu_recovery_action``, Xid 154's words) -> (our action, severity). R550-R580 Xid 154 lines print
+#: "GPU Reset Required", "Node Reboot Required", "Drain P2P", "Drain and Reset"; newer drivers "PF FLR"
+#: (a function-level reset) and "OS Reboot"; NVML adds IMEX domain recovery (the multi-node NVLink
+#: domain, not this GPU: no reset asked for), bus reset and system reboot (nvmlDeviceGpuRecoveryAction_t).
 RECOVERY_ACTIONS: dict[str, tuple[str, str]] = {
     "none": ("none", "info"),
-    "gpu reset required": ("reset", "critical"),
-    "pf flr": ("reset", "critical"),
-    "node reboot required": ("reboot", "critical"),
-    "os reboot": ("reboot", "critical"),
-    "drain p2p": ("drain", "high"),
-    "drain and reset": ("reset", "critical"),
-    "recover imex domain": ("none", "high"),
-    "bus reset": ("reboot", "critical"),
-    "system reboot": ("reboot", "critical"),
+    "gpu_reset": ("reset", "critical"),
+    "node_reboot": ("reboot", "critical"),
+    "drain_p2p": ("drain", "high"),
+    "drain_and_reset": ("reset", "critical"),
+    "recover_imex_domain": ("none", "high"),
+    "bus_reset": ("reboot", "critical"),
+    "system_reboot": ("reboot", "critical"),
 }
 
 
 def recovery_action(words: str | None) -> tuple[str, str]:
-    """Xid 154's recovery action text -> (our action, severity); unknown words by their keywords."""
-    text = " ".join((words or "").lower().split())
-    if text in RECOVERY_ACTIONS:
-        return RECOVERY_ACTIONS[text]
+    """A recovery action (its token or the driver's words) -> (our action, severity); words this
+    console does not know by their keywords."""
+    token = recovery_token(words)
+    if token in RECOVERY_ACTIONS:
+        return RECOVERY_ACTIONS[token]
+    text = token or ""
     if "reboot" in text:
         return "reboot", "critical"
     if "reset" in text or "flr" in text:

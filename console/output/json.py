@@ -17,9 +17,22 @@ def gpu_json(g: Gpu) -> dict[str, Any]:
         "memory_used_mib": g.memory_used_mib, "memory_total_mib": g.memory_total_mib,
         "utilization_pct": g.utilization_pct, "memory_reserved_mib": g.memory_reserved_mib,
         "persistence_mode": g.persistence_mode, "mig_mode": g.mig_mode,
-        "mig_instances": [{"profile": m.profile, "uuid": m.uuid, "device_index": m.device_index}
+        "mig_instances": [{"profile": m.profile, "uuid": m.uuid, "device_index": m.device_index,
+                           "gpu_instance_id": m.gpu_instance_id, "compute_instance_id": m.compute_instance_id,
+                           "memory_used_mib": m.memory_used_mib, "memory_total_mib": m.memory_total_mib}
                           for m in g.mig_instances],
+        "recovery_action": g.recovery_action,
     }
+
+
+def cgroup_json(p: Proc) -> dict[str, Any]:
+    """A process's container (null outside one) and systemd unit, from /proc/PID/cgroup."""
+    cg = p.cgroup
+    if cg is None:
+        return {"container": None, "unit": None, "cgroup": None}
+    container = ({"runtime": cg.runtime, "id": cg.container_id, "pod_uid": cg.pod_uid}
+                 if cg.in_container else None)
+    return {"container": container, "unit": cg.unit, "cgroup": cg.path}
 
 
 def proc_json(p: Proc) -> dict[str, Any]:
@@ -30,6 +43,7 @@ def proc_json(p: Proc) -> dict[str, Any]:
         "device_files": list(p.device_files), "create_time": p.create_time,
         "start_ticks": p.start_ticks, "num_threads": p.num_threads, "pid_ns": p.pid_ns,
         "d_threads": [{"tid": t.tid, "wchan": t.wchan} for t in p.d_threads],
+        **cgroup_json(p),
     }
 
 
@@ -56,12 +70,15 @@ def node_json(s: NodeSnapshot) -> dict[str, Any]:
     return {
         "name": s.name, "error": s.error, "warnings": list(s.warnings), "probe_ms": s.probe_ms,
         "hostname": s.hostname, "driver_version": s.driver_version,
+        "drm_modeset": s.drm_modeset, "nvswitches": s.nvswitches,
         "taken_at": iso_utc(s.taken_at),
         "gpus": [gpu_json(g) for g in s.gpus],
         "lost_gpus": list(s.lost_gpus),
         "processes": [proc_json(p) for p in s.processes],
         "driver_processes": [{"pid": d.pid, "gpu_index": d.gpu_index, "gpu_uuid": d.gpu_uuid,
-                              "used_memory_mib": d.used_memory_mib, "name": d.name}
+                              "used_memory_mib": d.used_memory_mib, "name": d.name,
+                              "gpu_instance_id": d.gpu_instance_id,
+                              "compute_instance_id": d.compute_instance_id}
                              for d in s.driver_processes],
         "kernel_log": list(s.kernel_log),
         "findings": [finding_json(f) for f in s.findings],

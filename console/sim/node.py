@@ -53,6 +53,8 @@ class SimNode:
         self.driver_state = "ok"         # ok | not-loaded | mismatch | no-devices
         self.nvsmi_hang = False          # nvidia-smi blocks (wedged driver) until killed
         self.driver_version = "580.95.05"
+        self.nvswitches = 0              # /dev/nvidia-nvswitchN files (an NVSwitch system)
+        self.drm_modeset: bool | None = None   # nvidia_drm loaded with modeset=Y/N; None: not loaded
         self.cuda_version = "13.0"
         self.ncpu = 128
         self.down_until: float | None = None   # rebooting: unreachable until then
@@ -195,6 +197,8 @@ class SimNode:
         paths = [f"/dev/nvidia{g.index}" for g in self.gpus]
         paths += ["/dev/nvidia-caps", "/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                   "/dev/nvidiactl"]
+        if self.nvswitches:
+            paths += [f"/dev/nvidia-nvswitch{k}" for k in range(self.nvswitches)] + ["/dev/nvidia-nvswitchctl"]
         return sorted(paths)
 
     def holders_of(self, path: str) -> list[SimProc]:

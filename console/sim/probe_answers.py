@@ -66,6 +66,25 @@ def pidns(node: SimNode, glob: str) -> str:
     return "".join(lines)
 
 
+def cgroup_extra(line: str) -> list[int] | None:
+    """The extra PIDs named in a probe line's cgroup section (probe.cgroup_command), or None."""
+    head = line.find(probe.CGROUP_HEAD)
+    tail = line.find(probe.CGROUP_TAIL, head)
+    if head < 0 or tail < 0:
+        return None
+    return probe.cgroup_pids(line[head:tail + len(probe.CGROUP_TAIL)])
+
+
+def cgroup_answer(extra: list[int] | None) -> Callable[[SimNode, str], str]:
+    """What the cgroup loop prints: "PID CONTENT\\0" for each device holder (the pidns section's
+    PIDs) and each extra PID, in numeric order; an unreadable file gives an empty content."""
+    def answer(node: SimNode, glob: str) -> str:
+        pids = sorted({pid for pid, _ in _fd_lines(node, glob)} | set(extra or ()))
+        return "".join(f"{pid} {(vfs.read_file(node, f'/proc/{pid}/cgroup') or '').rstrip(chr(10))}\0"
+                       for pid in pids)
+    return answer
+
+
 #: probe section name -> what its loop prints
 ANSWERS: dict[str, Callable[[SimNode, str], str]] = {"dstate": dstate, "fds": fds, "pidns": pidns}
 

@@ -193,6 +193,12 @@ def build_hidden_holders(node: SimNode) -> None:
 # ---------------------------------------------------------------- container
 
 CONTAINER_HOST_PIDS = (2841917, 2841923)
+CONTAINER_POD_UID = "7c5d1f2e-8a4b-4c3d-9e1f-0a2b3c4d5e6f"
+CONTAINER_ID = "4f2a0c1e9b7d" + "5e3a1c2b4d6f8e0a" * 3 + "1b2c"
+# what /proc/PID/cgroup reads inside the pod on a cgroup v1 node (kubelet's cgroupfs driver, the host's
+# cgroup namespace): every hierarchy names the pod and the container
+CONTAINER_CGROUP = "".join(f"{n}:{c}:/kubepods/burstable/pod{CONTAINER_POD_UID}/{CONTAINER_ID}\n" for n, c in (
+    (12, "pids"), (11, "memory"), (10, "devices"), (9, "cpu,cpuacct"), (4, "blkio"), (1, "name=systemd"))) + "0::/\n"
 
 
 def build_container(node: SimNode) -> None:
@@ -224,6 +230,8 @@ def build_container(node: SimNode) -> None:
         node.gpus[k].util_busy = 0
     node.alloc_pid(at=90)
     add_console_session(node, container=True)
+    for p in node.procs.values():
+        p.cgroup = CONTAINER_CGROUP
 
 
 # ---------------------------------------------------------------- reset-required
@@ -314,9 +322,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              build_hidden_holders),
     Scenario("container", "The driver lists host PIDs that this PID namespace does not have",
              GroundTruth(
-                 root_cause=("the console runs inside a container's PID namespace; the driver reports the "
+                 root_cause=("the console runs inside a Kubernetes pod's PID namespace; the driver reports the "
                              "workers' host PIDs, which do not exist here, so signalling them fails; the "
-                             "holders are found through their /dev/nvidia* handles"),
+                             "holders are found through their /dev/nvidia* handles, and their cgroup names "
+                             "the pod and the container"),
                  shortest_path=("kill-holders",), end_state=FREED_ALL),
              build_container),
     Scenario("reset-required", "GPU 3 needs a reset (Xid 119 then 154); persistence mode blocks it",

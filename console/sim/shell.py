@@ -390,10 +390,13 @@ class Shell:
             return False
         mark, name = m.group("mark"), m.group("name")
         glob = probe_answers.device_glob(line)
-        cmd = dict(probe.sections(glob)).get(name) if glob is not None else None
+        extra = probe_answers.cgroup_extra(line) if name == "cgroup" else ()
+        cmd = dict(probe.sections(glob, extra)).get(name) if glob is not None and extra is not None else None
         if cmd is None or probe.section_line(mark, name, cmd) != line:
             return False
         answer = probe_answers.ANSWERS.get(name)
+        if name == "cgroup":
+            answer = probe_answers.cgroup_answer(extra)
         if answer is None and name not in probe.DRIVER_SECTIONS:
             return False                 # an ordinary command line: run it the ordinary way
         self.out.append(f"{mark} begin {name}\n")
@@ -407,12 +410,22 @@ class Shell:
 
     async def _driver_section(self, name: str) -> None:
         """What probe.driver_call does: run the call under timeout, keep its status in NV_RC,
-        skip it once an earlier call of the probe timed out."""
+        skip it once an earlier call of the probe timed out; the gpu section asks for the
+        recovery action unless the driver is old or this shell's nvidia-smi rejected it
+        (probe.gpu_call)."""
         first = name == next(iter(probe.DRIVER_SECTIONS))
         if not first and self.vars.get(probe.NV_RC) == "124":
             self.out.append(probe.SKIPPED + "\n")
             self.status = 124
             return
+        if name == "gpu":
+            version = (vfs.read_file(self.node, probe.DRIVER_VERSION_FILE) or "").split("\n", 1)[0]
+            if self.vars.get(probe.RF, "1") != "0" and not probe.old_driver(version):
+                await self.run_line(f"{probe.timed(probe.QUERY_GPU_RECOVERY)} 2>&1")
+                self.vars[probe.NV_RC] = str(self.status)
+                if self.status != 2:
+                    return
+                self.vars[probe.RF] = "0"
         await self.run_line(f"{probe.timed(probe.DRIVER_SECTIONS[name])} 2>&1")
         self.vars[probe.NV_RC] = str(self.status)
 

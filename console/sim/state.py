@@ -65,6 +65,7 @@ class SimProc:
     teardown_thread: str = ""       # name of the thread left in D during teardown
     reaps: bool = True              # reaps its dead children promptly
     unit: str | None = None         # systemd unit that runs it
+    cgroup: str | None = None       # /proc/PID/cgroup as it reads (default: from unit / kthread)
     # dynamic
     phase: str = ALIVE
     stopped: bool = False

@@ -7,7 +7,7 @@ from console.sim import procfs
 from console.sim.node import SimNode
 from console.sim.state import ALIVE, SimProc
 
-_PID_FILES = ["cmdline", "comm", "exe", "fd", "ns", "stack", "stat", "status", "task", "wchan"]
+_PID_FILES = ["cgroup", "cmdline", "comm", "exe", "fd", "ns", "stack", "stat", "status", "task", "wchan"]
 _TASK_FILES = ["comm", "stack", "stat", "status", "wchan"]
 
 
@@ -34,7 +34,7 @@ def _proc_and_tid(node: SimNode, parts: list[str]) -> tuple[SimProc | None, int 
 def listdir(node: SimNode, path: str) -> list[str] | None:
     path = path.rstrip("/") or "/"
     if path == "/":
-        return ["dev", "proc"]
+        return ["dev", "proc", "sys"]
     if path == "/dev":
         return [d.split("/")[-1] for d in node.device_paths()] + ["null", "zero"]
     if path == "/proc":
@@ -99,6 +99,8 @@ def read_file(node: SimNode, path: str) -> str | None:
         return f"{up:.2f} {up * node.ncpu * 0.93:.2f}\n"
     if path == "/proc/loadavg":
         return f"9.04 9.01 8.97 3/{len(node.visible_procs())} {node._next_pid}\n"
+    if path == "/sys/module/nvidia_drm/parameters/modeset":
+        return None if node.drm_modeset is None else ("Y\n" if node.drm_modeset else "N\n")
     if path == "/proc/driver/nvidia/version":
         if node.driver_state == "not-loaded":
             return None
@@ -127,7 +129,22 @@ def read_file(node: SimNode, path: str) -> str | None:
         return procfs.stack_text(thread[3], thread[2])
     if name == "cmdline" and tid is None:
         return "" if p.phase != ALIVE else p.args.replace(" ", "\0") + ("\0" if p.args else "")
+    if name == "cgroup" and tid is None:
+        return cgroup_text(p)
     return None
+
+
+def cgroup_text(p: SimProc) -> str:
+    """/proc/PID/cgroup (cgroup v2 unless the process says otherwise)."""
+    if p.cgroup is not None:
+        return p.cgroup
+    if p.kthread:
+        return "0::/\n"
+    if p.pid == 1:
+        return "0::/init.scope\n"
+    if p.unit:
+        return f"0::/system.slice/{p.unit}.service\n"
+    return f"0::/user.slice/user-{p.uid}.slice/session-1.scope\n"
 
 
 def exists(node: SimNode, path: str) -> bool:

@@ -10,9 +10,10 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc
+from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, recovery_token
 from console.textsafe import one_line
-from console.probe import split_sections
+from console.probe import RECOVERY_FIELD, split_sections
+from console.sources.cgroup import parse_cgroup_records
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
 # that read probe-format text import them from here too
 from console.sources.parse_proc import (StatLine, parse_dstate, parse_fds, parse_pidns,  # noqa: F401
@@ -175,8 +176,13 @@ class GpuParse:
     error: str | None = None
 
 
+_FIELD_REJECTED = f'Field "{RECOVERY_FIELD}" is not a valid field to query'
+
+
 def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
-    """`--query-gpu=GPU_FIELDS --format=csv,noheader,nounits` (see probe.GPU_FIELDS)."""
+    """`--query-gpu=GPU_FIELDS[,gpu_recovery_action] --format=csv,noheader,nounits` (see
+    probe.gpu_call): a tenth column is the GPU's recovery action; an older nvidia-smi's refusal
+    of that field ahead of the rows without it is no warning."""
     out = GpuParse()
     out.lost = lost_gpu_bus_ids(text)
     for bus in out.lost:
@@ -189,14 +195,14 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
         if len(row) < 6 or not (row[0].isascii() and row[0].isdecimal()):
             joined = ",".join(row)
             if "GPU is lost" in joined or "Unable to determine the device handle" in joined \
-                    or joined.startswith("NVML library version"):
+                    or joined.startswith("NVML library version") or joined.startswith(_FIELD_REJECTED):
                 continue
             if nvsmi_failure(",".join(row), None) is None:
                 unparsed += 1
                 if unparsed <= MAX_WARNED_LINES:
                     out.warnings.append("unparsed nvidia-smi line: " + clip(",".join(row)))
             continue
-        row = row + [""] * (9 - len(row))
+        row = row + [""] * (10 - len(row))
         try:
             index = int(row[0])
         except ValueError:  # pragma: no cover - isdecimal() guards it
@@ -206,7 +212,7 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
             index=index, uuid=row[1], name=row[2], bus_id=row[3],
             memory_used_mib=na_or_int(row[4]), memory_total_mib=na_or_int(row[5]),
             utilization_pct=na_or_int(row[6]), persistence_mode=on_off(row[7]),
-            mig_mode=mig))
+            mig_mode=mig, recovery_action=recovery_token(",".join(row[9:]))))
     _too_many(out.warnings, "--query-gpu", unparsed, lines_over(text, MAX_GPU_LINES), MAX_GPU_LINES)
     if not out.gpus:
         out.error = nvsmi_failure(text, rc) or _unreachable_error(text, out.lost) or (
@@ -218,7 +224,10 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
 
 
 def parse_compute_apps(text: str, uuid_to_index: dict[str, int]) -> tuple[list[DriverProc], list[str]]:
-    """`--query-compute-apps=pid,gpu_uuid,used_memory,process_name`; empty output is valid."""
+    """`--query-compute-apps=pid,gpu_uuid,used_memory,process_name`; empty output is valid.
+
+    A process on a MIG device is listed under its GPU's UUID (``uuid_to_index`` may also map MIG
+    device UUIDs to their GPU's index, should a driver print those)."""
     procs: list[DriverProc] = []
     warnings: list[str] = []
     unparsed = 0
@@ -315,6 +324,28 @@ def parse_driver_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+@dataclass(frozen=True)
+class SysInfo:
+    drm_modeset: bool | None = None
+    nvswitches: int | None = None
+
+
+def parse_sys(text: str) -> SysInfo:
+    """The sys section: "modeset Y" (nvidia_drm with modeset), "modeset N", "modeset " (not
+    loaded); "nvswitch /dev/nvidia-nvswitch0 …" (an unmatched glob prints itself: none)."""
+    modeset: bool | None = None
+    switches: int | None = None
+    for line in text_lines(text, 16):
+        word, _, rest = line.strip().partition(" ")
+        if word == "modeset":
+            value = rest.strip().upper()
+            modeset = True if value in ("Y", "1") else False if value in ("N", "0") else None
+        elif word == "nvswitch":
+            names = [w.rsplit("/", 1)[-1] for w in rest.split()]
+            switches = sum(1 for n in names if n.startswith("nvidia-nvswitch") and n[15:].isdecimal())
+    return SysInfo(drm_modeset=modeset, nvswitches=switches)
+
+
 # ---------------------------------------------------------------- driver memory -> processes
 
 def _base(name: str) -> str:
@@ -402,9 +433,10 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     for g in gp.gpus:
         inst = mig.get(g.index, ())
         if inst or g.mig_mode:
-            g = Gpu(**{**g.__dict__, "mig_instances": inst, "mig_mode": True if inst else g.mig_mode})
+            g = dataclasses.replace(g, mig_instances=inst, mig_mode=True if inst else g.mig_mode)
         gpus.append(g)
     uuid_to_index = {g.uuid: g.index for g in gpus}
+    uuid_to_index.update({m.uuid: g.index for g in gpus for m in g.mig_instances if m.uuid})
     driver_procs: list[DriverProc] = []
     if error is None and body("apps")[0] == 124:
         # the GPUs answered, their processes did not: memory nobody is listed for means nothing
@@ -420,6 +452,8 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     dthreads = parse_dstate(body("dstate")[1])
     fds = parse_fds(body("fds")[1])
     pidns = parse_pidns(body("pidns")[1])
+    cgroups = parse_cgroup_records(body("cgroup")[1])
+    sysinfo = parse_sys(body("sys")[1])
     xid_lines, w = parse_xid(body("xid")[1])
     warnings += w
 
@@ -442,7 +476,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
             create_time=create_time, start_ticks=st.start_ticks if st else None,
             device_files=fds.get(pid, ()),
             d_threads=tuple(dthreads.get(pid, ())), num_threads=st.num_threads if st else None,
-            pid_ns=pidns.get(pid)))
+            pid_ns=pidns.get(pid), cgroup=cgroups.get(pid)))
     procs, driver_procs = credit_driver_memory(procs, driver_procs)
     own = (meta.shell_pid,) if meta.shell_pid else ()
     return NodeSnapshot(
@@ -450,4 +484,5 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         probe_ms=probe_ms, gpus=tuple(gpus), processes=tuple(procs),
         driver_processes=tuple(driver_procs), lost_gpus=tuple(gp.lost), kernel_log=tuple(xid_lines),
         hostname=meta.hostname, own_pids=own,
-        driver_version=parse_driver_version(body("driver")[1]))
+        driver_version=parse_driver_version(body("driver")[1]),
+        drm_modeset=sysinfo.drm_modeset, nvswitches=sysinfo.nvswitches)

@@ -48,6 +48,8 @@ class ShellSource(Source):
         self.probe_timeout = probe_timeout
         self.limits = limits
         self._parsing: asyncio.Future[NodeSnapshot] | None = None
+        #: the PIDs the driver listed in the last probe: the next probe reads their cgroup too
+        self._driver_pids: tuple[int, ...] = ()
 
     @abc.abstractmethod
     async def _exec(self, script: str, timeout: float) -> CommandResult:
@@ -87,7 +89,7 @@ class ShellSource(Source):
                                     error=self._timed_out(" (still parsing the previous probe's output)"))
         mark = probe.new_mark()
         budget = max(0.0, deadline - time.monotonic() - parse_reserve(self.probe_timeout))
-        out = await self._exec_probe(probe.build_script(mark, self.device_glob), mark, budget)
+        out = await self._exec_probe(probe.build_script(mark, self.device_glob, self._driver_pids), mark, budget)
         probe_ms = round((time.monotonic() - started) * 1000, 1)
         error = out.error or (self._timed_out() if out.timed_out else None)
         if not out.data:
@@ -112,6 +114,8 @@ class ShellSource(Source):
             snap = done[0]
         if error is not None:        # a probe cut short: what arrived, and why the rest did not
             snap = dataclasses.replace(snap, error=error)
+        here = {p.pid for p in snap.processes}
+        self._driver_pids = tuple(sorted({d.pid for d in snap.driver_processes if d.pid in here}))
         return snap
 
     async def run(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:

@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
-from console.model import Finding, Gpu, NodeSnapshot, Proc
+from console.model import Finding, Gpu, NodeSnapshot, Proc, recovery_words
 from console.output.rows import fmt_mib, gpu_holders
 from console.ui.tables import SEVERITY_STYLE
 from console.ui import pinned
@@ -75,6 +75,18 @@ def proc_detail(p: Proc, snap: NodeSnapshot) -> Text:
         _field(out, "device files", " ".join(p.device_files))
     if p.pid_ns:
         _field(out, "pid namespace", p.pid_ns)
+    if p.cgroup is not None:
+        if p.cgroup.in_container:
+            _field(out, "container", p.cgroup.describe())
+        elif p.cgroup.unit:
+            _field(out, "systemd unit", p.cgroup.unit)
+        _field(out, "cgroup", p.cgroup.path)
+    for d in snap.driver_processes_here():
+        if d.pid == p.pid and d.gpu_instance_id is not None:
+            g = snap.gpu(d.gpu_index) if d.gpu_index is not None else None
+            m = g.mig_instance(d.gpu_instance_id, d.compute_instance_id) if g is not None else None
+            _field(out, "MIG instance", f"GPU {d.gpu_index} GI {d.gpu_instance_id} CI {d.compute_instance_id}"
+                   + (f" ({m.profile}, {m.uuid})" if m else ""))
     for t in p.d_threads:
         _field(out, "thread in D", f"TID {t.tid} {t.name or ''} waiting in {t.wchan or '?'}", "bold red")
     related = [f for f in snap.findings if p.pid in f.pids]
@@ -99,8 +111,10 @@ def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
         _field(out, "reserved", fmt_mib(g.memory_reserved_mib))
     _field(out, "utilization", "N/A" if g.utilization_pct is None else f"{g.utilization_pct}%")
     _field(out, "persistence", {True: "on", False: "off", None: "N/A"}[g.persistence_mode])
+    _field(out, "recovery", "not reported by this driver" if g.recovery_action is None
+           else recovery_words(g.recovery_action), "" if g.recovery_action in (None, "none") else "bold red")
     if g.mig_mode:
-        _field(out, "MIG", ", ".join(f"{m.profile} ({m.uuid})" for m in g.mig_instances) or "enabled")
+        _mig_lines(out, g, snap)
     holders = gpu_holders(snap, g.index)
     out.append(f"\nHolders ({len(holders)})\n", style="bold")
     for p in holders:
@@ -108,6 +122,32 @@ def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
         out.append(f"  {p.pid:>8} {printable(p.state, 1)} {fmt_mib(mib) if str(g.index) in p.gpu_memory_mib else 'device':>10}  ")
         out.append(printable(p.cmdline or p.name, 60) + "\n")
     return out
+
+
+def _mig_lines(out: Text, g: Gpu, snap: NodeSnapshot) -> None:
+    """MIG: each instance with its memory and the processes the driver lists on it."""
+    out.append(f"\nMIG instances ({len(g.mig_instances)})\n", style="bold")
+    procs = [d for d in snap.driver_processes if d.gpu_index == g.index]
+    placed: set[int] = set()
+    for m in g.mig_instances:
+        ids = f"GI {m.gpu_instance_id} CI {m.compute_instance_id}" if m.gpu_instance_id is not None else \
+            f"device {m.device_index}"
+        mem = (f"{fmt_mib(m.memory_used_mib)} / {fmt_mib(m.memory_total_mib)}" if m.memory_used_mib is not None
+               else "memory not reported")
+        out.append(f"  MIG {printable(m.profile)} {ids}  {mem}  {printable(m.uuid)}\n")
+        for d in procs:
+            if m.gpu_instance_id is not None and d.gpu_instance_id == m.gpu_instance_id and \
+                    d.compute_instance_id in (None, m.compute_instance_id):
+                placed.add(id(d))
+                out.append(f"      {d.pid:>8} {fmt_mib(d.used_memory_mib):>10}  {printable(d.name, 60)}\n")
+    rest = [d for d in procs if id(d) not in placed]
+    if rest:
+        out.append("  on an instance the driver does not name:\n")
+        for d in rest:
+            out.append(f"      {d.pid:>8} {fmt_mib(d.used_memory_mib):>10}  {printable(d.name, 60)}\n")
+    if g.mig_instances and all(m.memory_used_mib is None for m in g.mig_instances):
+        out.append("  Per-instance memory and each process's instance are not in nvidia-smi's CSV queries "
+                   "(a remote node); the local console reads them through NVML.\n", style="dim")
 
 
 class DetailScreen(ModalScreen[str | None]):

@@ -60,7 +60,8 @@ KEYS: tuple[Key, ...] = (
     Key("reset", "R", "act('reset')", "Reset GPU", "reset the selected GPU: nvidia-smi -r -i N",
         "Reset the selected GPU (nvidia-smi -r)", scope="gpus", rank=1),
     Key("clear-blockers", "B", "act('clear-blockers')", "Clear blockers",
-        "clear reset blockers: persistence mode, nvidia-persistenced, MPS, DCGM",
+        "clear reset blockers: persistence mode, persistenced, MPS, DCGM, fabric manager, IMEX, NVSM, "
+        "display server, nvidia_drm (modeset)",
         "Clear reset blockers of the selected GPU", scope="gpus", rank=1),
     Key("next-step", "x", "next_step", "Next step",
         "do the highlighted finding's next step (Confirm first)", scope="findings", rank=1),

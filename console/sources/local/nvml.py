@@ -25,9 +25,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from console.model import DriverProc, Gpu, MigInstance
+from console.model import GPU_RECOVERY_ACTIONS, DriverProc, Gpu, MigInstance
 
 MIB = 1024 * 1024
+#: NVML's "no such id" for a process's GPU / compute instance (not on a MIG device)
+NO_INSTANCE = 0xFFFFFFFF
 
 LIBRARY_NOT_FOUND = "NVML: shared library not found — no NVIDIA driver on this machine"
 DRIVER_NOT_LOADED = "NVIDIA driver not loaded"
@@ -181,6 +183,14 @@ def _mig_profile(nv: Any, mig_handle: Any, mig_name: str | None) -> str:
         return "?"
 
 
+def _instance_id(value: Any) -> int | None:
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        return None
+    return None if v < 0 or v >= NO_INSTANCE else v
+
+
 def _mig_instances(r: _Reader, index: int, handle: Any) -> tuple[MigInstance, ...]:
     nv = r.nv
     count = r.field(index, "MIG device count", lambda: nv.nvmlDeviceGetMaxMigDeviceCount(handle))
@@ -194,15 +204,58 @@ def _mig_instances(r: _Reader, index: int, handle: Any) -> tuple[MigInstance, ..
             continue            # NOT_FOUND: an empty slot
         uuid = r.field(index, "MIG device UUID", lambda: _text(nv.nvmlDeviceGetUUID(mh)))
         name = r.field(index, "MIG device name", lambda: _text(nv.nvmlDeviceGetName(mh)))
+        gi = r.field(index, "MIG GPU instance id", lambda: nv.nvmlDeviceGetGpuInstanceId(mh))
+        ci = r.field(index, "MIG compute instance id", lambda: nv.nvmlDeviceGetComputeInstanceId(mh))
+        mem = r.field(index, "MIG device memory", lambda: nv.nvmlDeviceGetMemoryInfo(mh))
         out.append(MigInstance(gpu_index=index, profile=_mig_profile(nv, mh, name),
-                               uuid=uuid or "", device_index=slot))
+                               uuid=uuid or "", device_index=slot, gpu_instance_id=_instance_id(gi),
+                               compute_instance_id=_instance_id(ci),
+                               memory_used_mib=_mib(getattr(mem, "used", None)),
+                               memory_total_mib=_mib(getattr(mem, "total", None))))
     return tuple(out)
+
+
+def _field_value(v: Any) -> int | None:
+    """The integer in one nvmlFieldValue_t, by its value type; None for a double or garbage."""
+    kinds = {1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+    name = kinds.get(getattr(v, "valueType", 1))
+    try:
+        return int(getattr(v.value, name)) if name else None
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _recovery(r: _Reader, index: int, handle: Any) -> str | None:
+    """The GPU's recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R565 on): one of
+    GPU_RECOVERY_ACTIONS. None, and no warning, where it cannot be known: a pynvml without the
+    constant or the call, a driver that does not support the field (its value's own return code)."""
+    nv = r.nv
+    fn = getattr(nv, "nvmlDeviceGetFieldValues", None)
+    field = getattr(nv, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+    if fn is None or field is None:
+        return None
+    try:
+        values = fn(handle, [field])
+        v = values[0]
+    except Exception as exc:  # noqa: BLE001
+        if _is(nv, exc, "NVML_ERROR_GPU_IS_LOST"):
+            raise _GpuLost() from exc
+        return None     # an old driver: not supported, invalid argument, function not found
+    if getattr(v, "nvmlReturn", 0) != 0:
+        if getattr(v, "nvmlReturn", 0) == _code(nv, "NVML_ERROR_GPU_IS_LOST"):
+            raise _GpuLost()
+        return None
+    value = _field_value(v)
+    if value is None:
+        return None
+    return GPU_RECOVERY_ACTIONS[value] if 0 <= value < len(GPU_RECOVERY_ACTIONS) else f"recovery action {value}"
 
 
 def _procs(r: _Reader, index: int, uuid: str, handle: Any,
            names: dict[int, str]) -> list[DriverProc]:
     nv = r.nv
     seen: dict[int, int | None] = {}
+    instance: dict[int, tuple[int | None, int | None]] = {}
     order: list[int] = []
     for what, fn_name in (("compute processes", "nvmlDeviceGetComputeRunningProcesses"),
                           ("graphics processes", "nvmlDeviceGetGraphicsRunningProcesses")):
@@ -215,6 +268,9 @@ def _procs(r: _Reader, index: int, uuid: str, handle: Any,
             if pid <= 0:
                 continue
             mem = _mib(getattr(p, "usedGpuMemory", None))
+            gi = _instance_id(getattr(p, "gpuInstanceId", None))
+            if gi is not None:
+                instance.setdefault(pid, (gi, _instance_id(getattr(p, "computeInstanceId", None))))
             if pid not in seen:
                 order.append(pid)
                 seen[pid] = mem
@@ -227,8 +283,10 @@ def _procs(r: _Reader, index: int, uuid: str, handle: Any,
                 names[pid] = _text(nv.nvmlSystemGetProcessName(pid))
             except Exception:  # noqa: BLE001
                 names[pid] = ""
+        gi, ci = instance.get(pid, (None, None))
         out.append(DriverProc(pid=pid, gpu_index=index, gpu_uuid=uuid,
-                              used_memory_mib=seen[pid], name=names[pid]))
+                              used_memory_mib=seen[pid], name=names[pid],
+                              gpu_instance_id=gi, compute_instance_id=ci))
     return out
 
 
@@ -280,6 +338,7 @@ def _read(nv: Any) -> NvmlReading:
             mig = r.field(index, "MIG mode", lambda: nv.nvmlDeviceGetMigMode(handle))
             mig_on = None if mig is None else (list(mig)[0] == enabled)
             instances = _mig_instances(r, index, handle) if mig_on else ()
+            recovery = _recovery(r, index, handle)
             procs = _procs(r, index, uuid, handle, names)
         except Exception as exc:  # noqa: BLE001 — _GpuLost or a lost GPU at handle/uuid time
             cause = exc.__cause__ if isinstance(exc, _GpuLost) else exc
@@ -302,7 +361,7 @@ def _read(nv: Any) -> NvmlReading:
                         utilization_pct=None if util is None else int(getattr(util, "gpu", util)),
                         memory_reserved_mib=reserved,
                         persistence_mode=None if pm is None else bool(pm),
-                        mig_mode=mig_on, mig_instances=instances))
+                        mig_mode=mig_on, mig_instances=instances, recovery_action=recovery))
         dprocs.extend(procs)
     r.finish_warnings()
     return NvmlReading(gpus=tuple(gpus), driver_processes=tuple(dprocs), lost_gpus=tuple(lost),

@@ -9,6 +9,10 @@
   user, command line, start time, threads in D, open device files; see procscan.py);
 * ``dmesg`` for NVRM Xid lines, at most every 30 s.
 
+Then, for the GPU holders only (device files open, or listed by the driver), /proc/PID/cgroup
+(their container or systemd unit; sources/cgroup.py), and two sysfs/devfs facts the reset
+advice needs: nvidia_drm's modeset parameter and the NVSwitch device files.
+
 ``signal`` checks identity with ``psutil.Process(pid).create_time()``, which the scan
 computes exactly as psutil does.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import glob as _glob
 import os
 import shlex
 import signal as _signal
@@ -32,7 +37,9 @@ from console.sources.local import nvml as _nvml
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S
 from console.sources.base import Source, logged
 from console.sources.parse import DMESG_DENIED, credit_driver_memory, parse_stat_line, parse_xid
-from console.probe import DEFAULT_DEVICE_GLOB
+from console.probe import DEFAULT_DEVICE_GLOB, DRM_MODESET_FILE, NVSWITCH_GLOB
+from console.sources.cgroup import parse_cgroup
+from console.sources.parse import parse_sys
 from console.sources.local.procscan import ProcScan, ProcScanner, own_ancestry, own_pids_now, read_file
 
 __all__ = ["DEFAULT_DEVICE_GLOB", "DMESG_DENIED", "LocalSource", "ProcScan", "ProcScanner",
@@ -59,6 +66,27 @@ def _merge_gpu_memory(procs: list[Proc], dprocs: Sequence[DriverProc],
     return procs, marked
 
 
+def _with_cgroups(procs: list[Proc], dprocs: Sequence[DriverProc], proc_root: str = "/proc") -> list[Proc]:
+    """/proc/PID/cgroup of the GPU holders (device files, or listed by the driver) only: cheap."""
+    listed = {d.pid for d in dprocs if d.local is not False}
+    out = []
+    for p in procs:
+        if p.device_files or p.pid in listed:
+            raw = read_file(f"{proc_root}/{p.pid}/cgroup", small=True)
+            cg = parse_cgroup(raw.decode("utf-8", "replace")) if raw else None
+            if cg is not None:
+                p = dataclasses.replace(p, cgroup=cg)
+        out.append(p)
+    return out
+
+
+def read_sys(modeset_file: str = DRM_MODESET_FILE, nvswitch_glob: str = NVSWITCH_GLOB):
+    """nvidia_drm's modeset and the NVSwitch device files, as the probe's sys section gives them."""
+    raw = read_file(modeset_file)
+    switches = " ".join(sorted(_glob.glob(nvswitch_glob)))
+    return parse_sys(f"modeset {(raw or b'').decode('ascii', 'replace').strip()}\nnvswitch {switches}\n")
+
+
 def _signal_number(signame: str) -> _signal.Signals | None:
     name = str(signame).strip().upper()
     if name.isdecimal():
@@ -81,8 +109,11 @@ class LocalSource(Source):
                  scan_timeout: float | None = None,
                  dmesg_command: Sequence[str] = ("dmesg",),
                  dmesg_every: float = DMESG_EVERY_S,
-                 clock: Clock = REAL_CLOCK) -> None:
+                 clock: Clock = REAL_CLOCK, drm_modeset_file: str = DRM_MODESET_FILE,
+                 nvswitch_glob: str = NVSWITCH_GLOB) -> None:
         super().__init__(name)
+        self.drm_modeset_file = drm_modeset_file
+        self.nvswitch_glob = nvswitch_glob
         self.device_glob = device_glob
         self.nvml_timeout = float(nvml_timeout)
         self.scan_timeout = float(scan_timeout if scan_timeout is not None
@@ -162,6 +193,8 @@ class LocalSource(Source):
             reading, scan, (klog, kwarn) = await asyncio.gather(
                 self._nvml(), self._scan(), self._kernel_log())
             procs, dprocs = _merge_gpu_memory(scan.processes, reading.driver_processes, self._scanner)
+            procs = _with_cgroups(procs, dprocs, self._scanner.proc)
+            sysinfo = read_sys(self.drm_modeset_file, self.nvswitch_glob)
             names = {p.pid: p.name for p in procs}
             dprocs = [d if d.name or not d.local else dataclasses.replace(d, name=names[d.pid])
                       for d in dprocs]
@@ -171,7 +204,8 @@ class LocalSource(Source):
                 warnings=tuple(warnings), probe_ms=round((time.monotonic() - started) * 1000, 1),
                 gpus=reading.gpus, processes=tuple(procs), driver_processes=tuple(dprocs),
                 lost_gpus=reading.lost_gpus, kernel_log=klog, hostname=self._hostname,
-                own_pids=scan.own_pids, driver_version=reading.driver_version)
+                own_pids=scan.own_pids, driver_version=reading.driver_version,
+                drm_modeset=sysinfo.drm_modeset, nvswitches=sysinfo.nvswitches)
         except Exception as exc:  # noqa: BLE001 — poll never raises
             return NodeSnapshot(name=self.name, taken_at=time.time(),
                                 error=f"local probe failed: {exc or type(exc).__name__}",
