@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Sequence
 
 from rich.text import Text
@@ -14,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer
 
 from console.actions.plan import ActionPolicy
-from console.monitor import NodeMonitor
+from console.monitor import NodeMonitor, start_all
 from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
 from console.sources.base import Source
@@ -26,6 +27,11 @@ from console.ui.reasoning import ReasoningKeys
 from console.ui.theme_install import install_themes
 from console.output.rows import proc_view
 from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, literal, printable, set_title
+
+
+#: node updates are drawn at most this often: with many nodes, the polls that answered since the
+#: last redraw are drawn together (a 256-node console gets 256 updates a second)
+REDRAW_INTERVAL_S = 0.25
 
 
 class NodeUpdated(Message):
@@ -91,6 +97,10 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         self.policy = ActionPolicy(read_only=read_only, dry_run=dry_run)
         self.watches: list = []           # ActionWatch handles still observing (cancelled on quit)
         self._selected_initially: set[str] = set()
+        self.redraw_interval_s = REDRAW_INTERVAL_S
+        self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
+        self._redraw_timer = None
+        self._last_redraw = float("-inf")
         self.theme_warnings = install_themes(self, theme_name)
 
     @property
@@ -126,9 +136,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
             self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
+        self._watch_current()
         if self.autostart:
-            for m in self.monitors:
-                m.start()
+            start_all(self.monitors)        # many nodes: their polls spread over the interval
 
     def _mode_text(self) -> str:
         if self.read_only:
@@ -147,18 +157,38 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
 
     @on(NodeUpdated)
     def _node_updated(self, message: NodeUpdated) -> None:
+        """Draw the snapshot now, or with the others at the next redraw when the last one was
+        less than ``redraw_interval_s`` ago. ``snapshots`` holds what is drawn: what the keys
+        act on is what the operator sees."""
         snap = message.snapshot
-        self.snapshots[snap.name] = snap
+        self._updated[snap.name] = snap
+        if self._redraw_timer is not None:
+            return
+        wait = self._last_redraw + self.redraw_interval_s - time.monotonic()
+        if wait <= 0:
+            self._redraw_updated()
+        else:
+            self._redraw_timer = self.set_timer(wait, self._redraw_updated)
+
+    def _redraw_updated(self) -> None:
+        """Draw what the node updates since the last redraw changed: the status line, their
+        rows of the node table, and the panels when the viewed node is among them."""
+        self._redraw_timer = None
+        self._last_redraw = time.monotonic()
+        updated, self._updated = self._updated, {}
+        self.snapshots.update(updated)
         if not self.screen_stack or not self.query("#status"):
             return     # a poll that lands while the console shuts down
         self._render_status()
         if self.multi_node:
             nodes = self.query_one("#nodes", DataTable)
-            # only this node's row changed (a row shows its own node's snapshot alone)
-            if not tables.update_row(nodes, snap.name, tables.node_cells(snap.name, snap)):
-                tables.sync_table(nodes, {s.name: tables.node_cells(s.name, self.snapshots.get(s.name))
-                                          for s in self.sources})
-        if snap.name == self.current_node:
+            # only these nodes' rows changed (a row shows its own node's snapshot alone)
+            for name in updated:
+                if not tables.update_row(nodes, name, tables.node_cells(name, self.snapshots.get(name))):
+                    tables.sync_table(nodes, {s.name: tables.node_cells(s.name, self.snapshots.get(s.name))
+                                              for s in self.sources})
+                    break
+        if self.current_node in updated:
             self.refresh_node_view()
 
     @on(DataTable.RowHighlighted, "#nodes")
@@ -166,8 +196,15 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         name = event.row_key.value if event.row_key is not None else None
         if name and name != self.current_node:
             self.current_node = name
+            self._watch_current()
             self._render_status()          # "viewing NODE" follows the cursor at once
             self.refresh_node_view()
+
+    def _watch_current(self) -> None:
+        """The node on screen is diagnosed every poll; the others may keep the findings of
+        unchanged input for a while (console/monitor.py)."""
+        for m in self.monitors:
+            m.watched = m.name == self.current_node
 
     def refresh_node_view(self) -> None:
         snap = self.snapshots.get(self.current_node)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import weakref
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -133,6 +134,21 @@ def row_height(cells: tuple) -> int | None:
     return 1
 
 
+def cell_width(value: object) -> int:
+    """The cells a value takes on its widest line (what the table measures it at)."""
+    text = value.plain if isinstance(value, Text) else str(value)
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def _wider(table: DataTable, col: str, value: object) -> bool:
+    """Whether a new cell value needs its column widened. Columns widen, never narrow, as
+    values change: Textual re-measures the whole column for every narrower value (each
+    update of a 256-row node table would measure 256 cells), and a column that keeps its
+    width does not jump about as probe times go from 120ms to 9ms."""
+    column = table.columns.get(col)    # a ColumnKey hashes and compares as its string
+    return column is None or cell_width(value) > column.content_width
+
+
 def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, columns: list) -> tuple:
     """Bring an existing row to ``cells``, sending only the cells that differ from what it
     holds; returns the cells it holds now (unchanged ones are the objects it already had)."""
@@ -147,7 +163,7 @@ def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, col
     held = list(current)
     for j, (col, old, value) in enumerate(zip(columns, current, cells)):
         if old != value:
-            table.update_cell(key, col, value, update_width=True)
+            table.update_cell(key, col, value, update_width=_wider(table, col, value))
             held[j] = value
     sent[key] = (row, tuple(held))
     return sent[key][1]
