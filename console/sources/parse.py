@@ -370,17 +370,31 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
 # ---------------------------------------------------------------- the whole probe
 
 def parse_probe(name: str, text: str, mark: str, *, taken_at: float,
-                probe_ms: float | None = None) -> NodeSnapshot:
-    """Probe output -> NodeSnapshot. Never raises."""
+                probe_ms: float | None = None, cache: dict | None = None) -> NodeSnapshot:
+    """Probe output -> NodeSnapshot. Never raises. ``cache``: one dict per node, kept from poll
+    to poll: a section whose text is the same as at the last poll is not parsed again."""
     try:
-        return _parse_probe(name, text, mark, taken_at, probe_ms)
+        return _parse_probe(name, text, mark, taken_at, probe_ms, cache)
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the node down
         return NodeSnapshot(name=name, taken_at=taken_at, probe_ms=probe_ms,
                             error=f"could not parse the node's probe output: {clip(repr(exc))}")
 
 
+def _same(cache: dict | None, section: str, parse, *args):
+    """``parse(*args)``, or what it returned at the last poll for the same input (the caller
+    only reads what parsers return)."""
+    if cache is None:
+        return parse(*args)
+    hit = cache.get(section)
+    if hit is not None and hit[0] == args:
+        return hit[1]
+    out = parse(*args)
+    cache[section] = (args, out)
+    return out
+
+
 def _parse_probe(name: str, text: str, mark: str, taken_at: float,
-                 probe_ms: float | None) -> NodeSnapshot:
+                 probe_ms: float | None, cache: dict | None = None) -> NodeSnapshot:
     sec = split_sections(text, mark)
     warnings: list[str] = []
     for wanted in ("meta", "gpu", "apps", "stat", "ps"):
@@ -394,10 +408,10 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
 
     meta = parse_meta(body("meta")[1])
     gpu_rc, gpu_text = body("gpu")
-    gp = parse_gpu_query(gpu_text, gpu_rc) if "gpu" in sec else GpuParse(error=None)
+    gp = _same(cache, "gpu", parse_gpu_query, gpu_text, gpu_rc) if "gpu" in sec else GpuParse(error=None)
     warnings += gp.warnings
     error = gp.error
-    mig = parse_gpu_list(body("list")[1])
+    mig = _same(cache, "list", parse_gpu_list, body("list")[1])
     gpus = []
     for g in gp.gpus:
         inst = mig.get(g.index, ())
@@ -410,17 +424,17 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         # the GPUs answered, their processes did not: memory nobody is listed for means nothing
         error = nvsmi_failure("", 124)
     elif error is None:
-        driver_procs, w = parse_compute_apps(body("apps")[1], uuid_to_index)
+        driver_procs, w = _same(cache, "apps", parse_compute_apps, body("apps")[1], uuid_to_index)
         warnings += w
     if gpus and body("list")[0] == 124:
         warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
     stats = parse_stat(body("stat")[1])
     ps = parse_ps(body("ps")[1])
-    dthreads = parse_dstate(body("dstate")[1])
-    fds = parse_fds(body("fds")[1])
-    pidns = parse_pidns(body("pidns")[1])
-    xid_lines, w = parse_xid(body("xid")[1])
+    dthreads = _same(cache, "dstate", parse_dstate, body("dstate")[1])
+    fds = _same(cache, "fds", parse_fds, body("fds")[1])
+    pidns = _same(cache, "pidns", parse_pidns, body("pidns")[1])
+    xid_lines, w = _same(cache, "xid", parse_xid, body("xid")[1])
     warnings += w
 
     # /proc/*/stat is read first: a PID only ps knows was born after it (the probe's own

@@ -8,7 +8,7 @@ One deadline, ``probe_timeout``, covers reading and parsing. The read stops
 ``parse_reserve(probe_timeout)`` early, so that what arrived (the process sections
 come first) is still parsed in time. Parsing runs in a worker thread, never on the
 event loop, at most one at a time per node: a big or flooding node never stalls the
-others. The output is capped (``limits``, probe.ProbeLimits): over a cap the node says
+others; a section whose text is what it was at the last poll is not parsed again. The output is capped (``limits``, probe.ProbeLimits): over a cap the node says
 "too much output" and keeps the sections that arrived whole.
 """
 from __future__ import annotations
@@ -34,9 +34,11 @@ def parse_reserve(timeout: float) -> float:
     return min(PARSE_RESERVE_S, timeout / 4)
 
 
-def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float | None) -> NodeSnapshot:
+def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float | None,
+           cache: dict | None = None) -> NodeSnapshot:
     from console.sources.parse import parse_probe
-    return parse_probe(name, data.decode("utf-8", "replace"), mark, taken_at=taken_at, probe_ms=probe_ms)
+    return parse_probe(name, data.decode("utf-8", "replace"), mark, taken_at=taken_at, probe_ms=probe_ms,
+                       cache=cache)
 
 
 class ShellSource(Source):
@@ -48,6 +50,8 @@ class ShellSource(Source):
         self.probe_timeout = probe_timeout
         self.limits = limits
         self._parsing: asyncio.Future[NodeSnapshot] | None = None
+        #: sections parsed at the last poll (parse.parse_probe): the same text is not parsed again
+        self._parse_cache: dict = {}
 
     @abc.abstractmethod
     async def _exec(self, script: str, timeout: float) -> CommandResult:
@@ -95,7 +99,7 @@ class ShellSource(Source):
         done: list[NodeSnapshot] = []        # set by the worker: a late event loop is no late parse
 
         def work(taken_at: float) -> NodeSnapshot:
-            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms))
+            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms, self._parse_cache))
             return done[0]
 
         self._parsing = asyncio.get_running_loop().run_in_executor(None, work, self.clock.now())
