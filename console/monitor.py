@@ -31,6 +31,10 @@ STOP_TIMEOUT_S = 5.0
 #: a node whose diagnosis input has not changed is diagnosed again at least this often
 #: (findings that depend on time: how long a zombie has lasted, a streak crossing a threshold)
 REDIAGNOSE_S = 5.0
+#: a snapshot with up to this many processes is diagnosed on the event loop (a millisecond or
+#: two, less than a thread hand-off and the GIL contention it brings); bigger ones in a
+#: worker thread (half a second on a 100,000-process node)
+INLINE_DIAGNOSIS_PROCESSES = 200
 
 
 def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
@@ -114,10 +118,13 @@ class NodeMonitor:
         if (not self.watched and last is not None and last[0] == key and last[1] == len(self.actions)
                 and 0 <= snap.taken_at - last[2] < REDIAGNOSE_S):
             return dataclasses.replace(snap, findings=last[3])
-        # off the event loop: on a 100,000-process node diagnosis takes half a second, which
-        # the console's keys would otherwise wait on every poll (the history is only appended
-        # to below, on the loop, once diagnosis is done with it)
-        snap = await asyncio.to_thread(diagnosed, snap, self.history, tuple(self.actions))
+        if len(snap.processes) <= INLINE_DIAGNOSIS_PROCESSES:
+            snap = diagnosed(snap, self.history, tuple(self.actions))
+        else:
+            # off the event loop: on a 100,000-process node diagnosis takes half a second, which
+            # the console's keys would otherwise wait on every poll (the history is only
+            # appended to below, on the loop, once diagnosis is done with it)
+            snap = await asyncio.to_thread(diagnosed, snap, self.history, tuple(self.actions))
         self.diagnoses += 1
         self._diagnosed = (key, len(self.actions), snap.taken_at, snap.findings)
         return snap

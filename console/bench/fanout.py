@@ -52,7 +52,6 @@ def console_argv() -> list[str]:
 
 def bench_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEXTUAL")}
-    if os.environ.get("GI_FPS"): env["TEXTUAL_FPS"] = os.environ["GI_FPS"]
     package_parent = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env

@@ -43,6 +43,7 @@ MAX_NODES = 1024
 #: what one line of the long-lived shell may take (the client has its own deadline)
 LINE_TIMEOUT_S = 3600.0
 _PORT_TRIES = 50
+_READ_CHUNK = 1 << 16
 
 
 def unwrap_command(command: str) -> tuple[str, float]:
@@ -88,19 +89,34 @@ async def _exec(node: SimNode, script: str, timeout: float,
 
 
 async def _long_lived_shell(node: SimNode, process: asyncssh.SSHServerProcess, fleet: Fleet | None) -> None:
+    """Each line read runs as it arrives; the answers to lines that came together and that the
+    fleet answers at once (a whole probe, as a rule) go out in one write, as a shell's output
+    fills a pipe: a few SSH packets per probe, not one per section."""
     env: dict[str, str] = {}            # the shell's variables live as long as the shell
+    rest = ""
     while True:
-        line = await process.stdin.readline()
-        if not line:
+        chunk = await process.stdin.read(_READ_CHUNK)
+        if not chunk:
             break
-        if not line.strip():
-            continue
-        result = await fleet.answer(node, line) if fleet is not None else None
-        if result is None:
-            result = await _exec(node, line, LINE_TIMEOUT_S, env)
-        await _write(process, result.stdout, result.stderr)
-        if line.strip() == "exit":
-            break
+        lines = (rest + chunk).split("\n")
+        rest = lines.pop()
+        out: list[str] = []
+        err: list[str] = []
+        for line in lines:
+            if not line.strip():
+                continue
+            result = await fleet.answer(node, line) if fleet is not None else None
+            if result is None:              # it may take a while: what came before goes first
+                await _write(process, "".join(out), "".join(err))
+                out, err = [], []
+                result = await _exec(node, line, LINE_TIMEOUT_S, env)
+            out.append(result.stdout)
+            err.append(result.stderr)
+            if line.strip() == "exit":
+                await _write(process, "".join(out), "".join(err))
+                process.exit(0)
+                return
+        await _write(process, "".join(out), "".join(err))
     process.exit(0)
 
 

@@ -340,21 +340,28 @@ def same_process(proc: Proc, driver_name: str) -> bool:
             or driver_name.strip() == proc.cmdline.strip()[: len(driver_name.strip())])
 
 
-def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tuple[DriverProc, ...]
-                         ) -> tuple[list[Proc], list[DriverProc]]:
+def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tuple[DriverProc, ...],
+                         cache: dict | None = None) -> tuple[list[Proc], list[DriverProc]]:
     """Per-process GPU memory from the driver's list, summed per GPU (MIG instances add up).
 
     A driver PID whose /proc process is evidently another program is not credited: its
     DriverProc is marked ``local=False`` (a foreign PID), so no action ever targets the
-    innocent local process that happens to share the number.
+    innocent local process that happens to share the number. ``cache`` (one dict per node,
+    kept from poll to poll): a process credited the same as at the last poll is the same object.
     """
     by_pid = {p.pid: p for p in procs}
     marked: list[DriverProc] = []
     mem: dict[int, dict[str, int | None]] = {}
+    before = cache.get("credited", {}) if cache is not None else {}
+    made: dict = {}
     for dp in driver_procs:
         proc = by_pid.get(dp.pid)
         here = proc is not None and same_process(proc, dp.name)
-        marked.append(dataclasses.replace(dp, local=here))
+        hit = before.get((id(dp), here))
+        if hit is None or hit[0] is not dp:
+            hit = (dp, dataclasses.replace(dp, local=here))
+        made[(id(dp), here)] = hit
+        marked.append(hit[1])
         if not here:
             continue
         key = str(dp.gpu_index) if dp.gpu_index is not None else dp.gpu_uuid
@@ -363,7 +370,18 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
             per.setdefault(key, None)
         else:
             per[key] = (per.get(key) or 0) + dp.used_memory_mib
-    out = [dataclasses.replace(p, gpu_memory_mib=mem[p.pid]) if p.pid in mem else p for p in procs]
+    out = []
+    for p in procs:
+        if p.pid not in mem:
+            out.append(p)
+            continue
+        hit = before.get(p.pid)
+        if hit is None or hit[0] is not p or hit[1] != mem[p.pid]:
+            hit = (p, mem[p.pid], dataclasses.replace(p, gpu_memory_mib=mem[p.pid]))
+        made[p.pid] = hit
+        out.append(hit[2])
+    if cache is not None:
+        cache["credited"] = made
     return out, marked
 
 
@@ -441,9 +459,18 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     # `timeout`/`ps` among them) and shows up in the next poll. Without stat lines, ps alone.
     pids = sorted(stats) if stats else sorted(ps)
     procs = []
+    # a process whose lines read as at the last poll is the same Proc object (cache)
+    before = cache.get("procs", {}) if cache is not None else {}
+    made: dict[int, tuple[tuple, Proc]] = {}
     for pid in pids:
         st = stats.get(pid)
         user, args = ps.get(pid, (None, ""))
+        inputs = (st, user, args, fds.get(pid, ()), dthreads.get(pid), pidns.get(pid), meta.btime, meta.clk_tck)
+        hit = before.get(pid)
+        if hit is not None and hit[0] == inputs:
+            procs.append(hit[1])
+            made[pid] = hit
+            continue
         create_time = None
         if st is not None and st.start_ticks is not None and meta.btime is not None:
             try:
@@ -457,7 +484,10 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
             device_files=fds.get(pid, ()),
             d_threads=tuple(dthreads.get(pid, ())), num_threads=st.num_threads if st else None,
             pid_ns=pidns.get(pid)))
-    procs, driver_procs = credit_driver_memory(procs, driver_procs)
+        made[pid] = (inputs, procs[-1])
+    if cache is not None:
+        cache["procs"] = made
+    procs, driver_procs = credit_driver_memory(procs, driver_procs, cache)
     own = (meta.shell_pid,) if meta.shell_pid else ()
     return NodeSnapshot(
         name=name, taken_at=taken_at, error=error, warnings=tuple(dict.fromkeys(warnings)),

@@ -20,7 +20,7 @@ from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
 from console.sources.base import Source
 from console.incident.timeline import Timeline
-from console.ui import keys, tables
+from console.ui import gc_pacing, keys, tables
 from console.ui.escalation import EscalationKeys
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
@@ -137,6 +137,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
                 self.notify(w, severity="warning")
             self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
         self._watch_current()
+        gc_pacing.start(self)               # keys never wait on a full garbage collection
         if self.autostart:
             start_all(self.monitors)        # many nodes: their polls spread over the interval
 
