@@ -180,8 +180,31 @@ def update_row(table: DataTable, key: str, cells: tuple) -> bool:
     return True
 
 
+#: Textual removes a row in time proportional to the table (and moves its cursor each time):
+#: when more rows go than this, and most of the table, it is refilled instead
+REFILL_AT = 8
+
+
+def _refill(table: DataTable, wanted: dict[str, tuple], selected: str | None) -> None:
+    """Most rows are gone (another node's processes, all processes hidden): fill the table
+    anew; the selected row keeps the cursor when it stays, else the cursor keeps its place."""
+    row = table.cursor_row
+    sent = _SENT.setdefault(table, {})
+    table.clear()
+    sent.clear()
+    columns = len(table.ordered_columns)
+    for key, cells in wanted.items():
+        row_key = table.add_row(*cells, key=key, height=row_height(cells))
+        sent[key] = (table.rows[row_key], tuple(cells) + (None,) * (columns - len(cells)))
+    if selected is not None and selected in wanted:
+        table.move_cursor(row=table.get_row_index(selected), animate=False)
+    elif table.row_count:
+        table.move_cursor(row=min(row, table.row_count - 1), animate=False)
+
+
 def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
-    """Update rows by key, never clear: the cursor stays on the same row (process).
+    """Update rows by key: the cursor stays on the same row (process). When most rows go, the
+    table is refilled (_refill), the cursor put back on its row by key.
 
     Only cells that differ from what the row holds are sent. The first cell of every row is
     a fresh object, so the sort key can find each row's wanted position by that object's
@@ -191,7 +214,11 @@ def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
     selected = selected_key(table)
     sent = _SENT.setdefault(table, {})
     present = {rk.value: row for rk, row in table.rows.items()}
-    for key in present.keys() - wanted.keys():
+    gone = present.keys() - wanted.keys()
+    if len(gone) > REFILL_AT and 2 * len(gone) > len(present):
+        _refill(table, wanted, selected)
+        return
+    for key in gone:
         table.remove_row(key)
     for key in [k for k in sent if k not in wanted or k not in present]:
         del sent[key]
