@@ -5,6 +5,10 @@ and hands the diagnosed snapshot to a callback. A slow or dead node only
 delays itself: every poll is bounded, and nodes never wait for each other.
 The history is a diagnosis.history.History: the last HISTORY polls as small digests
 plus per-process streaks, so a node's memory does not grow with its process table.
+
+Diagnosis skips unchanged input: a poll whose diagnosis input (diagnosis.unchanged.input_key)
+and actions are those of the last diagnosed poll keeps that poll's findings, for at most
+REDIAGNOSE_S; a ``watched`` node (the one on screen) is diagnosed every poll.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from typing import Awaitable, Callable, Sequence
 
 from console.clock import timeout_ignoring_stalls
 from console.diagnosis.history import HISTORY_POLLS, History
+from console.diagnosis.unchanged import input_key
 from console.model import ActionRecord, NodeSnapshot
 from console.sources.base import Source
 
@@ -23,6 +28,13 @@ log = logging.getLogger("gpu_incident.engine")
 HISTORY = HISTORY_POLLS   # polls kept per node (5 min at 1 s), as digests
 POLL_SLACK_S = 5.0   # on top of the source's own deadline, for connects
 STOP_TIMEOUT_S = 5.0
+#: a node whose diagnosis input has not changed is diagnosed again at least this often
+#: (findings that depend on time: how long a zombie has lasted, a streak crossing a threshold)
+REDIAGNOSE_S = 5.0
+#: a snapshot with up to this many processes is diagnosed on the event loop (a millisecond or
+#: two, less than a thread hand-off and the GIL contention it brings); bigger ones in a
+#: worker thread (half a second on a 100,000-process node)
+INLINE_DIAGNOSIS_PROCESSES = 200
 
 
 def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
@@ -71,6 +83,11 @@ class NodeMonitor:
         self.latest: NodeSnapshot | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        #: diagnosed every poll (the node on screen); else unchanged input is diagnosed only
+        #: every REDIAGNOSE_S
+        self.watched = True
+        self._diagnosed: tuple[tuple, int, float, tuple] | None = None   # (input, actions, at, findings)
+        self.diagnoses = 0                  # diagnoses run (the rest reused their findings)
 
     @property
     def name(self) -> str:
@@ -82,10 +99,7 @@ class NodeMonitor:
 
     async def poll_once(self) -> NodeSnapshot:
         snap = await bounded_poll(self.source, self.deadline)
-        # off the event loop: on a 100,000-process node diagnosis takes half a second, which
-        # the console's keys would otherwise wait on every poll (the history is only appended
-        # to below, on the loop, once diagnosis is done with it)
-        snap = await asyncio.to_thread(diagnosed, snap, self.history, tuple(self.actions))
+        snap = await self._diagnose(snap)
         try:
             self.history.append(snap)
         except Exception:  # noqa: BLE001 - a history bug must not stop the polling
@@ -98,11 +112,33 @@ class NodeMonitor:
                 await result
         return snap
 
+    async def _diagnose(self, snap: NodeSnapshot) -> NodeSnapshot:
+        key = input_key(snap)
+        last = self._diagnosed
+        if (not self.watched and last is not None and last[0] == key and last[1] == len(self.actions)
+                and 0 <= snap.taken_at - last[2] < REDIAGNOSE_S):
+            return dataclasses.replace(snap, findings=last[3])
+        if len(snap.processes) <= INLINE_DIAGNOSIS_PROCESSES:
+            snap = diagnosed(snap, self.history, tuple(self.actions))
+        else:
+            # off the event loop: on a 100,000-process node diagnosis takes half a second, which
+            # the console's keys would otherwise wait on every poll (the history is only
+            # appended to below, on the loop, once diagnosis is done with it)
+            snap = await asyncio.to_thread(diagnosed, snap, self.history, tuple(self.actions))
+        self.diagnoses += 1
+        self._diagnosed = (key, len(self.actions), snap.taken_at, snap.findings)
+        return snap
+
     def poll_soon(self) -> None:
         """Cut the current wait short (after an action, to show its effect at once)."""
         self._wake.set()
 
-    async def _loop(self) -> None:
+    async def _loop(self, phase: float = 0.0) -> None:
+        if phase > 0:
+            try:
+                await asyncio.wait_for(self._wake.wait(), phase)
+            except asyncio.TimeoutError:
+                pass
         while True:
             started = time.monotonic()
             self._wake.clear()        # a poll_soon() during this poll still cuts the next wait
@@ -118,9 +154,10 @@ class NodeMonitor:
             except asyncio.TimeoutError:
                 pass
 
-    def start(self) -> None:
+    def start(self, phase: float = 0.0) -> None:
+        """Poll every ``interval`` from now on, the first time after ``phase`` seconds."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"poll {self.name}")
+            self._task = asyncio.get_running_loop().create_task(self._loop(phase), name=f"poll {self.name}")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -134,6 +171,15 @@ class NodeMonitor:
             await asyncio.wait_for(self.source.close(), 5)
         except Exception:  # noqa: BLE001
             log.exception("closing %s", self.name)
+
+
+def start_all(monitors: Sequence[NodeMonitor]) -> None:
+    """Start every monitor, their first polls spread over one interval: many nodes then poll
+    evenly through each second instead of all at once (the engine's work, and the screen's
+    updates, come in an even stream rather than a burst that keys wait behind)."""
+    n = len(monitors)
+    for i, m in enumerate(monitors):
+        m.start(phase=m.interval * i / n if n > 1 else 0.0)
 
 
 async def snapshot_all(sources: Sequence[Source]) -> list[NodeSnapshot]:

@@ -1,6 +1,6 @@
 """A real OpenSSH sshd on 127.0.0.1 for the SSH tests.
 
-One sshd serves two "nodes" on two ports; ``Match LocalPort`` + ``SetEnv`` give each
+One sshd (console/bench/sshd.py: the recipe, shared with `gpu-incident bench`) serves two "nodes" on two ports; ``Match LocalPort`` + ``SetEnv`` give each
 its own test nvidia-smi state (tests/bin/nvidia-smi reads $GI_FAKE_SMI) and put
 tests/bin first on PATH. Stock MaxSessions / MaxStartups. Started and stopped by
 PID; skipped with a reason where /usr/sbin/sshd is missing.
@@ -11,44 +11,20 @@ Fixtures: ``ssh_keys`` (session), ``sshd`` (session; ``.nodes`` = two FakeNode),
 from __future__ import annotations
 
 import os
-import re
-import signal
-import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncssh
-import psutil
 import pytest
 
-SSHD = Path("/usr/sbin/sshd")
+from console.bench.sshd import SSHD, LoopbackSshd, HostKey, free_ports, public_line, write_key
+
 TEST_BIN = Path(__file__).resolve().parent / "bin"
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports nothing listens on (all held until all are chosen)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+__all__ = ["SSHD", "free_ports", "free_port", "Keys", "make_keys", "Sshd", "FakeSmi", "FakeNode"]
 
 
 def free_port() -> int:
     return free_ports(1)[0]
-
-
-def sshd_version() -> tuple[int, int]:
-    out = subprocess.run([str(SSHD), "-V"], capture_output=True, text=True)
-    m = re.search(r"OpenSSH_(\d+)\.(\d+)", out.stderr + out.stdout)
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 @dataclass
@@ -61,21 +37,12 @@ class Keys:
     stranger_key: Path         # not authorized
 
 
-def _write_key(path: Path) -> asyncssh.SSHKey:
-    key = asyncssh.generate_private_key("ssh-ed25519")
-    key.write_private_key(str(path))
-    path.chmod(0o600)
-    key.write_public_key(str(path) + ".pub")
-    return key
-
-
 def make_keys(root: Path) -> Keys:
     root.mkdir(parents=True, exist_ok=True)
-    host = _write_key(root / "host_ed25519")
-    _write_key(root / "client_ed25519")
-    _write_key(root / "stranger_ed25519")
-    public = " ".join(host.export_public_key("openssh").decode().split()[:2])
-    return Keys(root, root / "host_ed25519", public, host.get_fingerprint("sha256"),
+    host = write_key(root / "host_ed25519")
+    write_key(root / "client_ed25519")
+    write_key(root / "stranger_ed25519")
+    return Keys(root, root / "host_ed25519", public_line(host), host.get_fingerprint("sha256"),
                 root / "client_ed25519", root / "stranger_ed25519")
 
 
@@ -148,88 +115,19 @@ class FakeNode:
         return f"root@127.0.0.1:{self.port}"
 
 
-class Sshd:
-    """One /usr/sbin/sshd -D process; stop() and kill() signal only what it started."""
+class Sshd(LoopbackSshd):
+    """The test sshd (console/bench/sshd.py): ``nodes`` on ``ports`` get a test nvidia-smi each
+    (tests/bin first on PATH, their own $GI_FAKE_SMI); ``bare`` nodes have none on PATH."""
 
     def __init__(self, root: Path, keys: Keys, ports: list[int], bare_ports: tuple[int, ...] = ()) -> None:
-        """``ports`` get a test nvidia-smi each; ``bare_ports`` have none on PATH."""
-        self.root, self.keys = root, keys
+        self.keys = keys
         root.mkdir(parents=True, exist_ok=True)
         self.nodes = [FakeNode(p, FakeSmi(root / f"smi-{p}")) for p in ports]
         self.bare = [FakeNode(p, None) for p in bare_ports]
-        self.proc: subprocess.Popen | None = None
-        self.config = root / "sshd_config"
-        (root / "authorized_keys").write_text(Path(str(keys.client_key) + ".pub").read_text())
-        lines = ["ListenAddress 127.0.0.1", *[f"Port {p}" for p in [*ports, *bare_ports]],
-                 f"HostKey {keys.host_key}", f"AuthorizedKeysFile {root / 'authorized_keys'}",
-                 f"PidFile {root / 'sshd.pid'}", "UsePAM no", "StrictModes no",
-                 "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-                 "PermitRootLogin prohibit-password", "LogLevel ERROR"]
-        if sshd_version() >= (9, 8):
-            lines.append("PerSourcePenalties no")
-        # HOME: the session shell reads no rc files of whoever runs the tests (root's
-        # ~/.bashrc would cost every exec ~100 ms and could print or change PATH)
-        home = root / "home"
-        home.mkdir(exist_ok=True)
-        for node in self.nodes:
-            lines += [f"Match LocalPort {node.port}",
-                      f"    SetEnv PATH={TEST_BIN}:/usr/bin:/bin GI_FAKE_SMI={node.smi.dir} HOME={home}"]
-        for node in self.bare:
-            lines += [f"Match LocalPort {node.port}", f"    SetEnv PATH=/usr/bin:/bin HOME={home}"]
-        self.config.write_text("\n".join(lines) + "\n")
-
-    def start(self) -> "Sshd":
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-        log = open(self.root / "sshd.log", "ab")
-        self.proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(self.config)],
-                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + 10
-        for node in [*self.nodes, *self.bare]:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"sshd exited: {(self.root / 'sshd.log').read_text()[-500:]}")
-                try:
-                    with socket.create_connection(("127.0.0.1", node.port), timeout=1) as s:
-                        if s.recv(64).startswith(b"SSH-"):
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"sshd did not listen on {node.port}")
-                time.sleep(0.02)
-        return self
-
-    def _signal_all(self, sig: int) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            family = psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            family = []
-        for p in [psutil.Process(self.proc.pid), *family]:
-            try:
-                p.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
-
-    def kill(self) -> None:
-        """SIGKILL sshd and every session it serves: the node vanishes mid-session."""
-        self._signal_all(signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait(5)
-
-    def stop(self) -> None:
-        self._signal_all(signal.SIGTERM)
-        if self.proc is not None:
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def known_hosts_line(self, port: int) -> str:
-        return f"[127.0.0.1]:{port} {self.keys.host_public}\n"
+        env = {n.port: {"PATH": f"{TEST_BIN}:/usr/bin:/bin", "GI_FAKE_SMI": str(n.smi.dir)} for n in self.nodes}
+        env.update({n.port: {"PATH": "/usr/bin:/bin"} for n in self.bare})
+        super().__init__(root, HostKey(keys.host_key, keys.host_public, keys.host_fingerprint),
+                         Path(str(keys.client_key) + ".pub").read_text(), [*ports, *bare_ports], env)
 
     def write_known_hosts(self, path: Path) -> Path:
         path.write_text("".join(self.known_hosts_line(n.port) for n in [*self.nodes, *self.bare]))

@@ -38,7 +38,9 @@ def poll(src: SimSource) -> NodeSnapshot:
 
 def console(tmp_path, sources) -> IncidentApp:
     tl = timeline.open_incident(tmp_path / "incidents", INCIDENT)
-    return IncidentApp(sources, timeline=tl, autostart=False, clock=FakeClock())
+    app = IncidentApp(sources, timeline=tl, autostart=False, clock=FakeClock())
+    app.redraw_interval_s = 0          # every posted update drawn at once: the picture is deterministic
+    return app
 
 
 def one_node(tmp_path, scenario: str) -> tuple[IncidentApp, NodeSnapshot]:

@@ -1,11 +1,27 @@
 """`gpu-incident bench [--quick] [--json] [--nodes N] [--target DEST]`: how fast the console is.
 
-Four parts, every figure wall clock (perf_counter) with p50/p95/max, plus this
+The headline figures (top-level keys of --json, each the median of REPS repetitions inside the
+run, side by side so one noisy second on a shared machine does not decide one; TARGETS says
+what each must meet on a 2-core machine):
+
+- transport (console/bench/transport.py): ``probe_local_ms_p50``, ``ssh_poll_ms_p50``,
+  ``ssh_poll_ms_p99``, ``fresh_ssh_ms_p50``, ``speedup_vs_fresh_ssh``, ``transport_overhead_ms``,
+  ``node_cpu_ms_per_poll``, ``nvidia_smi_calls_per_poll`` (a loopback OpenSSH sshd, started
+  and stopped here);
+- fan-out (console/bench/fanout.py): the whole console on a pseudo-terminal polling
+  ``fanout_nodes`` (--nodes; 256 by default) nodes served by a separate `gpu-incident simulate`:
+  ``fanout_cpu_pct``, ``fanout_rss_mib``, ``fanout_round_ms_p99``, ``fanout_sim_cpu_pct``,
+  ``fanout_interval_s`` (the interval the console chose), ``key_to_frame_ms_p99``;
+- ``startup_ms`` (`gpu-incident demo` until the first frame with data) and
+  ``local_probe_ms_p50`` (console/bench/startup.py); ``big_all_update_ms_p99`` (a 2000-process
+  node's all-processes view, below).
+
+Then the detailed parts, every figure wall clock (perf_counter) with p50/p95/max, plus this
 process's CPU time (process_time):
 
 1. probe   the in-process simulated node's poll; parse_probe + diagnose per poll on the
            seed node and on a generated 2000-process, 8-GPU node (bench_probe, bench_synth)
-2. ssh     N simulated nodes over SSH (default 16, --quick 4, --nodes 1..256): connect
+2. ssh     a few simulated nodes over SSH (16, --quick 4) in this process: connect
            storm, steady-state concurrent polls, CPU per second at a 1 s interval (bench_ssh)
 3. target  with --target: one real node, kept connection vs a fresh connection per poll
 4. ui      one NodeUpdated applied by the console, headless at 80x24, on the seed node, the
@@ -34,22 +50,49 @@ from dataclasses import dataclass
 from console import __version__
 from console.bench.stats import Result
 
-MAX_NODES = 256
-DEFAULT_NODES = 16
-QUICK_NODES = 4
+MAX_NODES = 1024          # as many as `gpu-incident simulate` serves
+FANOUT_NODES = 256
+DEFAULT_SSH_NODES = 16
+QUICK_SSH_NODES = 4
+REPS = 3
+
+#: what each headline figure must meet on a 2-core machine (issue 11): (comparison, bound)
+TARGETS = {
+    "speedup_vs_fresh_ssh": (">=", 10.0),
+    "transport_overhead_ms": ("<=", 5.0),
+    "fanout_cpu_pct": ("<=", 50.0),          # 256 nodes at 1 Hz; more nodes: one core (FANOUT_CPU_MAX)
+    "fanout_rss_mib": ("<=", 300.0),
+    "fanout_round_ms_p99": ("<=", 250.0),
+    "key_to_frame_ms_p99": ("<=", 50.0),
+    "big_all_update_ms_p99": ("<=", 100.0),
+    "startup_ms": ("<=", 800.0),
+    "local_probe_ms_p50": ("<=", 15.0),
+}
+FANOUT_CPU_MAX = 100.0
+#: the top-level keys of the document, in the order the human view lists them
+HEADLINE = ("probe_local_ms_p50", "ssh_poll_ms_p50", "ssh_poll_ms_p99", "fresh_ssh_ms_p50",
+            "speedup_vs_fresh_ssh", "transport_overhead_ms", "node_cpu_ms_per_poll",
+            "nvidia_smi_calls_per_poll", "fanout_nodes", "fanout_interval_s", "fanout_connect_s",
+            "fanout_cpu_pct", "fanout_rss_mib", "fanout_round_ms_p99", "fanout_sim_cpu_pct",
+            "key_to_frame_ms_p99", "big_all_update_ms_p99", "startup_ms", "local_probe_ms_p50")
 
 
 @dataclass(frozen=True)
 class Plan:
     """How much of everything one run measures."""
     quick: bool
-    nodes: int
+    nodes: int              # fan-out nodes
+    ssh_nodes: int          # the in-process SSH part's nodes
     sim_polls: int          # in-process simulated node polls
     seed_iterations: int    # parse + diagnose of the seed node
     big_iterations: int     # parse + diagnose of the 2000-process node
     rounds: int             # SSH rounds (all nodes) and --target polls per mode
     cpu_seconds: int        # seconds of polling at 1 s for the CPU figure
     ui_updates: int         # timed NodeUpdated per case (after the first)
+    transport_polls: int    # per repetition, local and kept SSH
+    fresh_polls: int        # per repetition, a new ssh each
+    fanout_window_s: float  # per repetition, CPU window
+    keys: int               # per repetition, keys typed
 
     @classmethod
     def make(cls, quick: bool, nodes: int | None) -> "Plan":
@@ -57,10 +100,12 @@ class Plan:
             if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
                 raise ValueError(f"--nodes must be between 1 and {MAX_NODES} (got {nodes})")
         if quick:
-            return cls(True, nodes or QUICK_NODES, sim_polls=20, seed_iterations=30, big_iterations=6,
-                       rounds=5, cpu_seconds=3, ui_updates=3)
-        return cls(False, nodes or DEFAULT_NODES, sim_polls=100, seed_iterations=200, big_iterations=30,
-                   rounds=20, cpu_seconds=10, ui_updates=7)
+            return cls(True, nodes or FANOUT_NODES, QUICK_SSH_NODES, sim_polls=20, seed_iterations=30,
+                       big_iterations=6, rounds=5, cpu_seconds=3, ui_updates=3, transport_polls=20,
+                       fresh_polls=5, fanout_window_s=5.0, keys=10)
+        return cls(False, nodes or FANOUT_NODES, DEFAULT_SSH_NODES, sim_polls=100, seed_iterations=200,
+                   big_iterations=30, rounds=20, cpu_seconds=10, ui_updates=7, transport_polls=50,
+                   fresh_polls=10, fanout_window_s=10.0, keys=20)
 
 
 def _target_settings(args) -> tuple[str, object, str, float] | None:
@@ -91,15 +136,31 @@ def machine() -> dict:
             "machine": platform.machine()}
 
 
-async def _run(plan: Plan, target, progress) -> tuple[list[Result], list[str]]:
+async def _run(plan: Plan, target, progress) -> tuple[list[Result], dict, list[str]]:
+    from console.bench import fanout, startup, transport
     from console.bench import ui as bench_ui
     from console.bench import ssh as bench_ssh
     from console.bench import probe as bench_probe
-    results, snaps = await bench_probe.measure(plan.sim_polls, plan.seed_iterations, plan.big_iterations,
-                                               progress)
-    results += await bench_ui.measure(snaps, plan.ui_updates, progress)
-    ssh_results, errors = await bench_ssh.measure_sim(plan.nodes, plan.rounds, plan.cpu_seconds, progress)
+    head: dict = {}
+    results: list[Result] = []
+    errors: list[str] = []
+    for part in (transport.measure(REPS, plan.transport_polls, plan.fresh_polls, progress),
+                 fanout.measure(plan.nodes, REPS, plan.fanout_window_s, plan.keys, progress=progress),
+                 startup.measure_startup(REPS, progress),
+                 startup.measure_local(REPS, plan.transport_polls, progress)):
+        part_results, part_head, part_errors = await part
+        results += part_results
+        head.update(part_head)
+        errors += part_errors
+    probe_results, snaps = await bench_probe.measure(plan.sim_polls, plan.seed_iterations, plan.big_iterations,
+                                                     progress)
+    results += probe_results
+    ui_results, ui_head = await bench_ui.measure(snaps, plan.ui_updates, progress, reps=REPS)
+    results += ui_results
+    head.update(ui_head)
+    ssh_results, ssh_errors = await bench_ssh.measure_sim(plan.ssh_nodes, plan.rounds, plan.cpu_seconds, progress)
     results += ssh_results
+    errors += ssh_errors
     if target is not None:
         dest, options, glob, probe_timeout = target
         target_results, target_errors = await bench_ssh.measure_target(
@@ -107,17 +168,33 @@ async def _run(plan: Plan, target, progress) -> tuple[list[Result], list[str]]:
             progress=progress)
         results += target_results
         errors += target_errors
-    return results, errors
+    return results, head, errors
+
+
+def verdicts(head: dict) -> dict:
+    """{figure: {"target": "<= 50", "met": bool | None}} (None: not measured)."""
+    out = {}
+    for key, (op, bound) in TARGETS.items():
+        if key == "fanout_cpu_pct" and (head.get("fanout_nodes") or 0) > FANOUT_NODES:
+            bound = FANOUT_CPU_MAX
+        value = head.get(key)
+        met = None if value is None else (value >= bound if op == ">=" else value <= bound)
+        out[key] = {"target": f"{op} {bound:g}", "met": met}
+    return out
 
 
 def document(plan: Plan, results: list[Result], errors: list[str], wall_s: float,
-             target: str | None = None) -> dict:
+             target: str | None = None, head: dict | None = None) -> dict:
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    head = dict(head or {})
     return {
         "version": __version__,
-        "machine": machine(),
-        "config": {"quick": plan.quick, "nodes": plan.nodes, "rounds": plan.rounds,
-                   "cpu_seconds": plan.cpu_seconds, "target": target},
+        **head,
+        "targets": verdicts(head),
+        "repetitions": REPS,
+        "machine": {**machine(), "load_1min": round(os.getloadavg()[0], 2)},
+        "config": {"quick": plan.quick, "nodes": plan.nodes, "ssh_nodes": plan.ssh_nodes,
+                   "rounds": plan.rounds, "cpu_seconds": plan.cpu_seconds, "target": target},
         "results": [r.as_dict() for r in results],
         "errors": errors,
         "run": {"wall_s": round(wall_s, 2), "cpu_user_s": round(usage.ru_utime, 2),
@@ -134,9 +211,19 @@ def table(doc: dict) -> str:
     """The human view: one line per result, then what each measures, then errors."""
     m, run, cfg = doc["machine"], doc["run"], doc["config"]
     head = (f"gpu-incident {doc['version']} bench{' --quick' if cfg['quick'] else ''}: "
-            f"{m['cpus']} CPUs, Python {m['python']}, {cfg['nodes']} simulated SSH node(s)")
+            f"{m['cpus']} CPUs (load {m.get('load_1min', '?')}), Python {m['python']}, "
+            f"fan-out {cfg['nodes']} simulated node(s)")
+    lines = [head, "", f"headline (median of {doc.get('repetitions', REPS)} repetitions)", ""]
+    hwidth = max(len(k) for k in HEADLINE)
+    for key in HEADLINE:
+        value = doc.get(key)
+        verdict = doc.get("targets", {}).get(key)
+        mark = ""
+        if verdict is not None:
+            mark = f"  target {verdict['target']}: " + {True: "met", False: "MISSED", None: "not measured"}[verdict["met"]]
+        lines.append(f"  {key:<{hwidth}}  {'-' if value is None else _num(value) if isinstance(value, float) else value:>9}{mark}")
     width = max([len(r["name"]) for r in doc["results"]] + [6])
-    lines = [head, "", f"{'result':<{width}}  {'unit':<5} {'p50':>9} {'p95':>9} {'max':>9} {'n':>5} {'cpu ms':>8}"]
+    lines += ["", f"{'result':<{width}}  {'unit':<5} {'p50':>9} {'p95':>9} {'max':>9} {'n':>5} {'cpu ms':>8}"]
     for r in doc["results"]:
         cpu = _num(r["cpu_ms"]) if "cpu_ms" in r else ""
         lines.append(f"{r['name']:<{width}}  {r['unit']:<5} {_num(r['p50']):>9} {_num(r['p95']):>9} "
@@ -177,8 +264,8 @@ def run_bench(args) -> int:
             print(f"bench: {message}", file=sys.stderr, flush=True)
 
     started = time.perf_counter()
-    results, errors = asyncio.run(_run(plan, target, progress))
-    doc = document(plan, results, errors, time.perf_counter() - started, target[0] if target else None)
+    results, head, errors = asyncio.run(_run(plan, target, progress))
+    doc = document(plan, results, errors, time.perf_counter() - started, target[0] if target else None, head)
     if as_json:
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")

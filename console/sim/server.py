@@ -32,6 +32,7 @@ import asyncssh
 
 from console.model import CommandResult
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S
+from console.sim.fleet import Fleet, build_fleet
 from console.sim.node import SimNode
 
 log = logging.getLogger("gpu_incident.simulate")
@@ -42,6 +43,7 @@ MAX_NODES = 1024
 #: what one line of the long-lived shell may take (the client has its own deadline)
 LINE_TIMEOUT_S = 3600.0
 _PORT_TRIES = 50
+_READ_CHUNK = 1 << 16
 
 
 def unwrap_command(command: str) -> tuple[str, float]:
@@ -86,22 +88,42 @@ async def _exec(node: SimNode, script: str, timeout: float,
         return CommandResult(script, rc=2, stderr=f"sh: simulator error: {exc!r}\n")
 
 
-async def _long_lived_shell(node: SimNode, process: asyncssh.SSHServerProcess) -> None:
+async def _long_lived_shell(node: SimNode, process: asyncssh.SSHServerProcess, fleet: Fleet | None) -> None:
+    """Each line read runs as it arrives; the answers to lines that came together and that the
+    fleet answers at once (a whole probe, as a rule) go out in one write, as a shell's output
+    fills a pipe: a few SSH packets per probe, not one per section."""
     env: dict[str, str] = {}            # the shell's variables live as long as the shell
+    rest = ""
     while True:
-        line = await process.stdin.readline()
-        if not line:
+        chunk = await process.stdin.read(_READ_CHUNK)
+        if not chunk:
             break
-        if not line.strip():
-            continue
-        result = await _exec(node, line, LINE_TIMEOUT_S, env)
-        await _write(process, result.stdout, result.stderr)
-        if line.strip() == "exit":
-            break
+        lines = (rest + chunk).split("\n")
+        rest = lines.pop()
+        out: list[str] = []
+        err: list[str] = []
+        for line in lines:
+            if not line.strip():
+                continue
+            result = await fleet.answer(node, line) if fleet is not None else None
+            if result is None:              # it may take a while: what came before goes first
+                await _write(process, "".join(out), "".join(err))
+                out, err = [], []
+                result = await _exec(node, line, LINE_TIMEOUT_S, env)
+            out.append(result.stdout)
+            err.append(result.stderr)
+            if line.strip() == "exit":
+                await _write(process, "".join(out), "".join(err))
+                process.exit(0)
+                return
+        await _write(process, "".join(out), "".join(err))
     process.exit(0)
 
 
-async def _one_command(node: SimNode, process: asyncssh.SSHServerProcess, command: str) -> None:
+async def _one_command(node: SimNode, process: asyncssh.SSHServerProcess, command: str,
+                       fleet: Fleet | None) -> None:
+    if fleet is not None:
+        fleet.leave(node)               # from now on the node answers from its own state
     script, limit = unwrap_command(command)
     result = await _exec(node, script, limit)
     await _write(process, result.stdout, result.stderr)
@@ -111,13 +133,13 @@ async def _one_command(node: SimNode, process: asyncssh.SSHServerProcess, comman
         process.exit(result.rc if 0 <= result.rc < 256 else 255)
 
 
-def _process_factory(node: SimNode):
+def _process_factory(node: SimNode, fleet: Fleet | None):
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         try:
             if is_shell_request(process.command):
-                await _long_lived_shell(node, process)
+                await _long_lived_shell(node, process, fleet)
             else:
-                await _one_command(node, process, process.command)
+                await _one_command(node, process, process.command, fleet)
         except (asyncssh.Error, BrokenPipeError, ConnectionError, asyncio.IncompleteReadError):
             process.close()        # the client closed the channel (its deadline): stop here
     return handle
@@ -147,6 +169,9 @@ class SimServers:
     targets_file: Path
     _acceptors: list = field(default_factory=list, repr=False)
     _conns: set = field(default_factory=set, repr=False)
+    #: answers the probe once per tick for the nodes still identical (console/sim/fleet.py); a
+    #: node changed other than by a command it runs must leave it (``fleet.leave(node)``)
+    fleet: Fleet | None = field(default=None, repr=False)
 
     @property
     def targets(self) -> list[str]:
@@ -209,8 +234,7 @@ async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_d
         raise ValueError(f"ports {port}..{port + nodes - 1} go past 65535")
     width = max(2, len(str(nodes)))
     try:
-        sim_nodes = [SimNode(scenario, clock=clock, name=f"simnode{i + 1:0{width}d}")
-                     for i in range(nodes)]
+        sim_nodes, fleet = await build_fleet(scenario, [f"simnode{i + 1:0{width}d}" for i in range(nodes)], clock)
     except (KeyError, ValueError) as exc:
         raise ValueError(f"unknown scenario {scenario!r}: {exc}") from None
 
@@ -229,7 +253,7 @@ async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_d
         async def start(p: int):
             return await asyncssh.create_server(
                 lambda: _Server(conns), HOST, p, server_host_keys=[host_keys[i]],
-                authorized_client_keys=authorized, process_factory=_process_factory(sim_nodes[i]),
+                authorized_client_keys=authorized, process_factory=_process_factory(sim_nodes[i], fleet),
                 password_auth=False, kbdint_auth=False, allow_scp=False, x11_forwarding=False,
                 agent_forwarding=False, keepalive_interval=30, reuse_address=True)
         return start
@@ -267,7 +291,7 @@ async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_d
     targets_file = state / "targets.txt"
     _write_text(targets_file, "".join(f"{USER}@{HOST}:{p}\n" for p in ports))
     return SimServers(state, sim_nodes, ports, known_hosts, client_key, targets_file,
-                      acceptors, conns)
+                      acceptors, conns, fleet)
 
 
 def describe(servers: SimServers, scenario: str) -> str:

@@ -371,21 +371,28 @@ def same_process(proc: Proc, driver_name: str) -> bool:
             or driver_name.strip() == proc.cmdline.strip()[: len(driver_name.strip())])
 
 
-def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tuple[DriverProc, ...]
-                         ) -> tuple[list[Proc], list[DriverProc]]:
+def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tuple[DriverProc, ...],
+                         cache: dict | None = None) -> tuple[list[Proc], list[DriverProc]]:
     """Per-process GPU memory from the driver's list, summed per GPU (MIG instances add up).
 
     A driver PID whose /proc process is evidently another program is not credited: its
     DriverProc is marked ``local=False`` (a foreign PID), so no action ever targets the
-    innocent local process that happens to share the number.
+    innocent local process that happens to share the number. ``cache`` (one dict per node,
+    kept from poll to poll): a process credited the same as at the last poll is the same object.
     """
     by_pid = {p.pid: p for p in procs}
     marked: list[DriverProc] = []
     mem: dict[int, dict[str, int | None]] = {}
+    before = cache.get("credited", {}) if cache is not None else {}
+    made: dict = {}
     for dp in driver_procs:
         proc = by_pid.get(dp.pid)
         here = proc is not None and same_process(proc, dp.name)
-        marked.append(dataclasses.replace(dp, local=here))
+        hit = before.get((id(dp), here))
+        if hit is None or hit[0] is not dp:
+            hit = (dp, dataclasses.replace(dp, local=here))
+        made[(id(dp), here)] = hit
+        marked.append(hit[1])
         if not here:
             continue
         key = str(dp.gpu_index) if dp.gpu_index is not None else dp.gpu_uuid
@@ -394,24 +401,49 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
             per.setdefault(key, None)
         else:
             per[key] = (per.get(key) or 0) + dp.used_memory_mib
-    out = [dataclasses.replace(p, gpu_memory_mib=mem[p.pid]) if p.pid in mem else p for p in procs]
+    out = []
+    for p in procs:
+        if p.pid not in mem:
+            out.append(p)
+            continue
+        hit = before.get(p.pid)
+        if hit is None or hit[0] is not p or hit[1] != mem[p.pid]:
+            hit = (p, mem[p.pid], dataclasses.replace(p, gpu_memory_mib=mem[p.pid]))
+        made[p.pid] = hit
+        out.append(hit[2])
+    if cache is not None:
+        cache["credited"] = made
     return out, marked
 
 
 # ---------------------------------------------------------------- the whole probe
 
 def parse_probe(name: str, text: str, mark: str, *, taken_at: float,
-                probe_ms: float | None = None) -> NodeSnapshot:
-    """Probe output -> NodeSnapshot. Never raises."""
+                probe_ms: float | None = None, cache: dict | None = None) -> NodeSnapshot:
+    """Probe output -> NodeSnapshot. Never raises. ``cache``: one dict per node, kept from poll
+    to poll: a section whose text is the same as at the last poll is not parsed again."""
     try:
-        return _parse_probe(name, text, mark, taken_at, probe_ms)
+        return _parse_probe(name, text, mark, taken_at, probe_ms, cache)
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the node down
         return NodeSnapshot(name=name, taken_at=taken_at, probe_ms=probe_ms,
                             error=f"could not parse the node's probe output: {clip(repr(exc))}")
 
 
+def _same(cache: dict | None, section: str, parse, *args):
+    """``parse(*args)``, or what it returned at the last poll for the same input (the caller
+    only reads what parsers return)."""
+    if cache is None:
+        return parse(*args)
+    hit = cache.get(section)
+    if hit is not None and hit[0] == args:
+        return hit[1]
+    out = parse(*args)
+    cache[section] = (args, out)
+    return out
+
+
 def _parse_probe(name: str, text: str, mark: str, taken_at: float,
-                 probe_ms: float | None) -> NodeSnapshot:
+                 probe_ms: float | None, cache: dict | None = None) -> NodeSnapshot:
     sec = split_sections(text, mark)
     warnings: list[str] = []
     for wanted in ("meta", "gpu", "apps", "stat", "ps"):
@@ -425,10 +457,10 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
 
     meta = parse_meta(body("meta")[1])
     gpu_rc, gpu_text = body("gpu")
-    gp = parse_gpu_query(gpu_text, gpu_rc) if "gpu" in sec else GpuParse(error=None)
+    gp = _same(cache, "gpu", parse_gpu_query, gpu_text, gpu_rc) if "gpu" in sec else GpuParse(error=None)
     warnings += gp.warnings
     error = gp.error
-    mig = parse_gpu_list(body("list")[1])
+    mig = _same(cache, "list", parse_gpu_list, body("list")[1])
     gpus = []
     for g in gp.gpus:
         inst = mig.get(g.index, ())
@@ -442,28 +474,38 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         # the GPUs answered, their processes did not: memory nobody is listed for means nothing
         error = nvsmi_failure("", 124)
     elif error is None:
-        driver_procs, w = parse_compute_apps(body("apps")[1], uuid_to_index)
+        driver_procs, w = _same(cache, "apps", parse_compute_apps, body("apps")[1], uuid_to_index)
         warnings += w
     if gpus and body("list")[0] == 124:
         warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
     stats = parse_stat(body("stat")[1])
     ps = parse_ps(body("ps")[1])
-    dthreads = parse_dstate(body("dstate")[1])
-    fds = parse_fds(body("fds")[1])
-    pidns = parse_pidns(body("pidns")[1])
-    cgroups = parse_cgroup_records(body("cgroup")[1])
+    dthreads = _same(cache, "dstate", parse_dstate, body("dstate")[1])
+    fds = _same(cache, "fds", parse_fds, body("fds")[1])
+    pidns = _same(cache, "pidns", parse_pidns, body("pidns")[1])
+    cgroups = _same(cache, "cgroup", parse_cgroup_records, body("cgroup")[1])
     sysinfo = parse_sys(body("sys")[1])
-    xid_lines, w = parse_xid(body("xid")[1])
+    xid_lines, w = _same(cache, "xid", parse_xid, body("xid")[1])
     warnings += w
 
     # /proc/*/stat is read first: a PID only ps knows was born after it (the probe's own
     # `timeout`/`ps` among them) and shows up in the next poll. Without stat lines, ps alone.
     pids = sorted(stats) if stats else sorted(ps)
     procs = []
+    # a process whose lines read as at the last poll is the same Proc object (cache)
+    before = cache.get("procs", {}) if cache is not None else {}
+    made: dict[int, tuple[tuple, Proc]] = {}
     for pid in pids:
         st = stats.get(pid)
         user, args = ps.get(pid, (None, ""))
+        inputs = (st, user, args, fds.get(pid, ()), dthreads.get(pid), pidns.get(pid), cgroups.get(pid),
+                  meta.btime, meta.clk_tck)
+        hit = before.get(pid)
+        if hit is not None and hit[0] == inputs:
+            procs.append(hit[1])
+            made[pid] = hit
+            continue
         create_time = None
         if st is not None and st.start_ticks is not None and meta.btime is not None:
             try:
@@ -477,7 +519,10 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
             device_files=fds.get(pid, ()),
             d_threads=tuple(dthreads.get(pid, ())), num_threads=st.num_threads if st else None,
             pid_ns=pidns.get(pid), cgroup=cgroups.get(pid)))
-    procs, driver_procs = credit_driver_memory(procs, driver_procs)
+        made[pid] = (inputs, procs[-1])
+    if cache is not None:
+        cache["procs"] = made
+    procs, driver_procs = credit_driver_memory(procs, driver_procs, cache)
     own = (meta.shell_pid,) if meta.shell_pid else ()
     return NodeSnapshot(
         name=name, taken_at=taken_at, error=error, warnings=tuple(dict.fromkeys(warnings)),

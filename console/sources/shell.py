@@ -6,9 +6,9 @@ provide the transport, ``_exec`` (and a streaming ``_exec_probe`` where they can
 
 One deadline, ``probe_timeout``, covers reading and parsing. The read stops
 ``parse_reserve(probe_timeout)`` early, so that what arrived (the process sections
-come first) is still parsed in time. Parsing runs in a worker thread, never on the
-event loop, at most one at a time per node: a big or flooding node never stalls the
-others. The output is capped (``limits``, probe.ProbeLimits): over a cap the node says
+come first) is still parsed in time. Output over INLINE_PARSE_BYTES is parsed in a worker
+thread, never on the event loop, at most one at a time per node: a big or flooding node
+never stalls the others (smaller output, a millisecond's work, is parsed on the loop); a section whose text is what it was at the last poll is not parsed again. The output is capped (``limits``, probe.ProbeLimits): over a cap the node says
 "too much output" and keeps the sections that arrived whole.
 """
 from __future__ import annotations
@@ -27,6 +27,11 @@ from console.sources.capture import Capture, ProbeOutput, TooMuchOutput
 
 #: the most of the deadline kept for parsing when the read runs long
 PARSE_RESERVE_S = 1.0
+#: probe output up to this size is parsed on the event loop: a millisecond or so (a node with
+#: a hundred processes), less than handing it to a worker thread costs, and worker threads
+#: fight the loop for the GIL (every key and frame waits on that); bigger output goes to a
+#: worker thread under the deadline
+INLINE_PARSE_BYTES = 64 * 1024
 
 
 def parse_reserve(timeout: float) -> float:
@@ -34,9 +39,11 @@ def parse_reserve(timeout: float) -> float:
     return min(PARSE_RESERVE_S, timeout / 4)
 
 
-def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float | None) -> NodeSnapshot:
+def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float | None,
+           cache: dict | None = None) -> NodeSnapshot:
     from console.sources.parse import parse_probe
-    return parse_probe(name, data.decode("utf-8", "replace"), mark, taken_at=taken_at, probe_ms=probe_ms)
+    return parse_probe(name, data.decode("utf-8", "replace"), mark, taken_at=taken_at, probe_ms=probe_ms,
+                       cache=cache)
 
 
 class ShellSource(Source):
@@ -50,6 +57,8 @@ class ShellSource(Source):
         self._parsing: asyncio.Future[NodeSnapshot] | None = None
         #: the PIDs the driver listed in the last probe: the next probe reads their cgroup too
         self._driver_pids: tuple[int, ...] = ()
+        #: sections parsed at the last poll (parse.parse_probe): the same text is not parsed again
+        self._parse_cache: dict = {}
 
     @abc.abstractmethod
     async def _exec(self, script: str, timeout: float) -> CommandResult:
@@ -94,10 +103,14 @@ class ShellSource(Source):
         error = out.error or (self._timed_out() if out.timed_out else None)
         if not out.data:
             return NodeSnapshot(name=self.name, taken_at=self.clock.now(), error=error, probe_ms=probe_ms)
+        if len(out.data) <= INLINE_PARSE_BYTES:
+            await asyncio.sleep(0)            # a poll always lets the others run once
+            snap = _parse(self.name, out.data, mark, self.clock.now(), probe_ms, self._parse_cache)
+            return self._remember(snap if error is None else dataclasses.replace(snap, error=error))
         done: list[NodeSnapshot] = []        # set by the worker: a late event loop is no late parse
 
         def work(taken_at: float) -> NodeSnapshot:
-            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms))
+            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms, self._parse_cache))
             return done[0]
 
         self._parsing = asyncio.get_running_loop().run_in_executor(None, work, self.clock.now())
@@ -114,6 +127,10 @@ class ShellSource(Source):
             snap = done[0]
         if error is not None:        # a probe cut short: what arrived, and why the rest did not
             snap = dataclasses.replace(snap, error=error)
+        return self._remember(snap)
+
+    def _remember(self, snap: NodeSnapshot) -> NodeSnapshot:
+        """Note the PIDs the driver listed (the next probe reads their cgroup too)."""
         here = {p.pid for p in snap.processes}
         self._driver_pids = tuple(sorted({d.pid for d in snap.driver_processes if d.pid in here}))
         return snap

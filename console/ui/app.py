@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import textwrap
+import time
 from typing import Sequence
 
 from rich.text import Text
@@ -16,12 +17,12 @@ from textual.widgets import DataTable
 
 from console.actions.plan import ActionPolicy
 from console.clock import REAL_CLOCK, Clock
-from console.monitor import NodeMonitor
+from console.monitor import NodeMonitor, start_all
 from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
 from console.sources.base import Source
 from console.incident.timeline import Timeline
-from console.ui import activity, keys, layout, tables
+from console.ui import activity, gc_pacing, keys, layout, tables
 from console.ui.escalation import EscalationKeys
 from console.ui.footer import FittedFooter
 from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable
@@ -30,6 +31,11 @@ from console.ui.reasoning import ReasoningKeys
 from console.ui.theme_install import install_themes
 from console.output.rows import proc_view
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
+
+
+#: node updates are drawn at most this often: with many nodes, the polls that answered since the
+#: last redraw are drawn together (a 256-node console gets 256 updates a second)
+REDRAW_INTERVAL_S = 0.25
 
 
 class NodeUpdated(Message):
@@ -103,6 +109,10 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         self.policy = ActionPolicy(read_only=read_only, dry_run=dry_run)
         self.watches: list = []           # ActionWatch handles still observing (cancelled on quit)
         self._selected_initially: set[str] = set()
+        self.redraw_interval_s = REDRAW_INTERVAL_S
+        self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
+        self._redraw_timer = None
+        self._last_redraw = float("-inf")
         self.theme_warnings = install_themes(self, theme_name)
 
     @property
@@ -142,9 +152,10 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
                 self.notify(w, severity="warning")
             self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
         self.refresh_node_view()
+        self._watch_current()
+        gc_pacing.start(self)               # keys never wait on a full garbage collection
         if self.autostart:
-            for m in self.monitors:
-                m.start()
+            start_all(self.monitors)        # many nodes: their polls spread over the interval
 
     def _mode_text(self) -> str:
         if self.read_only:
@@ -163,27 +174,47 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
 
     @on(NodeUpdated)
     def _node_updated(self, message: NodeUpdated) -> None:
+        """Draw the snapshot now, or with the others at the next redraw when the last one was
+        less than ``redraw_interval_s`` ago. ``snapshots`` holds what is drawn: what the keys
+        act on is what the operator sees."""
         snap = message.snapshot
-        self.snapshots[snap.name] = snap
+        self._updated[snap.name] = snap
+        if self._redraw_timer is not None:
+            return
+        wait = self._last_redraw + self.redraw_interval_s - time.monotonic()
+        if wait <= 0:
+            self._redraw_updated()
+        else:
+            self._redraw_timer = self.set_timer(wait, self._redraw_updated)
+
+    def _redraw_updated(self) -> None:
+        """Draw what the node updates since the last redraw changed: the status line, their
+        rows of the node table, and the panels when the viewed node is among them."""
+        self._redraw_timer = None
+        self._last_redraw = time.monotonic()
+        updated, self._updated = self._updated, {}
+        self.snapshots.update(updated)
         if not self.screen_stack or not self.query("#status"):
             return     # a poll that lands while the console shuts down
         self._render_status()
         if self.multi_node:
-            self._render_nodes(snap)
-        if snap.name == self.current_node:
+            self._render_nodes(updated)
+        if self.current_node in updated:
             self.refresh_node_view()
         elif self.multi_node:
             self.fit_panels()
 
-    def _render_nodes(self, snap: NodeSnapshot) -> None:
+    def _render_nodes(self, updated) -> None:
         """Nodes in trouble first (tables.node_order); the cursor stays on its node, or, until
-        the operator moves it, on the first row: the node in the most trouble."""
+        the operator moves it, on the first row: the node in the most trouble. ``updated``: the
+        names whose snapshots changed since the last redraw (only their rows are redrawn, unless
+        the order changed)."""
         nodes = self.query_one("#nodes", NodeTable)
         order = sorted(self.sources, key=lambda s: tables.node_order(s.name, self.snapshots.get(s.name)))
         names = [s.name for s in order]
-        # only this node's row changed (a row shows its own node's snapshot alone) unless it moved
-        if [r.key.value for r in nodes.ordered_rows] != names or not tables.update_row(
-                nodes, snap.name, tables.node_cells(snap.name, snap)):
+        same_order = [r.key.value for r in nodes.ordered_rows] == names
+        if not same_order or not all(tables.update_row(nodes, n, tables.node_cells(n, self.snapshots.get(n)))
+                                     for n in updated):
             tables.sync_table(nodes, {n: tables.node_cells(n, self.snapshots.get(n)) for n in names})
         if not nodes.user_moved and nodes.row_count and nodes.cursor_row != 0:
             nodes.move_cursor(row=0, animate=False)
@@ -193,8 +224,15 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         name = event.row_key.value if event.row_key is not None else None
         if name and name != self.current_node:
             self.current_node = name
+            self._watch_current()
             self._render_status()          # "viewing NODE" follows the cursor at once
             self.refresh_node_view()
+
+    def _watch_current(self) -> None:
+        """The node on screen is diagnosed every poll; the others may keep the findings of
+        unchanged input for a while (console/monitor.py)."""
+        for m in self.monitors:
+            m.watched = m.name == self.current_node
 
     def refresh_node_view(self) -> None:
         snap = self.snapshots.get(self.current_node)

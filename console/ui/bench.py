@@ -52,6 +52,7 @@ async def apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
     from console.ui.app import IncidentApp, NodeUpdated
     name = snaps[0].name
     app = IncidentApp([SimSource(name=name, scenario="seed")], autostart=False)
+    app.redraw_interval_s = 0.0          # every update drawn at once: its own cost, no waiting
     settled: list[float] = []
     handler: list[float] = []
     cpu = 0.0

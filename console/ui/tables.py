@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import weakref
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -197,6 +198,21 @@ def row_height(cells: tuple) -> int | None:
     return 1
 
 
+def cell_width(value: object) -> int:
+    """The cells a value takes on its widest line (what the table measures it at)."""
+    text = value.plain if isinstance(value, Text) else str(value)
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def _wider(table: DataTable, col: str, value: object) -> bool:
+    """Whether a new cell value needs its column widened. Columns widen, never narrow, as
+    values change: Textual re-measures the whole column for every narrower value (each
+    update of a 256-row node table would measure 256 cells), and a column that keeps its
+    width does not jump about as probe times go from 120ms to 9ms."""
+    column = table.columns.get(col)    # a ColumnKey hashes and compares as its string
+    return column is None or cell_width(value) > column.content_width
+
+
 def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, columns: list) -> tuple:
     """Bring an existing row to ``cells``, sending only the cells that differ from what it
     holds; returns the cells it holds now (unchanged ones are the objects it already had)."""
@@ -211,7 +227,7 @@ def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, col
     held = list(current)
     for j, (col, old, value) in enumerate(zip(columns, current, cells)):
         if old != value:
-            table.update_cell(key, col, value, update_width=True)
+            table.update_cell(key, col, value, update_width=_wider(table, col, value))
             held[j] = value
     sent[key] = (row, tuple(held))
     return sent[key][1]
@@ -228,8 +244,31 @@ def update_row(table: DataTable, key: str, cells: tuple) -> bool:
     return True
 
 
+#: Textual removes a row in time proportional to the table (and moves its cursor each time):
+#: when more rows go than this, and most of the table, it is refilled instead
+REFILL_AT = 8
+
+
+def _refill(table: DataTable, wanted: dict[str, tuple], selected: str | None) -> None:
+    """Most rows are gone (another node's processes, all processes hidden): fill the table
+    anew; the selected row keeps the cursor when it stays, else the cursor keeps its place."""
+    row = table.cursor_row
+    sent = _SENT.setdefault(table, {})
+    table.clear()
+    sent.clear()
+    columns = len(table.ordered_columns)
+    for key, cells in wanted.items():
+        row_key = table.add_row(*cells, key=key, height=row_height(cells))
+        sent[key] = (table.rows[row_key], tuple(cells) + (None,) * (columns - len(cells)))
+    if selected is not None and selected in wanted:
+        table.move_cursor(row=table.get_row_index(selected), animate=False)
+    elif table.row_count:
+        table.move_cursor(row=min(row, table.row_count - 1), animate=False)
+
+
 def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
-    """Update rows by key, never clear: the cursor stays on the same row (process).
+    """Update rows by key: the cursor stays on the same row (process). When most rows go, the
+    table is refilled (_refill), the cursor put back on its row by key.
 
     Only cells that differ from what the row holds are sent. The first cell of every row is
     a fresh object, so the sort key can find each row's wanted position by that object's
@@ -239,7 +278,11 @@ def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
     selected = selected_key(table)
     sent = _SENT.setdefault(table, {})
     present = {rk.value: row for rk, row in table.rows.items()}
-    for key in present.keys() - wanted.keys():
+    gone = present.keys() - wanted.keys()
+    if len(gone) > REFILL_AT and 2 * len(gone) > len(present):
+        _refill(table, wanted, selected)
+        return
+    for key in gone:
         table.remove_row(key)
     for key in [k for k in sent if k not in wanted or k not in present]:
         del sent[key]
