@@ -178,6 +178,8 @@ def start_all(monitors: Sequence[NodeMonitor]) -> None:
     evenly through each second instead of all at once (the engine's work, and the screen's
     updates, come in an even stream rather than a burst that keys wait behind)."""
     n = len(monitors)
+    if monitors:
+        log.info("%d node(s), poll interval %g s", n, monitors[0].interval)   # bench reads this line
     for i, m in enumerate(monitors):
         m.start(phase=m.interval * i / n if n > 1 else 0.0)
 
