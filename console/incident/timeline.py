@@ -143,6 +143,22 @@ def outcomes(entries: Iterable[TimelineEntry]) -> dict[int, TimelineEntry]:
     return out
 
 
+def hypothesis_numbers(entries: Iterable[TimelineEntry]) -> dict[int, int]:
+    """{hypothesis seq: its number in this incident} — 1, 2, 3 in the order they were stated
+    (what people say and read: "H2", never the timeline seq)."""
+    out: dict[int, int] = {}
+    for e in entries:
+        if e.kind == "hypothesis" and isinstance(e.seq, int) and not isinstance(e.seq, bool):
+            out.setdefault(e.seq, len(out) + 1)
+    return out
+
+
+def hypothesis_label(numbers: dict[int, int], seq: object) -> str:
+    """"H2" for a hypothesis seq of this incident; "#seq" for one it does not hold."""
+    number = numbers.get(seq) if isinstance(seq, int) and not isinstance(seq, bool) else None
+    return f"H{number}" if number is not None else f"#{seq}"
+
+
 LOCK_WAIT_S = 5.0           # an append waits this long for another console's lock, then fails
 TAIL_CHUNK = 4096           # bytes read from the file's end to find the last seq
 

@@ -214,6 +214,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             line.append(f"  filter: {printable(self.proc_filter, 30)}", style="bold cyan")
         if self.tagged:
             line.append(f"  {len(self.tagged)} tagged", style="bold cyan")
+        self.status_activity(line)          # checks running, results waiting (ui/reasoning.py)
         mode = self._mode_text()
         if mode:
             line.append("  " + mode, style="bold yellow")
