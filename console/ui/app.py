@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer
@@ -21,6 +21,8 @@ from console.sources.base import Source
 from console.incident.timeline import Timeline
 from console.ui import keys, tables
 from console.ui.escalation import EscalationKeys
+from console.ui.live_feed import LiveFeed
+from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
 from console.ui.theme_install import install_themes
@@ -57,7 +59,7 @@ class HelpScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()
 
 
-class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
+class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -103,7 +105,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         with Vertical(id="main"):
             if self.multi_node:
                 yield LiteralTable(id="nodes", cursor_type="row")
-            yield LiteralTable(id="gpus", cursor_type="row")
+            with Horizontal(id="gpu-row"):
+                yield LiteralTable(id="gpus", cursor_type="row")
+                yield MemoryChart(id="gpu-chart")      # memory over the incident, actions marked
             yield LiteralTable(id="procs", cursor_type="row")
             yield LiteralTable(id="findings", cursor_type="row", show_header=False)
         if self._mode_text():
@@ -119,6 +123,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         tables.add_columns(self.query_one("#procs", DataTable), tables.PROC_COLUMNS)
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         self.query_one("#procs", DataTable).focus()
+        self.start_feed(self.monitors[0].interval if self.monitors else 1.0)   # ui/live_feed.py
         self._render_status()
         for w in self.theme_warnings:
             self.notify(w, severity="warning")
@@ -149,6 +154,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
     def _node_updated(self, message: NodeUpdated) -> None:
         snap = message.snapshot
         self.snapshots[snap.name] = snap
+        self.feed_snapshot(snap)           # the memory trail and the follower's live state
         if not self.screen_stack or not self.query("#status"):
             return     # a poll that lands while the console shuts down
         self._render_status()
@@ -172,6 +178,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
     def refresh_node_view(self) -> None:
         snap = self.snapshots.get(self.current_node)
         self._render_gpus(snap)
+        self.query_one("#gpu-chart", MemoryChart).show(self.memory_series(self.current_node))
         self._render_procs(snap)
         width = max(20, self.size.width - 2)
         findings = self.query_one("#findings", DataTable)
@@ -309,6 +316,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             except Exception:  # noqa: BLE001 - cancelled or slow: quitting anyway
                 pass
         self.incident.note(None, "console stopped")
+        await self.stop_feed()
         self.exit(0)
 
     @property

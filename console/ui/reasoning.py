@@ -243,19 +243,18 @@ class ReasoningKeys:
         self.push_screen(TextPrompt("Note", placeholder="what you see, what you decided"), got)
 
     def action_export(self) -> None:
-        from console.incident.export import as_markdown
-        from console.incident.safefiles import write_atomic
+        from console.ui.postmortem import write_postmortem
         if self.timeline is None:
             self.notify("no timeline to export", severity="warning")
             return
         path = self.timeline.path.with_suffix(".md")
         try:   # 0600, a temp file renamed over it: a symlink planted at <id>.md is never followed
-            write_atomic(path, as_markdown(self.timeline.refresh(),
-                                           incident_id=self.timeline.incident_id).encode("utf-8"))
+            _, chart = write_postmortem(self.timeline.refresh(), self.timeline.path, path,
+                                        self.timeline.incident_id)
         except OSError as exc:
             self.notify(f"export failed: {exc}", severity="error")
             return
-        self.notify(f"postmortem written: {path}", timeout=8)
+        self.notify(f"postmortem written: {path}" + (f" (chart: {chart})" if chart else ""), timeout=8)
 
     def action_filter(self) -> None:
         from console.ui.prompts import TextPrompt
