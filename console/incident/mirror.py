@@ -12,7 +12,8 @@ a state file that is a symlink, not a regular file, or someone else's is refused
 The document (fields may be added, never renamed)::
 
     {"version": 1, "incident": ID, "by": "user@host", "written_at": epoch, "running": true,
-     "interval": 1.0, "viewing": NODE, "nodes": [NodeSnapshot as JSON, …],
+     "interval": 1.0, "viewing": NODE, "activity": ["demo: wait-and-reread: 15 of 86 s, …"],
+     "nodes": [NodeSnapshot as JSON, …],
      "memory": {NODE: {"points": [[t, {"0": MiB}]], "totals": {"0": MiB}}},
      "actions": [{"node", "rung", "ts", "gpus", "pids"}]}
 
@@ -150,11 +151,12 @@ class StateFeed:
         return self.dirty and now - self.last_write >= self.min_interval
 
     def document(self, memory: Mapping[str, Mapping[str, Any]], actions: Iterable[ActionRecord],
-                 running: bool = True, order: Sequence[str] = ()) -> dict[str, Any]:
+                 running: bool = True, order: Sequence[str] = (), activity: Sequence[str] = ()) -> dict[str, Any]:
         names = list(order) or list(self.order)
         nodes = dict(self.nodes)
         return {"version": VERSION, "incident": self.incident_id, "by": self.by, "written_at": time.time(),
                 "running": running, "interval": self.interval, "viewing": self.viewing,
+                "activity": list(activity),
                 "nodes": [snapshot_to_data(nodes[n]) for n in names if n in nodes],
                 "order": names,
                 "memory": {k: dict(v) for k, v in memory.items()},
@@ -190,6 +192,7 @@ class LiveState:
     hidden: Mapping[str, int]
     memory: Mapping[str, Mapping[str, Any]]
     actions: tuple[ActionRecord, ...]
+    activity: tuple[str, ...] = ()          # what the driving console is busy with (checks running)
 
     def node(self, name: str | None) -> NodeSnapshot | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -225,7 +228,8 @@ def parse_state(raw: bytes) -> LiveState:
                          viewing=doc.get("viewing") if isinstance(doc.get("viewing"), str) else None,
                          nodes=tuple(nodes), hidden=hidden,
                          memory={k: v for k, v in (doc.get("memory") or {}).items() if isinstance(v, dict)},
-                         actions=actions)
+                         actions=actions,
+                         activity=tuple(str(a) for a in doc.get("activity") or () if isinstance(a, str)))
     except (TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"the live state is malformed ({type(exc).__name__}: {exc})"[:200]) from None
 

@@ -50,7 +50,8 @@ class LiveFeed:
         memory = {n: t.as_data() for n, t in self.trails.items()}
         actions = [a for m in self.monitors for a in m.actions]
         order = [s.name for s in self.sources]
-        return lambda: feed.document(memory, actions, running=running, order=order)
+        activity = self.running_work() if running else []
+        return lambda: feed.document(memory, actions, running=running, order=order, activity=activity)
 
     async def _flush_feed(self, running: bool = True, force: bool = False) -> None:
         feed = self.state_feed

@@ -92,8 +92,8 @@ class LiveFollowApp(FollowApp):
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         self.query_one("#nodes").display = False
         self._layout()
-        super().on_mount()
-        self.query_one("#gpus", DataTable).focus()
+        # (FollowApp's on_mount runs too, after this one: Textual calls each class's handler)
+        self.call_after_refresh(self.query_one("#gpus", DataTable).focus)
         self.set_interval(self.poll_interval, self.poll_state)
         self.call_later(self.poll_state)
 
@@ -150,6 +150,8 @@ class LiveFollowApp(FollowApp):
             status.append(f" — no update for {age:.0f} s (is it still running?)", style="bold yellow")
         else:
             status.append(f" — {max(0.0, age):.0f} s ago", style="dim")
+        for text in state.activity:
+            status.append("  ⏳ " + printable(text, 90), style="bold cyan")
         if self.state_problem:
             status.append("  ⚠ " + printable(self.state_problem, 80), style="yellow")
         status.append("  read-only", style="dim")

@@ -150,17 +150,22 @@ class ReasoningKeys:
 
     # ---- what long work says while it runs, and results that wait for an open prompt
     def set_activity(self, key: str, text: str | None) -> None:
-        """A line of the status line for work in progress (None: done)."""
-        activity = self.__dict__.setdefault("activity", {})
+        """Work in progress for the status line (None: done); ``running_work()`` has it as data
+        (the live state hands it to a follower too)."""
+        work = vars(self).setdefault("_running_work", {})
         if text is None:
-            activity.pop(key, None)
+            work.pop(key, None)
         else:
-            activity[key] = text
+            work[key] = text
         self._render_status()
+
+    def running_work(self) -> list[str]:
+        """What is running now, one line each ("demo: wait-and-reread: 15 of 86 s, …")."""
+        return list(vars(self).get("_running_work", {}).values())
 
     def status_activity(self, line: Text) -> None:
         """Appended to the status line by the app: work in progress, results kept for later."""
-        for text in self.__dict__.get("activity", {}).values():
+        for text in self.running_work():
             line.append("  ⏳ " + printable(text, 90), style="bold cyan")
         waiting = self.__dict__.get("pending_results", [])
         if waiting:
