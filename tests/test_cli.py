@@ -151,3 +151,15 @@ def test_snapshot_without_json_is_a_plain_report():
     assert r.returncode == 0
     assert r.stdout.startswith("demo:reset-required: 8 GPUs,")
     assert "GPU 3" in r.stdout and "xid" in r.stdout and "→ " in r.stdout
+
+
+def test_simulate_help_says_what_it_does_and_lists_the_scenarios():
+    from console.sim.scenarios import SCENARIOS
+    r = run("simulate", "--help")
+    assert r.returncode == 0
+    assert "Serve simulated GPU nodes over SSH" in r.stdout
+    assert "--scenario NAME   what the nodes replay" in r.stdout and "--nodes N" in r.stdout
+    for name, scenario in SCENARIOS.items():
+        assert f"  {name}" in r.stdout and scenario.title[:40] in r.stdout
+    r = run("follow", "--help")
+    assert "FILE|ID" in r.stdout and "--live" in r.stdout and "--incident-dir DIR" in r.stdout

@@ -78,3 +78,24 @@ async def test_a_result_with_no_prompt_open_shows_at_once(incident_dir):
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+
+
+async def test_the_holders_and_states_results_lead_with_their_summary_and_show_commands_as_lines():
+    """No literal \\x0a in a multi-line command; a line per holder and the threads in D first."""
+    from console.checks.registry import run_check
+    from console.ui.details import DetailScreen
+    source = SimSource(name="demo", scenario="seed", clock=FakeClock())
+    app = IncidentApp([source], autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        snap = await app.monitors[0].poll_once()
+        app._show_check(await run_check(source, "holders", snap), 7)
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
+        text = str(app.screen.query_one("Static").render())
+        assert "\\x0a" not in text and "\n  echo '::gi-check:: begin fds'" in text
+        lines = text.splitlines()
+        holder = next(i for i, line in enumerate(lines) if line.startswith("  PID 72230 root: sglang::scheduler_TP0"))
+        assert holder < next(i for i, line in enumerate(lines) if line.startswith("$ "))
+        await pilot.press("escape")
+        app._show_check(await run_check(source, "states", snap, pids=(72230,)), 8)
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
+        assert "  PID 72230 sglang::schedul: S, 64 threads (64 S)" in str(app.screen.query_one("Static").render())

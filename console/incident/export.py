@@ -191,7 +191,7 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", char
             names = [_target(t) for t in e.targets]
             more = f" and {len(names) - 12} more" if len(names) > 12 else ""
             out += ["", "- targets: " + ", ".join(names[:12]) + more]
-        summary_lines = digest(_check_name(e), e.output or "") if e.kind == "check" else []
+        summary_lines = list(e.digest or ()) or (digest(_check_name(e), e.output or "") if e.kind == "check" else [])
         if summary_lines:
             out += [""] + [f"- {_one_line(line)}" for line in summary_lines]
         shown = result or e           # the outcome carries rc, output, memory after and freed

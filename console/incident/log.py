@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from console.checks.registry import CheckResult
+from console.checks.registry import CheckResult, digest
 from console.model import TimelineEntry
 from console.incident.timeline import Timeline, hypothesis_label, hypothesis_numbers
 from console.incident.verdicts import suggest
@@ -58,6 +58,9 @@ class IncidentLog:
         freed = result.data.get("freed_total_mib")
         if isinstance(freed, int):
             fields["freed_mib"] = freed
+        summary_lines = digest(result.name, result.raw)      # from the whole output, before it is cut
+        if summary_lines:
+            fields["digest"] = summary_lines
         hyp = self.open_hypothesis()
         output = result.raw if len(result.raw) <= OUTPUT_LIMIT else result.raw[:OUTPUT_LIMIT] + "\n[…cut]"
         return self._append("check", f"{result.name}: {result.summary}", result.node,

@@ -78,6 +78,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "gpu_memory_before": (dict, type(None)), "gpu_memory_after": (dict, type(None)),
     "freed_mib": (int, type(None)), "seconds_to_free": (int, float, type(None)),
     "verdict": (str, type(None)), "targets": (list, type(None)), "outcome": (bool, type(None)),
+    "digest": (list, type(None)),
 }
 
 
@@ -95,6 +96,8 @@ def entry_from_dict(data: dict[str, Any]) -> TimelineEntry:
             raise ValueError(f"{key} has the wrong type")
     if known.get("targets") and not all(isinstance(t, dict) for t in known["targets"]):
         raise ValueError("targets has the wrong type")
+    if known.get("digest") and not all(isinstance(t, str) for t in known["digest"]):
+        raise ValueError("digest has the wrong type")
     return TimelineEntry(**known)
 
 
@@ -272,6 +275,8 @@ class Timeline:
             raise ValueError(f"unknown timeline fields {sorted(unknown)}")
         if fields.get("targets") is not None:
             fields["targets"] = [dict(t) for t in fields["targets"]]
+        if fields.get("digest") is not None:
+            fields["digest"] = [str(line) for line in fields["digest"]]
         with self._lock:
             if self._fd < 0:
                 raise OSError(errno.EBADF, f"{self.path.name} is closed")

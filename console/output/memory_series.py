@@ -172,25 +172,24 @@ def series_from_timeline(entries: Sequence[TimelineEntry], node: str | None = No
 
 def columns(series: MemorySeries, width: int) -> tuple[dict[int, list[int | None]], list[list[Mark]]]:
     """The series cut into ``width`` columns of equal time: per GPU the last reading in (or
-    before) each column — memory stays where it was until read again — and the marks per column."""
+    before) each column — memory stays where it was until read again — and the marks per column.
+    A single reading fills the width (it is all that is known so far)."""
     width = max(1, width)
     per: dict[int, list[int | None]] = {g: [None] * width for g in series.gpus}
     marks: list[list[Mark]] = [[] for _ in range(width)]
     start, end = series.start, series.end
     if start is None or end is None:
         return per, marks
-    span = max(end - start, 1e-9)
+    span = end - start
 
     def col(t: float) -> int:
-        return min(width - 1, int((t - start) / span * width))
+        return 0 if span <= 0 else max(0, min(width - 1, int((t - start) / span * width)))
+    at: list[dict[int, int | None]] = [{} for _ in range(width)]
+    for t, read in series.points:
+        at[col(t)].update(read)
     last: dict[int, int | None] = {}
-    points = list(series.points)
-    i = 0
     for c in range(width):
-        edge = start + span * (c + 1) / width
-        while i < len(points) and (points[i][0] < edge or c == width - 1):
-            last.update(points[i][1])
-            i += 1
+        last.update(at[c])
         for g in per:
             per[g][c] = last.get(g)
     for m in series.marks:

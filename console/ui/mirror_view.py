@@ -135,6 +135,8 @@ class LiveFollowApp(FollowApp):
         return state.viewing if state.viewing in names else (names[0] if names else None)
 
     def render_state(self) -> None:
+        if not self.is_running or not self.query("#live-status"):
+            return          # a read that lands while the view closes
         state = self.state
         status = Text(no_wrap=True, overflow="ellipsis")
         if state is None:

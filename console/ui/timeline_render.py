@@ -237,6 +237,9 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
         out.append("\n")
     if e.text:
         _lines(out, e.text, indent="")
+    if isinstance(e.digest, (list, tuple)):
+        for line in e.digest[:40]:               # a check's summary, before its output
+            out.append("  • " + one_line(line) + "\n")
     if e.command:
         for i, line in enumerate(str(e.command).splitlines() or [""]):    # a multi-line command as lines
             out.append(("$ " if i == 0 else "  ") + printable(line), style="bold")

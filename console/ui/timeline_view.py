@@ -261,6 +261,8 @@ class FollowApp(_TimelineViewApp):
             self._pinned = True
 
     def _apply(self, entries: list[TimelineEntry], warnings: list[str], notice: str | None) -> None:
+        if not self.is_running or not self.query("#tv-list"):
+            return          # a read that lands while the view closes
         changed = False
         if notice:                            # stays until the file's state changes again
             self.notice = dt.datetime.now().strftime("%H:%M:%S ") + notice
@@ -325,6 +327,8 @@ class FollowApp(_TimelineViewApp):
 
     @on(DataTable.RowHighlighted, "#tv-list")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if not self.query("#tv-list"):
+            return                         # the view is closing
         index = self.table.cursor_row      # now, not when the event was posted
         if 0 <= index < len(self.entries):
             self._show_detail(detail(self.entries, index, len(self.entries), "so far"))
