@@ -64,8 +64,25 @@ async def test_follow_live_shows_the_same_panels_and_entries_read_only(incident_
         assert "stopped at" in str(app.query_one("#live-status").render())    # the driver has quit
 
 
+def typed(app, keys) -> None:
+    """Keys as a terminal sends them, in one burst (a person mashing the keyboard, or a paste):
+    through the driver, as Textual's pilot does, without waiting for each to be handled."""
+    from textual import events
+    from textual.keys import _character_to_key
+    chars = {"enter": "\r", "tab": "\t", "escape": "\x1b", "space": " ", "backspace": "\x7f"}
+    for key in keys:
+        if len(key) == 1:
+            char, key = key, (key if key.isalnum() else _character_to_key(key))
+        elif key.startswith("ctrl+") and len(key) == 6:
+            char = chr(ord(key[-1]) - 96)
+        else:
+            char = chars.get(key)
+        app._driver.send_message(events.Key(key, char))
+
+
 async def test_no_key_in_the_mirror_changes_anything(incident_dir):
-    """Every key a person might press: no Confirm, no prompt, nothing written, the node untouched."""
+    """Every key a person might press, on every panel: no Confirm, no prompt ever opens, nothing is
+    written, the node is untouched; enter shows the details, never with the next step's x."""
     path, source = await drive(incident_dir)
     before_files = files(incident_dir)
     before_node = [(p.pid, p.phase) for p in source.node.procs.values()]
@@ -74,18 +91,25 @@ async def test_no_key_in_the_mirror_changes_anything(incident_dir):
     keys += ["enter", "escape", "tab", "shift+tab", "up", "down", "left", "right", "home", "end", "pageup",
              "pagedown", "space", "backspace", "delete", "insert"] + [f"f{i}" for i in range(1, 13)]
     keys += [f"ctrl+{c}" for c in "abdefghijklnoprstuvwxy"]
+    opened: list[str] = []
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.query_one("#gpus").row_count == 8)
-        await pilot.press(*keys)                     # every key once (tab and shift+tab move among the panels)
-        assert type(app.screen).__name__ in ("Screen", "DetailScreen"), app.screen
-        for focus in ("#gpus", "#procs", "#findings", "#tv-list"):     # on each panel: enter, then x, y
-            await pilot.press("escape")
+        app.screen_change_signal.subscribe(app, lambda screen: opened.append(type(screen).__name__), immediate=True)
+        for focus in ("#gpus", "#procs", "#findings", "#tv-list"):     # every key, on each panel
             app.query_one(focus).focus()
-            await pilot.press("down", "enter")                            # enter: details, never the step
-            if type(app.screen).__name__ == "DetailScreen":
-                assert "x: do this next step" not in screen_text(app)
-                await pilot.press("x", "y")
-            await pilot.press("escape")
+            typed(app, keys)
+            for _ in range(5):
+                await pilot.pause()
+            while len(app.screen_stack) > 1:
+                await pilot.press("escape")
+        assert "DetailScreen" in opened and set(opened) <= {"Screen", "DetailScreen"}, opened   # keys arrived
+        for focus in ("#gpus", "#procs", "#findings"):                # enter: details, never the step
+            app.query_one(focus).focus()
+            await pilot.press("down", "enter")
+            assert type(app.screen).__name__ == "DetailScreen"
+            assert "x: do this next step" not in screen_text(app)
+            await pilot.press("x", "y", "escape")
+        assert set(opened) <= {"Screen", "DetailScreen"}, opened
         assert not hasattr(app, "monitors") and not hasattr(app, "policy")   # nothing here could act
     assert files(incident_dir) == before_files
     assert [(p.pid, p.phase) for p in source.node.procs.values()] == before_node
