@@ -99,3 +99,32 @@ async def test_the_holders_and_states_results_lead_with_their_summary_and_show_c
         app._show_check(await run_check(source, "states", snap, pids=(72230,)), 8)
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
         assert "  PID 72230 sglang::schedul: S, 64 threads (64 S)" in str(app.screen.query_one("Static").render())
+
+
+async def test_v_after_a_sigterm_that_freed_the_gpus_suggests_confirmed_for_h1(incident_dir):
+    from textual.widgets import DataTable
+
+    from console.incident import timeline
+    from console.ui.app import NodeUpdated
+    from console.ui.prompts import VerdictScreen
+    tl = timeline.open_incident(incident_dir, "v")
+    app = IncidentApp([SimSource(name="demo", scenario="graceful", clock=FakeClock())], timeline=tl, autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("h", *"SIGTERM to the launcher frees GPUs 0-1", "enter")
+        procs = app.query_one("#procs", DataTable)
+        procs.move_cursor(row=procs.get_row_index("demo:65102"))
+        await pilot.press("t")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any(e.outcome for e in tl.entries))
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, VerdictScreen))
+        assert app.screen.suggested == "confirmed"
+        text = str(app.screen.query_one("Static").render())
+        assert "H1: SIGTERM to the launcher frees GPUs 0-1" in text and "freed 138.7 GiB on GPUs 0-1" in text
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: tl.entries[-1].kind == "verdict")
+        assert tl.entries[-1].verdict == "confirmed"
+    tl.close()

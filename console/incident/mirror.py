@@ -137,6 +137,7 @@ class StateFeed:
         self.dirty = False
         self.last_write = 0.0
         self.error: str | None = None
+        self._data: dict[str, tuple[NodeSnapshot, dict[str, Any]]] = {}   # each snapshot turned into JSON once
 
     def update(self, snap: NodeSnapshot, viewing: str | None = None) -> None:
         if snap.name not in self.order:
@@ -154,10 +155,14 @@ class StateFeed:
                  running: bool = True, order: Sequence[str] = (), activity: Sequence[str] = ()) -> dict[str, Any]:
         names = list(order) or list(self.order)
         nodes = dict(self.nodes)
+        for name, snap in nodes.items():
+            hit = self._data.get(name)
+            if hit is None or hit[0] is not snap:
+                self._data[name] = (snap, snapshot_to_data(snap))
         return {"version": VERSION, "incident": self.incident_id, "by": self.by, "written_at": time.time(),
                 "running": running, "interval": self.interval, "viewing": self.viewing,
                 "activity": list(activity),
-                "nodes": [snapshot_to_data(nodes[n]) for n in names if n in nodes],
+                "nodes": [self._data[n][1] for n in names if n in nodes],
                 "order": names,
                 "memory": {k: dict(v) for k, v in memory.items()},
                 "actions": [{"node": a.node, "rung": a.rung, "ts": a.ts, "gpus": list(a.gpus), "pids": list(a.pids)}

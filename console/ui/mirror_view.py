@@ -203,9 +203,15 @@ class LiveFollowApp(FollowApp):
     def _detail(self, event: DataTable.RowSelected) -> None:
         """Enter: the same details the console shows — never its "x" (no next step is taken here)."""
         from console.ui.details import DetailScreen, finding_detail, gpu_detail, proc_detail
+        from console.ui.timeline_render import detail
+        table = event.data_table.id
+        if table == "tv-list":            # an entry, whole (the side panel is off on a narrow screen)
+            index = event.cursor_row
+            if 0 <= index < len(self.entries):
+                self.push_screen(DetailScreen(detail(self.entries, index, len(self.entries), "so far")))
+            return
         snap = self.state.node(self.viewing()) if self.state is not None else None
         key = event.row_key.value if event.row_key is not None else None
-        table = event.data_table.id
         if snap is None or key is None or table not in ("gpus", "procs", "findings"):
             return
         body = None
