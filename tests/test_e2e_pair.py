@@ -14,14 +14,14 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 @pytest.fixture
 def pair(tmp_path):
-    driver, follower = Tmux(tmp_path), Tmux(tmp_path)
-    yield driver, follower
-    driver.stop()
-    follower.stop()
+    driver, follower, later = Tmux(tmp_path), Tmux(tmp_path), Tmux(tmp_path)
+    yield driver, follower, later
+    for t in (driver, follower, later):
+        t.stop()
 
 
 def test_a_second_person_follows_the_incident_by_its_id_and_sees_the_same_panels(pair):
-    driver, follower = pair
+    driver, follower, later = pair
     driver.start("demo", "--incident", "pair")
     assert driver.shows("sglang::scheduler_TP0"), driver.screen()
     follower.start("follow", "pair", "--live")
@@ -29,6 +29,7 @@ def test_a_second_person_follows_the_incident_by_its_id_and_sees_the_same_panels
     assert follower.shows("live: "), follower.screen()
     assert follower.shows("console started watching demo"), follower.screen()
     driver("send-keys", "h")
+    assert driver.shows("State a hypothesis"), driver.screen()               # the prompt is open: type
     driver("send-keys", "-l", "memory needs more time")
     driver("send-keys", "Enter")
     assert follower.shows("[open] H1 memory needs"), follower.screen()        # the entry, numbered
@@ -37,14 +38,13 @@ def test_a_second_person_follows_the_incident_by_its_id_and_sees_the_same_panels
     assert follower.shows("stopped at"), follower.screen()                    # what it saw last, said so
     follower("send-keys", "q")
     assert follower.shows("EXITED 0"), follower.screen()
-    follower.stop()
-    follower.start("replay", "pair")                                          # afterwards: replay by ID
-    assert follower.shows("step 1/"), follower.screen()
-    assert "console started watching demo" in follower.screen()
+    later.start("replay", "pair")                                             # afterwards: replay by ID
+    assert later.shows("step 1/"), later.screen()
+    assert "console started watching demo" in later.screen()
 
 
 def test_follow_of_an_unknown_id_says_so_in_one_line(pair):
-    _, follower = pair
+    _, follower, _ = pair
     follower.start("follow", "nope")
     assert follower.shows("EXITED 2"), follower.screen()
     assert "no incident 'nope'" in follower.screen()
