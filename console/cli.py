@@ -91,9 +91,34 @@ def build_console_parser() -> Parser:
     return p
 
 
+SUB_DESCRIPTIONS = {
+    "snapshot": "One poll of every target: a plain report, or the JSON document with --json.",
+    "simulate": ("Serve simulated GPU nodes over SSH (for trying the console on several nodes, or the bench). "
+                 "Writes known_hosts, a client key and targets.txt into the state dir and prints "
+                 "the command that connects to them; runs until interrupted."),
+    "timeline": "List the incidents in the incident dir, show one as text, or export it (Markdown postmortem or JSON).",
+    "replay": "Step through a recorded incident (→/← or n/p, home/end, g, q). FILE or an incident ID.",
+    "follow": ("Read-only live view of an incident another console is writing (FILE or an incident ID). "
+               "--live adds that console's own panels (GPUs, processes, findings), mirrored from the state "
+               "it writes beside the incident; nothing here probes a node or changes anything."),
+    "bench": "Measured figures: probe, diagnosis and UI timings on simulated nodes (and a real one with --target).",
+}
+
+
+def _scenario_epilog() -> str:
+    from console.sim.scenarios import SCENARIOS
+    width = max(len(n) for n in SCENARIOS)
+    return "scenarios:\n" + "\n".join(f"  {n:<{width}}  {s.title}" for n, s in SCENARIOS.items())
+
+
 def build_sub_parser(name: str) -> Parser:
-    p = Parser(prog=f"gpu-incident {name}")
-    p.add_argument("--debug-log", metavar="FILE")
+    if name == "simulate":
+        import textwrap
+        p = Parser(prog=f"gpu-incident {name}", description=textwrap.fill(SUB_DESCRIPTIONS[name], 78),
+                   epilog=_scenario_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    else:
+        p = Parser(prog=f"gpu-incident {name}", description=SUB_DESCRIPTIONS.get(name))
+    p.add_argument("--debug-log", metavar="FILE", help="record polls, commands and timings in FILE")
     if name == "snapshot":
         p.add_argument("targets", nargs="*", metavar="TARGET")
         p.add_argument("--json", action="store_true",
@@ -102,10 +127,13 @@ def build_sub_parser(name: str) -> Parser:
                        help="exit 1 when a finding reaches SEVERITY (info, low, high, critical)")
         _add_ssh_options(p)
     elif name == "simulate":
-        p.add_argument("--scenario", default=DEFAULT_SCENARIO)
-        p.add_argument("--nodes", type=int, default=1)
-        p.add_argument("--port", type=_port, default=None)
-        p.add_argument("--state-dir", metavar="DIR", default=None)
+        p.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME",
+                       help=f"what the nodes replay (default {DEFAULT_SCENARIO}; the list is below)")
+        p.add_argument("--nodes", type=int, default=1, metavar="N", help="how many nodes to serve (default 1)")
+        p.add_argument("--port", type=_port, default=None, metavar="P",
+                       help="the first node's SSH port, the others follow (default: a free one)")
+        p.add_argument("--state-dir", metavar="DIR", default=None,
+                       help="where the keys, known_hosts and targets.txt go (default: a new temporary dir)")
     elif name == "timeline":
         p.add_argument("verb", choices=("list", "show", "export"))
         p.add_argument("ref", nargs="?", metavar="FILE|ID")
@@ -113,8 +141,13 @@ def build_sub_parser(name: str) -> Parser:
         p.add_argument("-o", dest="output", metavar="FILE")
         p.add_argument("--incident-dir", metavar="DIR")
     elif name in ("replay", "follow"):
-        p.add_argument("file", metavar="FILE")
-        p.add_argument("--theme", default=None)
+        p.add_argument("file", metavar="FILE|ID", help="an incident file, or an incident ID in the incident dir")
+        p.add_argument("--incident-dir", metavar="DIR", help="where incident IDs are looked up (default: the "
+                                                              "user state dir, as the console writes them)")
+        p.add_argument("--theme", default=None, metavar="NAME")
+        if name == "follow":
+            p.add_argument("--live", action="store_true",
+                           help="also mirror the driving console's panels (GPUs, processes, findings), read-only")
     elif name == "bench":
         p.add_argument("--quick", action="store_true", help="a short run (seconds, not minutes)")
         p.add_argument("--json", action="store_true", help="results as JSON on stdout")
@@ -175,11 +208,12 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from console.incident import timeline
     directory = Path(args.incident_dir) if args.incident_dir else None
     if args.verb == "list":
+        from console.incident.summary import incident_rows
         rows = timeline.list_incidents(directory)
         if not rows:
             print(f"no incidents in {directory or timeline.default_incident_dir()}")
-        for ident, _path, count, first in rows:
-            print(f"{ident}  {count:4d} entries  started {first or '?'}")
+            return 0
+        sys.stdout.write(incident_rows([(ident, timeline.load(path)[0]) for ident, path, _n, _first in rows]))
         return 0
     if not args.ref:
         raise UsageError(f"timeline {args.verb} needs FILE or ID")
@@ -195,7 +229,11 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     elif args.format == "json":
         text = "\n".join(json.dumps(d, ensure_ascii=False) for d in timeline.iter_json(entries)) + "\n"
     else:
-        text = export.as_markdown(entries, incident_id=path.name.removesuffix(timeline.SUFFIX))
+        from console.ui.postmortem import write_chart    # no Textual in there
+        chart = write_chart(entries, path, Path(args.output)) if args.output else None
+        if chart is not None:
+            print(f"wrote {Path(args.output).with_name(chart)}", file=sys.stderr)
+        text = export.as_markdown(entries, incident_id=path.name.removesuffix(timeline.SUFFIX), chart=chart)
     if args.output:   # a temp file renamed over FILE: a symlink already there is replaced, not followed
         from console.incident.safefiles import write_atomic
         write_atomic(args.output, text.encode("utf-8"))
@@ -260,14 +298,29 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     return 0
 
 
+def _incident_file(args: argparse.Namespace) -> Path:
+    """FILE or ID (looked up in --incident-dir, else the default incident dir) -> the file."""
+    from console.incident import timeline
+    try:
+        return timeline.resolve(args.file, Path(args.incident_dir) if args.incident_dir else None)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
+    path = _incident_file(args)
     from console.ui.timeline_view import run_replay  # Textual only from here on
-    return run_replay(args.file, args.theme)
+    return run_replay(str(path), args.theme)
 
 
 def cmd_follow(args: argparse.Namespace) -> int:
+    path = _incident_file(args)
+    if args.live:
+        from console.incident.mirror import state_path
+        from console.ui.mirror_view import run_live_follow  # Textual only from here on
+        return run_live_follow(str(path), str(state_path(path)), args.theme)
     from console.ui.timeline_view import run_follow  # Textual only from here on
-    return run_follow(args.file, args.theme)
+    return run_follow(str(path), args.theme)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

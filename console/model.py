@@ -331,6 +331,9 @@ class TimelineEntry:
     # sent to; the `observation` that closes it says so with `outcome: true`
     targets: Sequence[Mapping[str, Any]] | None = None   # [{"pid", "start_ticks", "create_time", "name"}]
     outcome: bool | None = None
+    # a check's output summed up in a few lines (holders per process, threads in D, memory per
+    # read), worked out from the whole output when it ran: `output` itself may be cut
+    digest: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -53,41 +53,76 @@ def test_registry_lists_every_check_with_description_and_parameters():
 
 # ---------------------------------------------------------------- wait-and-reread
 
+class Reads:
+    """A node whose memory reads come from a list, one per command (the last repeats), on a
+    fake clock; records when each command ran."""
+    name = "gpu-node-17"
+
+    def __init__(self, *outputs: str | tuple[str, int | None, str | None]):
+        from console.clock import FakeClock
+        self.clock = FakeClock()
+        self.outputs = [o if isinstance(o, tuple) else (o, 0, None) for o in outputs]
+        self.commands: list[tuple[str, float, float]] = []
+
+    async def run(self, command, timeout=30.0):
+        out, rc, error = self.outputs[min(len(self.commands), len(self.outputs) - 1)]
+        self.commands.append((command, timeout, self.clock.now()))
+        return CommandResult(command=command, rc=rc, stdout=out, error=error)
+
+
+QUERY = "nvidia-smi --query-gpu=index,memory.used --format=csv,noheader"
+EIGHT_FREE = "\n".join(f"{i}, 4 MiB" for i in range(8))
+
+
 async def test_wait_and_reread_seed_nothing_came_back():
-    node = Canned(SEED_READ + "\n::after::\n" + SEED_READ + "\n")
+    node = Reads(SEED_READ + "\n")
     r = await run_check(node, "wait-and-reread", seconds=5)
     assert isinstance(r, CheckResult) and r.node == "gpu-node-17" and r.rc == 0
-    assert r.command == ("nvidia-smi --query-gpu=index,memory.used --format=csv,noheader; sleep 5; echo ::after::; "
-                         "nvidia-smi --query-gpu=index,memory.used --format=csv,noheader")
-    assert node.commands[0][1] >= 5 + 10                     # the deadline covers the sleep
-    assert r.summary.startswith("no memory came back in 5 s: GPUs 0-7 still hold 594.6 GiB")
+    assert r.command == f"{QUERY}  # every 1 s for up to 5 s, until memory is back"
+    assert [c[0] for c in node.commands] == [QUERY] * 6             # now, then every second
+    assert [round(c[2] - node.commands[0][2]) for c in node.commands] == [0, 1, 2, 3, 4, 5]
+    assert r.summary.startswith("no memory came back within 5 s: GPUs 0-7 still hold 594.6 GiB")
     assert "GPU 0: 76109 MiB" in r.summary
     assert r.data["before"]["7"] == 76069 and r.data["freed_total_mib"] == 0
     assert r.data["before_from"] == "command"
 
 
+async def test_wait_and_reread_measures_the_moment_and_ends_early():
+    """The seed after SIGKILL: memory comes back 55 s into an 86 s wait; the check says so and
+    stops reading there, and says how it got on at every read."""
+    node = Reads(*([SEED_READ] * 11), EIGHT_FREE)           # held at 0, 5, ... 50 s; back at 55 s
+    seen = []
+    r = await run_check(node, "wait-and-reread", seconds=86, progress=seen.append)
+    assert r.summary.startswith("memory came back ~55 s in (not yet at 50 s): 594.6 GiB freed on GPUs 0-7")
+    assert len(node.commands) == 12 and r.data["back_s"] == 55 and r.data["waited_s"] == 55
+    assert [p.elapsed_s for p in seen] == [5.0 * i for i in range(12)]
+    assert seen[3].text == "wait-and-reread: 15 of 86 s, nothing back yet (594.6 GiB used)"
+    assert seen[-1].text.startswith("wait-and-reread: 55 of 86 s, 594.6 GiB back so far")
+
+
 async def test_wait_and_reread_memory_coming_back():
     after = "\n".join(f"{i}, {u} MiB" for i, u in enumerate((4, 4, 4, 76113, 76113, 76113, 76113, 76069)))
-    r = await run_check(Canned(SEED_READ + "\n::after::\n" + after), "wait-and-reread", seconds=10)
-    assert r.summary.startswith("memory came back in 10 s: 223.0 GiB freed on GPUs 0-2")
+    r = await run_check(Reads(SEED_READ, SEED_READ, SEED_READ, after), "wait-and-reread", seconds=10)
+    assert r.summary.startswith("memory came back from ~3 s in, still coming within 10 s: "
+                                "223.0 GiB freed on GPUs 0-2")
     assert r.data["freed_mib"]["0"] == 76105
 
 
 async def test_wait_and_reread_falls_back_to_the_snapshot_when_the_first_read_failed():
-    out = "Unable to determine the device handle for GPU0000:18:00.0: Unknown Error\n::after::\n" + SEED_READ
-    r = await run_check(Canned(out), "wait-and-reread", seed_stuck(), seconds=5)
+    r = await run_check(Reads("Unable to determine the device handle for GPU0000:18:00.0: Unknown Error", SEED_READ),
+                        "wait-and-reread", seed_stuck(), seconds=5)
     assert r.data["before_from"] == "snapshot" and r.data["freed_total_mib"] == 0
 
 
 async def test_wait_and_reread_driver_gone():
     out = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
-           "latest NVIDIA driver is installed and running.\n\n::after::\n")
-    r = await run_check(Canned(out, rc=9), "wait-and-reread")
+           "latest NVIDIA driver is installed and running.\n")
+    r = await run_check(Reads((out, 9, None)), "wait-and-reread")
     assert r.summary.startswith("nvidia-smi failed: NVIDIA driver not loaded") and r.rc == 9
 
 
 async def test_a_check_that_did_not_finish_says_so():
-    r = await run_check(Canned(rc=None, error="timed out after 25 s"), "wait-and-reread")
+    r = await run_check(Reads(("", None, "timed out after 25 s")), "wait-and-reread")
     assert r.rc is None and r.summary == "wait-and-reread did not finish: timed out after 25 s"
 
 

@@ -55,7 +55,10 @@ def test_timeline_cli_list_show_export(tmp_path):
         tl.append("check", "wait 5 s", node="demo", command="sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader",
                   rc=0, output="0, 76109 MiB")
     r = run("timeline", "list", "--incident-dir", str(tmp_path))
-    assert r.returncode == 0 and "inc-7" in r.stdout and "2 entries" in r.stdout
+    assert r.returncode == 0 and r.stdout.splitlines()[0].split() == [
+        "ID", "NODES", "STARTED", "(UTC)", "HYPOTHESES", "ACTIONS", "STATE", "LAST", "ENTRY"]
+    row = r.stdout.splitlines()[1].split()
+    assert row[:2] == ["inc-7", "demo"] and row[4:9] == ["1", "(1", "open)", "0", "open"]
     r = run("timeline", "show", "inc-7", "--incident-dir", str(tmp_path))
     assert "memory needs more time" in r.stdout and "$ sleep 5;" in r.stdout
     out = tmp_path / "pm.md"
@@ -148,3 +151,15 @@ def test_snapshot_without_json_is_a_plain_report():
     assert r.returncode == 0
     assert r.stdout.startswith("demo:reset-required: 8 GPUs,")
     assert "GPU 3" in r.stdout and "xid" in r.stdout and "→ " in r.stdout
+
+
+def test_simulate_help_says_what_it_does_and_lists_the_scenarios():
+    from console.sim.scenarios import SCENARIOS
+    r = run("simulate", "--help")
+    assert r.returncode == 0
+    assert "Serve simulated GPU nodes over SSH" in r.stdout
+    assert "--scenario NAME   what the nodes replay" in r.stdout and "--nodes N" in r.stdout
+    for name, scenario in SCENARIOS.items():
+        assert f"  {name}" in r.stdout and scenario.title[:40] in r.stdout
+    r = run("follow", "--help")
+    assert "FILE|ID" in r.stdout and "--live" in r.stdout and "--incident-dir DIR" in r.stdout

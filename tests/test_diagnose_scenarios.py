@@ -108,7 +108,7 @@ async def test_seed_wait_and_reread_shows_nothing_came_back():
     assert r.rc == 0
     assert r.data["before"] == r.data["after"]
     assert r.data["before"]["0"] == 76109 and r.data["before"]["7"] == 76069
-    assert r.summary.startswith("no memory came back in 5 s: GPUs 0-7 still hold")
+    assert r.summary.startswith("no memory came back within 5 s: GPUs 0-7 still hold")
     assert clock.now() - 1764410000.0 == pytest.approx(5.0)
 
 

@@ -140,7 +140,9 @@ async def test_finding_details_at_80x24_keep_x_in_view_and_scroll():
         snap = await app.monitors[0].poll_once()
         top = snap.findings[0]
         long = dataclasses.replace(top, evidence={**top.evidence, **{f"line{i:02d}": f"value {i}" for i in range(30)}})
-        app.post_message(NodeUpdated(dataclasses.replace(snap, findings=(long,) + snap.findings[1:])))
+        posted = dataclasses.replace(snap, findings=(long,) + snap.findings[1:])
+        app.post_message(NodeUpdated(posted))
+        await wait_for(pilot, lambda: app.snapshots.get("demo") is posted)     # drawn (redraws are batched)
         await wait_for(pilot, lambda: app.query_one("#findings").row_count == len(snap.findings))
         app.query_one("#findings").focus()
         await pilot.press("home", "enter")

@@ -66,24 +66,24 @@ async def test_replay_steps_forward_and_back_and_verdicts_hold_as_of_the_step(tm
         assert app.table.row_count == 1
         await pilot.press("right")
         await pilot.pause()
-        assert "step 2/5" in screen(app) and "[open] a zombie child" in list_row(app, 1)
+        assert "step 2/5" in screen(app) and "[open] H1 a zombie child" in list_row(app, 1)
         assert "verdict as of this step: open" in screen(app)
         await pilot.press("space", "n")
         await pilot.pause()
         text = screen(app)
-        assert "step 4/5" in text and "T+0:00:40" in text and "#2 open" in text
+        assert "step 4/5" in text and "T+0:00:40" in text and "H1 open" in text
         assert "$ kill -s KILL 72169   rc 0" in text and "freed 75799 MiB in 26.4 s" in text
         assert "memory before: GPU0 76109 MiB" in text and "memory after:  GPU0 310 MiB" in text
         await pilot.press("n")
         await pilot.pause()
         text = screen(app)
-        assert "step 5/5" in text and "T+0:01:10" in text and "#2 confirmed" in text
-        assert "[confirmed] a zombie child" in list_row(app, 1) and app.table.row_count == 5
+        assert "step 5/5" in text and "T+0:01:10" in text and "H1 confirmed" in text
+        assert "[confirmed] H1 a zombie child" in list_row(app, 1) and app.table.row_count == 5
         await pilot.press("n")                     # past the end: stays
         await pilot.press("left")
         await pilot.pause()
         assert "step 4/5" in screen(app) and app.table.row_count == 4
-        assert "[open] a zombie child" in list_row(app, 1)   # the verdict has not happened yet
+        assert "[open] H1 a zombie child" in list_row(app, 1)   # the verdict has not happened yet
         await pilot.press("p", "p")
         await pilot.pause()
         assert "step 2/5" in screen(app)
@@ -202,10 +202,10 @@ async def test_follow_shows_entries_another_console_appends_while_it_runs(incide
         await wait_for(pilot, lambda: "console started watching" in screen(app))
         assert "following" in screen(app) and "— read-only" in screen(app)
         h = tl.append("hypothesis", "buffers need time", node="gpu07")
-        await wait_for(pilot, lambda: "[open] buffers need time" in screen(app))
+        await wait_for(pilot, lambda: "[open] H1 buffers need time" in screen(app))
         tl.append("verdict", "memory unchanged after 30 s", node="gpu07", hypothesis=h.seq, verdict="refuted")
-        await wait_for(pilot, lambda: "[refuted] buffers need" in screen(app))
-        assert "refuted on #2 memory" in screen(app)
+        await wait_for(pilot, lambda: "[refuted] H1 buffers need" in screen(app))
+        assert "refuted on H1 memory" in screen(app)
         assert app.table.cursor_row == 2                          # followed the newest entry
         assert "3 entries" in screen(app)
     tl.close()

@@ -27,6 +27,7 @@ checks (console/checks/registry.py) run without Confirm: they are read-only by c
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -65,6 +66,7 @@ class ActionTarget:
     start_ticks: int | None = None  # /proc/PID/stat field 22 at plan time (PID-reuse guard)
     create_time: float | None = None
     threads_in_d: int = 0
+    why: str = ""                   # why it is a target ("holds /dev/nvidia3"), where it is not obvious
 
     @property
     def gpu_total_mib(self) -> int:
@@ -223,6 +225,8 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
         else:
             refusals.append(reason)
     targets = [ActionTarget.of(snap.proc(pid)) for pid in ok]
+    if rung == "kill-holders" and gpus:     # F on GPU 3: say why each one is a holder of GPU 3
+        targets = [dataclasses.replace(tgt, why=holder_reason(snap, snap.proc(tgt.pid), gpus)) for tgt in targets]
     lines = ladder.commands_for(rung, snap, pids=ok, signal=signal) if ok else []
     if not pids and not refusals:
         refusals.append("no process selected" if rung != "kill-holders"
@@ -251,6 +255,32 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
         title = f"SIG{sig} {noun}"
     return _finish(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, expected=expected,
                    signal=signal)
+
+
+def holder_reason(snap: NodeSnapshot, proc: Proc, gpus: Sequence[int]) -> str:
+    """Why ``proc`` holds the ``gpus`` ("holds /dev/nvidia3", "listed by the driver on GPU 3
+    (74.3 GiB)"), and where its memory is when that is elsewhere ("its memory: 74.3 GiB on GPU 5")."""
+    want = set(gpus)
+    bits = []
+    files = sorted({f for f in proc.device_files if (g := _minor(f)) is not None and g in want})
+    if files:
+        bits.append("holds " + ", ".join(files))
+    listed = sorted(who.driver_gpus(snap, proc.pid) & want)
+    if listed:
+        mib = sum(v or 0 for k, v in proc.gpu_memory_mib.items() if str(k).isdecimal() and int(k) in want)
+        bits.append(f"listed by the driver on {t.gpus(listed)}" + (f" ({t.mib(mib)})" if mib else ""))
+    elsewhere = {int(k): v for k, v in proc.gpu_memory_mib.items()
+                 if str(k).isdecimal() and int(k) not in want and v}
+    if elsewhere:
+        bits.append(f"its memory: {t.mib(sum(elsewhere.values()))} on {t.gpus(elsewhere)}")
+    elif not listed and files:
+        bits.append("no memory of its own on it")
+    return "; ".join(bits)
+
+
+def _minor(path: str) -> int | None:
+    name = path.rsplit("/", 1)[-1]
+    return int(name[6:]) if name.startswith("nvidia") and name[6:].isdecimal() else None
 
 
 def _holder_candidates(snap: NodeSnapshot, gpus: Sequence[int], refusals: list[str]) -> list[int]:

@@ -26,6 +26,7 @@ from console.actions.ladder import COMMAND_TIMEOUT_S, RELEASES_NVML
 from console.actions.plan import ActionPlan, ActionPolicy
 from console.actions.reset_output import parse_reset_output, reset_outcome_line
 from console.diagnosis import text as t
+from console.diagnosis import who
 from console.model import ActionRecord, CommandResult, NodeSnapshot, TimelineEntry
 
 log = logging.getLogger("gpu_incident.actions")
@@ -87,6 +88,8 @@ class _Seen:
         self.fates = av.TargetFates()
         self.elapsed = 0.0
         self.settled_at: float | None = None
+        self.snap: NodeSnapshot | None = None     # the last reading that answered
+        self.hint = ""                            # what to do next, said in the outcome
 
     @property
     def freed(self) -> int | None:
@@ -102,6 +105,7 @@ class _Seen:
         if snap is None or snap.error is not None:
             return False
         plan = self.plan
+        self.snap = snap
         self.after = av.memory_of(snap, plan.gpus)
         self.fates = av.target_fates(snap, plan.targets)
         if self.settled_at is None and self._settled(snap):
@@ -215,6 +219,8 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
         await _verify(seen, read, clock, started, window if ran else 0.0, poll_s, _read_timeout(source))
         if not ran:
             seen.settled_at = None      # whatever changed, this action did not do it
+        elif plan.rung == "reset" and _overall_rc(results) == 0:
+            seen.hint = restore_hint(plan, seen.snap, getattr(monitor, "actions", ()))
     except asyncio.CancelledError:
         seen.elapsed = clock.now() - started
         finish(cancelled=True)
@@ -447,7 +453,32 @@ def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, c
         bits.append(av.fates_text(seen.fates, len(plan.targets)) if seen.after is not None else "")
     if cancelled:
         bits.append(f"cancelled after {av.secs(seen.elapsed)}: what was seen by then")
+    if seen.hint:
+        bits.append(seen.hint)
     return "; ".join(b for b in bits if b)
+
+
+def restore_hint(plan: ActionPlan, snap: NodeSnapshot | None, actions) -> str:
+    """After a verified reset on a node whose reset blockers were cleared (B): what B turned
+    off is still off — say how to turn it back on (persistence mode on the GPUs that have it
+    off, nvidia-persistenced when it is not running)."""
+    if snap is None or snap.error is not None:
+        return ""
+    if not any(a.rung == "clear-blockers" and a.node in (None, plan.node) for a in actions):
+        return ""
+    off = [g.index for g in snap.gpus if g.persistence_mode is False]
+    steps = []
+    if off:
+        every = len(off) == len(snap.gpus)
+        steps.append("nvidia-smi -pm 1" + ("" if every else " -i " + ",".join(map(str, off))))
+    if not any(who.program_of(p) == "nvidia-persistenced" for p in snap.processes if p.state != "Z"):
+        steps.append("systemctl start nvidia-persistenced")
+    if not steps:
+        return ""
+    what = " and ".join(w for w, on in (("persistence mode", bool(off)),
+                                         ("nvidia-persistenced", "systemctl" in steps[-1])) if on)
+    return f"{what} still off since B: once the GPU is healthy, restore {'them' if ' and ' in what else 'it'} " \
+           f"with `{'`, `'.join(steps)}`"
 
 
 __all__ = ["ActionOutcome", "ActionWatch", "execute"]

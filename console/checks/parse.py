@@ -55,11 +55,78 @@ def parse_memory_read(text: str) -> dict[str, int | None]:
     return out
 
 
+_READ_AT_RE = re.compile(r"^::t=(\d+(?:\.\d+)?)::$")
+BUSY_MIB = 1024         # a GPU above this holds memory; at or below it, it is back
+
+
+def parse_reads(text: str, keep_empty: bool = False) -> list[tuple[float, dict[str, int | None]]]:
+    """``::t=S::`` lines each followed by one memory read -> [(S, {gpu: MiB})] in order: the
+    reads that parsed (and, with ``keep_empty``, those that did not, as ``{}``)."""
+    reads: list[tuple[float, dict[str, int | None]]] = []
+    at: float | None = None
+    lines: list[str] = []
+
+    def close() -> None:
+        if at is not None:
+            read = parse_memory_read("\n".join(lines))
+            if read or keep_empty:
+                reads.append((at, read))
+    for line in str(text).splitlines():
+        m = _READ_AT_RE.match(line.strip())
+        if m:
+            close()
+            at, lines = float(m.group(1)), []
+        else:
+            lines.append(line)
+    close()
+    return reads
+
+
+def memory_back(reads: list[tuple[float, dict[str, int | None]]]) -> float | None:
+    """The time of the first read at which every GPU that held memory at the first read has
+    given it back (at most BUSY_MIB, or a tenth of what it held); None when not (yet), or when
+    no GPU held memory to begin with."""
+    if not reads:
+        return None
+    start = reads[0][1]
+    busy = {k: v for k, v in start.items() if v is not None and v > BUSY_MIB}
+    if not busy:
+        return None
+    for at, read in reads[1:]:
+        if all(read.get(k) is not None and (read[k] <= BUSY_MIB or read[k] <= v // 10) for k, v in busy.items()):
+            return at
+    return None
+
+
 def parse_reread(text: str) -> dict:
-    """Two memory reads separated by ``::after::`` -> before, after, freed per GPU."""
-    sec = sections(text)
-    before = parse_memory_read(sec.get("", ""))
-    after = parse_memory_read(sec.get("after", ""))
+    """A wait's memory reads -> before, after, freed per GPU, and when memory came back.
+
+    Two formats: reads after ``::t=S::`` lines (one every few seconds: ``back_s`` is the first
+    read at which every busy GPU was back, ``last_held_s`` the read before it,
+    ``first_back_s`` the first read at which anything came back, ``waited_s`` the last read's
+    time), or the older two reads around ``::after::`` (no moment known)."""
+    every = parse_reads(text, keep_empty=True)
+    timed = [(at, read) for at, read in every if read]
+    out: dict = {}
+    if every:
+        before = every[0][1]                    # {} when the first read failed
+        after = timed[-1][1] if timed else {}
+        back = memory_back(timed)
+        first_back = None
+        for at, read in timed[1:]:
+            if sum(max(0, (v or 0) - (read.get(k) or 0)) for k, v in before.items() if v is not None) >= 256:
+                first_back = at
+                break
+        previous = [at for at, _ in timed if back is not None and at < back]
+        out = {"reads": [[at, read] for at, read in timed], "back_s": back, "first_back_s": first_back,
+               "last_held_s": previous[-1] if previous else None,
+               "waited_s": timed[-1][0] if timed else None}
+        complete = bool(timed)
+    else:
+        sec = sections(text)
+        before = parse_memory_read(sec.get("", ""))
+        after = parse_memory_read(sec.get("after", ""))
+        complete = "after" in sec
     freed: dict[str, int | None] = {}
     for k in sorted(set(before) | set(after), key=lambda s: int(s)):
         b, a = before.get(k), after.get(k)
@@ -67,7 +134,7 @@ def parse_reread(text: str) -> dict:
     failure = nvsmi_failure(str(text), None)
     return {"before": before, "after": after, "freed_mib": freed,
             "freed_total_mib": sum(v for v in freed.values() if v), "error": failure,
-            "complete": "after" in sec}
+            "complete": complete, **out}
 
 
 # ---------------------------------------------------------------- holders

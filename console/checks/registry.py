@@ -8,11 +8,16 @@ parsers in console/checkparse.py into a one-line summary and structured data.
 ``CHECKS`` lists them with their parameters for the check picker and the command palette::
 
     result = await run_check(source, "wait-and-reread", snap, seconds=5)
-    result.summary   # "No memory came back in 5 s: GPUs 0-7 still hold 594.6 GiB ..."
+    result.summary   # "no memory came back within 5 s: GPUs 0-7 still hold 594.6 GiB ..."
 
-wait-and-reread takes its "before" from a first read inside the same command (same node,
-same moment as the wait starts; a snapshot may be seconds old).  Only when that first read
-fails does it fall back to the snapshot passed in, and says so in ``data["before_from"]``.
+wait-and-reread measures the moment: it reads per-GPU memory at once (its "before": same
+node, same moment as the wait starts; a snapshot may be seconds old), then again every few
+seconds (``reread_every``) on the node's own clock, and ends early once every GPU that held
+memory has given it back ("memory came back ~55 s in"). Each read is the same one-line
+read-only query; ``progress`` (if given) hears of every read, so the console can show the
+wait as it runs. Only when the first read fails does it fall back to the snapshot passed in,
+and says so in ``data["before_from"]``. ``digest`` turns a check's raw output into a few lines
+of summary (holders per process, thread states per process) for the screen and the postmortem.
 
 Read-only by construction: every check's command is a fixed template that only reads
 (nvidia-smi queries, /proc, ss, dmesg/journalctl, systemctl is-active, py-spy dump), and the
@@ -35,6 +40,7 @@ from typing import Any, Callable, Mapping
 from console.checks import parse as cp
 from console.diagnosis import text as t
 from console.diagnosis.who import BLOCKER_DAEMONS
+from console.clock import REAL_CLOCK
 from console.model import CommandResult, NodeSnapshot
 from console.probe import DEFAULT_DEVICE_GLOB, QUERY_MEMORY, build_script
 
@@ -82,12 +88,81 @@ class Check:
     build: Callable[[dict], str]
     parse: Callable[[str, dict, NodeSnapshot | None], tuple[str, dict]]
     timeout: Callable[[dict], float] = lambda args: 30.0
+    #: a check that runs its commands itself (wait-and-reread: one read every few seconds):
+    #: async (source, args, progress) -> CommandResult of everything it read
+    runner: Callable[..., Any] | None = None
+
+
+@dataclass(frozen=True)
+class CheckProgress:
+    """A long check while it runs (the console's status line shows ``text``)."""
+    name: str
+    node: str
+    elapsed_s: float
+    total_s: float
+    text: str
 
 
 # ---------------------------------------------------------------- commands
 
+def reread_every(seconds: int) -> int:
+    """Seconds between two reads of a wait: the moment memory came back is known to this."""
+    return 1 if seconds <= 10 else 2 if seconds <= 30 else 5
+
+
 def _reread_cmd(a: dict) -> str:
-    return f"{QUERY_MEMORY}; sleep {a['seconds']}; echo ::after::; {QUERY_MEMORY}"
+    # the one read it repeats, exactly; the comment says how often (a shell ignores it)
+    return f"{QUERY_MEMORY}  # every {reread_every(a['seconds'])} s for up to {a['seconds']} s, until memory is back"
+
+
+READ_TIMEOUT_S = 20.0
+
+
+async def _reread_run(source: Any, a: dict, progress: Callable[[CheckProgress], None] | None) -> CommandResult:
+    """Read now, then every ``reread_every`` seconds until every GPU that held memory gave it
+    back or ``seconds`` have passed. The output holds each read after a ``::t=S::`` line (its
+    seconds since the first read)."""
+    clock = getattr(source, "clock", None) or REAL_CLOCK
+    total, every = a["seconds"], reread_every(a["seconds"])
+    start = clock.monotonic()
+    parts: list[str] = []
+    errors: list[str] = []
+    reads: list[tuple[float, dict[str, int | None]]] = []
+    rc: int | None = None
+    while True:
+        elapsed = round(clock.monotonic() - start, 1)
+        res = await source.run(QUERY_MEMORY, READ_TIMEOUT_S)
+        text = "\n".join(x.rstrip("\n") for x in (res.stdout, res.stderr) if x)
+        parts.append(f"::t={elapsed:g}::" + ("\n" + text if text else ""))
+        if res.error is not None and res.rc is None:
+            errors.append(res.error)
+        else:
+            rc = res.rc if rc in (None, 0) else rc
+            read = cp.parse_memory_read(text)
+            if read:
+                reads.append((elapsed, read))
+        back = cp.memory_back(reads)
+        if progress is not None:
+            progress(CheckProgress("wait-and-reread", source.name, elapsed, float(total),
+                                   _reread_progress(reads, elapsed, total)))
+        if back is not None or elapsed >= total:
+            break
+        await clock.sleep(min(every, max(0.0, total - (clock.monotonic() - start))))
+    if not reads and errors and rc is None:
+        return CommandResult(command=QUERY_MEMORY, rc=None, stdout="\n".join(parts), error=errors[-1])
+    return CommandResult(command=QUERY_MEMORY, rc=rc if rc is not None else 0, stdout="\n".join(parts) + "\n")
+
+
+def _reread_progress(reads: list[tuple[float, dict[str, int | None]]], elapsed: float, total: int) -> str:
+    head = f"wait-and-reread: {elapsed:.0f} of {total} s"
+    if not reads:
+        return head + ", no reading yet"
+    first, last = reads[0][1], reads[-1][1]
+    freed = sum(max(0, (v or 0) - (last.get(k) or 0)) for k, v in first.items() if v is not None)
+    held = sum(v or 0 for v in last.values())
+    if freed >= FREED_NOTICE_MIB:
+        return head + f", {t.mib(freed)} back so far, {t.mib(held)} still used"
+    return head + f", nothing back yet ({t.mib(held)} used)"
 
 
 def _holders_cmd(a: dict) -> str:
@@ -139,15 +214,24 @@ def _reread(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     d["still_used_mib"] = sum(after.values())
     freed = {k: v for k, v in d["freed_mib"].items() if v and v >= FREED_NOTICE_MIB}
     busy = sorted(int(k) for k, v in after.items() if v > 1024)
-    secs = f"{a['seconds']} s"
+    waited = d.get("waited_s")
+    within = f"within {a['seconds']} s" if waited is None else f"within {waited:.0f} s"
     if freed:
-        return (f"memory came back in {secs}: {t.mib(sum(freed.values()))} freed on "
+        back, first = d.get("back_s"), d.get("first_back_s")
+        if back is not None:
+            when = f"~{back:.0f} s in" + (f" (not yet at {d['last_held_s']:.0f} s)"
+                                          if d.get("last_held_s") is not None else "")
+        elif first is not None:
+            when = f"from ~{first:.0f} s in, still coming {within}"
+        else:
+            when = within
+        return (f"memory came back {when}: {t.mib(sum(freed.values()))} freed on "
                 f"{t.gpus(int(k) for k in freed)}; {t.mib(d['still_used_mib'])} still used"), d
     if busy:
-        first = busy[0]
-        return (f"no memory came back in {secs}: {t.gpus(busy)} still hold {t.mib(sum(after[str(i)] for i in busy))} "
-                f"(GPU {first}: {after[str(first)]} MiB)"), d
-    return f"no memory held: every GPU is below 1 GiB used after {secs}", d
+        first_gpu = busy[0]
+        return (f"no memory came back {within}: {t.gpus(busy)} still hold "
+                f"{t.mib(sum(after[str(i)] for i in busy))} (GPU {first_gpu}: {after[str(first_gpu)]} MiB)"), d
+    return f"no memory held: every GPU is below 1 GiB used after {waited if waited is not None else a['seconds']:.0f} s", d
 
 
 def _holders(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
@@ -256,13 +340,101 @@ def _stack(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     return "; ".join(parts), d
 
 
+# ---------------------------------------------------------------- digests (summaries before the dump)
+
+DIGEST_LINES = 24          # at most this many lines of digest per check
+
+
+def digest(name: str, raw: str) -> list[str]:
+    """A few plain lines that sum up a check's raw output (shown before the output itself, on
+    screen and in the postmortem): per read of a wait, per holder, per process's threads.
+    Checks whose output is already short have none. Never raises."""
+    try:
+        lines = _DIGESTS[name](raw) if name in _DIGESTS else []
+    except Exception:  # noqa: BLE001 - a digest is a courtesy; the raw output stays
+        return []
+    if len(lines) > DIGEST_LINES:
+        lines = lines[:DIGEST_LINES - 1] + [f"… and {len(lines) - DIGEST_LINES + 1} more"]
+    return lines
+
+
+def _device_names(files: list[str]) -> str:
+    """/dev/nvidia0 … /dev/nvidia7, /dev/nvidiactl -> "nvidia0-7, nvidiactl" (each once)."""
+    minors, other = set(), []
+    for f in files:
+        base = f.rsplit("/", 1)[-1]
+        m = re.fullmatch(r"nvidia(\d+)", base)
+        if m:
+            minors.add(int(m.group(1)))
+        elif base not in other:
+            other.append(base)
+    parts = [f"nvidia{t.ranges(minors)}" if len(minors) > 1 else f"nvidia{next(iter(minors))}"] if minors else []
+    return ", ".join(parts + other)
+
+
+def _digest_reads(raw: str) -> list[str]:
+    reads = cp.parse_reads(raw)
+    out: list[str] = []
+    run: list[tuple[float, int]] = []
+
+    def close() -> None:
+        if run:
+            when = f"{run[0][0]:.0f} s" if len(run) == 1 else f"{run[0][0]:.0f}-{run[-1][0]:.0f} s"
+            out.append(f"{when:>10}  {t.mib(run[0][1])} used" + (f" ({len(run)} reads)" if len(run) > 1 else ""))
+    for at, read in reads:
+        used = sum(v for v in read.values() if v is not None)
+        if run and abs(used - run[-1][1]) >= FREED_NOTICE_MIB:
+            close()
+            run = []
+        run.append((at, used))
+    close()
+    return out
+
+
+def _digest_holders(raw: str) -> list[str]:
+    d = cp.parse_holders(raw)
+    driver: dict[int, list[dict]] = {}
+    for x in d["driver"]:
+        driver.setdefault(x["pid"], []).append(x)
+    out = []
+    for pid, h in d["holders"].items():
+        listed = driver.get(int(pid))
+        where = (", listed by the driver on " + ", ".join(
+            f"GPU {x['gpu'] if x['gpu'] is not None else '?'}" + (f" ({t.mib(x['mib'])})" if x["mib"] else "")
+            for x in listed)) if listed else ", not listed by the driver"
+        who = f"{h['user']}: " if h.get("user") else ""
+        out.append(f"PID {pid} {who}{cp.clip(h['args'] or '?', 60)} holds {_device_names(h['files'])}{where}")
+    for pid in d["foreign"]:
+        out.append(f"PID {pid} listed by the driver, not in /proc here (another PID namespace)")
+    return out
+
+
+def _digest_states(raw: str) -> list[str]:
+    out = []
+    for pid, e in sorted(cp.parse_tasks(raw)["processes"].items(), key=lambda kv: int(kv[0])):
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(e["states"].items(), key=lambda kv: -kv[1]))
+        line = (f"PID {pid} {e.get('name') or '?'}: {e.get('state', '?')}, "
+                f"{t.plural(len(e['threads']), 'thread')} ({counts})")
+        if e["d_threads"]:
+            stuck = "; ".join(f"{th['tid']} {th['name'] or '?'} at {th['wchan'] or '?'}" for th in e["d_threads"][:4])
+            more = f" and {len(e['d_threads']) - 4} more" if len(e["d_threads"]) > 4 else ""
+            line += f"; in D: {stuck}{more}"
+        out.append(line)
+    return out
+
+
+_DIGESTS: dict[str, Callable[[str], list[str]]] = {
+    "wait-and-reread": _digest_reads, "holders": _digest_holders, "states": _digest_states}
+
+
 # ---------------------------------------------------------------- the registry
 
 _PIDS = CheckParam("pids", "pids", (), "PIDs to look at", required=True, low=1)
 CHECKS: dict[str, Check] = {c.name: c for c in (
-    Check("wait-and-reread", "Wait N seconds and read per-GPU memory again: is it coming back on its own?",
+    Check("wait-and-reread", "Wait up to N seconds, reading per-GPU memory every few seconds: is it coming back "
+          "on its own, and when?",
           (CheckParam("seconds", "int", 5, "seconds to wait", high=3600),), _reread_cmd, _reread,
-          lambda a: a["seconds"] + 20.0),
+          lambda a: READ_TIMEOUT_S, _reread_run),
     Check("holders", "Who holds the GPU device files, against the driver's process list (hidden and foreign PIDs)",
           (CheckParam("device_glob", "glob", DEFAULT_DEVICE_GLOB, "device files to look for"),), _holders_cmd,
           _holders),
@@ -348,12 +520,17 @@ def _get(name: str) -> Check:
         raise ValueError(f"unknown check {name!r}; one of {', '.join(CHECKS)}") from None
 
 
-async def run_check(source, name: str, snap: NodeSnapshot | None = None, **params: Any) -> CheckResult:
-    """Run a check on ``source``; never raises for node trouble (ValueError for bad parameters)."""
+async def run_check(source, name: str, snap: NodeSnapshot | None = None, *,
+                    progress: Callable[[CheckProgress], None] | None = None, **params: Any) -> CheckResult:
+    """Run a check on ``source``; never raises for node trouble (ValueError for bad parameters).
+    ``progress`` hears how a long check (wait-and-reread) is getting on, once per read."""
     check = _get(name)
     args = _args(check, params)
     command = check.build(args)
-    result: CommandResult = await source.run(command, check.timeout(args))
+    if check.runner is not None:
+        result: CommandResult = await check.runner(source, args, progress)
+    else:
+        result = await source.run(command, check.timeout(args))
     raw = "\n".join(part.rstrip("\n") for part in (result.stdout, result.stderr) if part)
     if result.error is not None and result.rc is None:
         return CheckResult(name=name, node=source.name, command=command, rc=None,

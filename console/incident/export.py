@@ -1,5 +1,13 @@
 """Timeline exports: Markdown postmortem and a plain-text listing.
 
+The postmortem opens with a headline block (console/incident/summary.py: nodes, what was
+stuck, the root-cause verdict, the resolution, the time to free, who acted) and, when the
+console wrote one, the memory-over-time chart (an SVG beside the Markdown, linked). Then the
+hypotheses, numbered H1, H2 … per incident, and the timeline. Summaries come first: a check
+shows its digest (holders per process, threads in D, memory per read) before its output;
+outputs longer than a screenful are folded (``<details>``) and cut; a command already shown is
+named, not repeated.
+
 An action and its outcome (the `observation` with ``outcome: true`` naming it) are shown as
 one block at the action's place — when it was sent — with the outcome's rc, output, memory
 and time; actions sent on the same node before that outcome was seen are named in the block,
@@ -11,9 +19,15 @@ from typing import Sequence
 
 import re
 
-from console.incident.timeline import outcomes
+from console.checks.registry import digest
+from console.incident.summary import Summary, duration, gpu_list, mib, summarize
+from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import TimelineEntry
 from console.textsafe import one_line, printable
+
+FOLD_LINES = 12            # outputs longer than this are folded into <details>
+KEEP_LINES = 120           # and cut to this many lines there (the JSON export keeps them whole)
+LONG_COMMAND = 100         # a command longer than this (or of several lines) is shown once, then named
 
 
 def _clean(text: str | None) -> str:
@@ -24,6 +38,11 @@ def _clean(text: str | None) -> str:
 
 def _one_line(text: str | None) -> str:
     return one_line(text or "")
+
+
+def _cell(text: str | None) -> str:
+    """One line for a Markdown table cell (a `|` would end the cell)."""
+    return _one_line(text).replace("|", "\\|")
 
 
 def _fence(body: str) -> str:
@@ -60,18 +79,29 @@ def _merged(entries: Sequence[TimelineEntry]) -> tuple[dict[int, TimelineEntry],
     return shown, {id(o) for o in shown.values()}
 
 
+def _check_name(e: TimelineEntry) -> str:
+    return e.text.split(":", 1)[0] if e.kind == "check" and ":" in e.text else ""
+
+
 def as_text(entries: Sequence[TimelineEntry]) -> str:
     lines = []
     merged, inside = _merged(entries)
+    numbers = hypothesis_numbers(entries)
     for e in entries:
         if id(e) in inside:
             continue
         head = f"#{e.seq:<4} {_one_line(e.ts)}  {_one_line(e.kind):<11} {_one_line(e.node) or '-':<12} {_one_line(e.by)}"
         lines.append(head)
-        if e.text:
+        if e.kind == "hypothesis":
+            lines.append(f"      {hypothesis_label(numbers, e.seq)}: {_one_line(e.text)}")
+        elif e.text:
             lines.append(f"      {_one_line(e.text)}")
+        if e.hypothesis is not None and e.kind != "hypothesis":
+            lines.append(f"      {'on' if e.kind == 'verdict' else 'for'} {hypothesis_label(numbers, e.hypothesis)}")
         if e.command:
-            lines.append(f"      $ {_one_line(e.command)}" + (f"   (rc {e.rc})" if e.rc is not None else ""))
+            first, *rest = _clean(e.command).splitlines() or [""]
+            lines.append(f"      $ {first}" + (f"   (rc {e.rc})" if e.rc is not None else ""))
+            lines += [f"        {line}" for line in rest]
         if e.freed_mib is not None:
             lines.append(f"      {_freed(e)}")
         if e.verdict:
@@ -87,41 +117,105 @@ def as_text(entries: Sequence[TimelineEntry]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "") -> str:
+# ---------------------------------------------------------------- Markdown
+
+def headline(s: Summary) -> list[str]:
+    """The postmortem's opening block: one table a reader takes in at a glance."""
+    if not s.entries:
+        return ["_No entries._", ""]
+    stuck = "; ".join(x.text() for x in s.stuck) or "no memory reading recorded"
+    if s.time_to_free_s is not None:
+        free = f"{duration(s.time_to_free_s)} from the first entry"
+        if s.after_action_s is not None:
+            free += f" ({duration(s.after_action_s)} after the action that freed it)"
+    else:
+        free = "not freed (no reading showed the memory back)"
+    rows = [("Nodes", ", ".join(s.nodes) or "-"),
+            ("State", s.state + (" (a console is still attached)" if s.console_running else "")),
+            ("What was stuck", stuck),
+            ("Root cause", s.root_cause),
+            ("Resolution", s.resolution),
+            ("Time to free", free),
+            ("Who acted", "; ".join(s.acted_by) or "nobody sent an action"),
+            ("Hypotheses", f"{s.hypotheses} ({s.open_hypotheses} open)"),
+            ("Started / last entry", f"{s.started} / {s.last}")]
+    out = ["| | |", "|---|---|"]
+    out += [f"| **{label}** | {_cell(value)} |" for label, value in rows]
+    return out + [""]
+
+
+def _fold(lines: list[str], label: str) -> list[str]:
+    """A fenced block; folded into <details> when long, and cut to KEEP_LINES there."""
+    shown = lines[:KEEP_LINES]
+    if len(lines) > KEEP_LINES:
+        shown.append(f"[… {len(lines) - KEEP_LINES} more lines: `gpu-incident timeline export ID --format json` "
+                     "has them all]")
+    fence = _fence("\n".join(shown))
+    block = [fence, *shown, fence]
+    if len(lines) <= FOLD_LINES:
+        return ["", *block]
+    return ["", f"<details><summary>{label} ({len(lines)} lines)</summary>", "", *block, "", "</details>"]
+
+
+def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", chart: str | None = None) -> str:
+    """The postmortem. ``chart``: the file name of the memory chart written beside it (linked)."""
     out = [f"# Incident {incident_id}".rstrip(), ""]
-    if entries:
-        people = sorted({e.by for e in entries})
-        nodes = sorted({e.node for e in entries if e.node})
-        out += [f"- Started: {_one_line(entries[0].ts)}", f"- Last entry: {_one_line(entries[-1].ts)}",
-                f"- Nodes: {', '.join(map(_one_line, nodes)) or '-'}",
-                f"- By: {', '.join(map(_one_line, people))}", ""]
+    out += headline(summarize(entries, incident_id))
+    if chart:
+        out += [f"![GPU memory over the incident, actions marked]({chart})", ""]
+    numbers = hypothesis_numbers(entries)
     hyps = [e for e in entries if e.kind == "hypothesis"]
     if hyps:
         out += ["## Hypotheses", ""]
         for h in hyps:
             verdicts = [e for e in entries if e.kind == "verdict" and e.hypothesis == h.seq]
             v = verdicts[-1].verdict if verdicts else "open"
-            out.append(f"- #{h.seq} {_one_line(h.text)} — **{v}**")
+            out.append(f"- {hypothesis_label(numbers, h.seq)} {_one_line(h.text)} — **{v}**"
+                       + (f" (#{verdicts[-1].seq})" if verdicts else ""))
         out.append("")
     out += ["## Timeline", ""]
     merged, inside = _merged(entries)
+    commands: dict[str, int] = {}         # a long command already shown -> the entry that showed it
     for e in entries:
         if id(e) in inside:
             continue
         result = merged.get(e.seq) if e.kind == "action" else None
-        out.append(f"### #{e.seq} {_one_line(e.kind)} — {_one_line(e.ts)} — {_one_line(e.node)} "
+        label = f" {hypothesis_label(numbers, e.seq)}" if e.kind == "hypothesis" else ""
+        out.append(f"### #{e.seq} {_one_line(e.kind)}{label} — {_one_line(e.ts)} — {_one_line(e.node)} "
                    f"({_one_line(e.by)})".replace(" —  (", " — ("))
         if e.text:
             out += ["", _one_line(e.text)]
+        if e.hypothesis is not None and e.kind not in ("hypothesis", "verdict"):
+            out += ["", f"- for {hypothesis_label(numbers, e.hypothesis)}"]
         if e.targets:
-            out += ["", "- targets: " + ", ".join(_target(t) for t in e.targets)]
+            names = [_target(t) for t in e.targets]
+            more = f" and {len(names) - 12} more" if len(names) > 12 else ""
+            out += ["", "- targets: " + ", ".join(names[:12]) + more]
+        summary_lines = list(e.digest or ()) or (digest(_check_name(e), e.output or "") if e.kind == "check" else [])
+        if summary_lines:
+            out += [""] + [f"- {_one_line(line)}" for line in summary_lines]
         shown = result or e           # the outcome carries rc, output, memory after and freed
+        block: list[str] = []
         if e.command:
-            block = [f"$ {_clean(e.command)}", *_clean(shown.output).splitlines()[:40]]
+            command = _clean(e.command)
+            long = len(command) > LONG_COMMAND or "\n" in command
+            if long and command in commands:
+                out += ["", f"`$` the same command as #{commands[command]}"]
+            else:
+                if long:
+                    commands[command] = e.seq
+                block = [f"$ {command}"]
+        output = _clean(shown.output).splitlines()
+        if len(output) <= FOLD_LINES:               # a short session: the command and what it said
+            block += output
+            output = []
+        if block:
             fence = _fence("\n".join(block))
             out += ["", fence, *block, fence]
-            if shown.rc is not None:
-                out.append(f"exit status {shown.rc}")
+        if output:
+            out += _fold(output, "output")
+        if e.command and shown.rc is not None:
+            out += ["", f"exit status {shown.rc}"]
         if result is not None:
             out += ["", f"Outcome (#{result.seq}, {_one_line(result.ts)}): {_one_line(result.text)}"]
             for m in _meanwhile(entries, e, result):
@@ -132,7 +226,8 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "") -> s
         if shown.freed_mib is not None:
             out.append(f"- {_freed(shown).replace('freed ', 'freed: ', 1)}")
         if e.verdict:
-            out.append(f"- verdict: {e.verdict}" + (f" on #{e.hypothesis}" if e.hypothesis else ""))
+            out.append(f"- verdict: {e.verdict}" + (f" on {hypothesis_label(numbers, e.hypothesis)}"
+                                                    if e.hypothesis is not None else ""))
         out.append("")
     return "\n".join(out)
 
@@ -141,3 +236,6 @@ def _target(t) -> str:
     pid = t.get("pid") if isinstance(t, dict) else None
     name = t.get("name") if isinstance(t, dict) else None
     return f"{_one_line(str(pid))}" + (f" ({_one_line(str(name))})" if name else "")
+
+
+__all__ = ["as_markdown", "as_text", "headline", "gpu_list", "mib"]

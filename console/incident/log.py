@@ -4,15 +4,14 @@ Free of Textual: the console's keys (h, c, w, v, n) call this, and so can script
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
-from console.checks.registry import CheckResult
+from console.checks.registry import CheckResult, digest
 from console.model import TimelineEntry
-from console.incident.timeline import Timeline
+from console.incident.timeline import Timeline, hypothesis_label, hypothesis_numbers
+from console.incident.verdicts import suggest
 
 OUTPUT_LIMIT = 8000            # characters of raw output kept per check entry
-_PATIENCE = re.compile(r"\b(time|wait|slow|later|teardown|releas|pinned|clean ?up|settl)", re.IGNORECASE)
 
 
 class IncidentLog:
@@ -59,6 +58,9 @@ class IncidentLog:
         freed = result.data.get("freed_total_mib")
         if isinstance(freed, int):
             fields["freed_mib"] = freed
+        summary_lines = digest(result.name, result.raw)      # from the whole output, before it is cut
+        if summary_lines:
+            fields["digest"] = summary_lines
         hyp = self.open_hypothesis()
         output = result.raw if len(result.raw) <= OUTPUT_LIMIT else result.raw[:OUTPUT_LIMIT] + "\n[…cut]"
         return self._append("check", f"{result.name}: {result.summary}", result.node,
@@ -66,25 +68,14 @@ class IncidentLog:
                             output=output, **fields)
 
     def suggest_verdict(self) -> tuple[str, str]:
-        """(verdict, why) for the open hypothesis, from the checks linked to it.
+        """(verdict, why) for the open hypothesis, from the checks and the actions (with their
+        outcomes) linked to it: console/incident/verdicts.py."""
+        found = suggest(self.entries, self.open_hypothesis())
+        return found.verdict, found.why
 
-        A hypothesis of patience ("memory needs more time") is refuted by a
-        wait-and-reread that saw nothing come back and confirmed by one that
-        saw memory freed; anything else stays inconclusive until the person says.
-        """
-        hyp = self.open_hypothesis()
-        if hyp is None:
-            return "inconclusive", "no open hypothesis"
-        checks = [e for e in self.entries if e.kind == "check" and e.hypothesis == hyp.seq]
-        if not checks:
-            return "inconclusive", "no check was run for it yet"
-        last = checks[-1]
-        if _PATIENCE.search(hyp.text) and last.text.startswith("wait-and-reread"):
-            if last.freed_mib:
-                return "confirmed", f"check #{last.seq}: memory came back while waiting"
-            if last.gpu_memory_after:
-                return "refuted", f"check #{last.seq}: no memory came back while waiting"
-        return "inconclusive", f"check #{last.seq} does not decide it on its own"
+    def number(self, hypothesis_seq: int | None) -> str:
+        """"H2": a hypothesis as people number them (1, 2, 3 per incident, never the seq)."""
+        return hypothesis_label(hypothesis_numbers(self.entries), hypothesis_seq)
 
     def verdict(self, node: str | None, verdict: str, text: str = "") -> TimelineEntry | None:
         hyp = self.open_hypothesis()

@@ -89,9 +89,11 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> Path:
     """``data`` as the new content of ``path`` (0600): a temp file beside it, fsynced, renamed
-    over it. Whatever is at ``path`` (a symlink included) is replaced, never written through."""
+    over it. Whatever is at ``path`` (a symlink included) is replaced, never written through.
+    ``durable=False`` skips the fsyncs (a file rewritten every second, such as the live state:
+    a reader sees the old or the new content whole either way)."""
     path = Path(path)
     directory = path.parent
     name = path.name
@@ -107,7 +109,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
-                os.fsync(fd)
+                if durable:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             if os.path.isdir(path) and not os.path.islink(path):
@@ -119,10 +122,44 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
             except OSError:
                 pass
             raise
-        try:
-            os.fsync(dfd)
-        except OSError:
-            pass
+        if durable:
+            try:
+                os.fsync(dfd)
+            except OSError:
+                pass
     finally:
         os.close(dfd)
     return path
+
+
+def read_own_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a regular file of the user's own, opened without following a symlink
+    (UnsafeFile otherwise; FileNotFoundError when absent; ValueError past ``limit`` bytes)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafeFile(f"{path} is a symbolic link: refusing to read through it") from None
+        raise exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(f"{path} is not a regular file")
+        if st.st_uid != os.geteuid():
+            raise UnsafeFile(f"{path} belongs to {_owner(st.st_uid)}, not to {_owner(os.geteuid())}")
+        if st.st_size > limit:
+            raise ValueError(f"{path} is larger than {limit >> 20} MiB")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise ValueError(f"{path} is larger than {limit >> 20} MiB")
+        return data
+    finally:
+        os.close(fd)

@@ -78,6 +78,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "gpu_memory_before": (dict, type(None)), "gpu_memory_after": (dict, type(None)),
     "freed_mib": (int, type(None)), "seconds_to_free": (int, float, type(None)),
     "verdict": (str, type(None)), "targets": (list, type(None)), "outcome": (bool, type(None)),
+    "digest": (list, type(None)),
 }
 
 
@@ -95,6 +96,8 @@ def entry_from_dict(data: dict[str, Any]) -> TimelineEntry:
             raise ValueError(f"{key} has the wrong type")
     if known.get("targets") and not all(isinstance(t, dict) for t in known["targets"]):
         raise ValueError("targets has the wrong type")
+    if known.get("digest") and not all(isinstance(t, str) for t in known["digest"]):
+        raise ValueError("digest has the wrong type")
     return TimelineEntry(**known)
 
 
@@ -141,6 +144,22 @@ def outcomes(entries: Iterable[TimelineEntry]) -> dict[int, TimelineEntry]:
         if e.kind == "observation" and e.outcome is True and isinstance(e.action, int):
             out.setdefault(e.action, e)
     return out
+
+
+def hypothesis_numbers(entries: Iterable[TimelineEntry]) -> dict[int, int]:
+    """{hypothesis seq: its number in this incident} — 1, 2, 3 in the order they were stated
+    (what people say and read: "H2", never the timeline seq)."""
+    out: dict[int, int] = {}
+    for e in entries:
+        if e.kind == "hypothesis" and isinstance(e.seq, int) and not isinstance(e.seq, bool):
+            out.setdefault(e.seq, len(out) + 1)
+    return out
+
+
+def hypothesis_label(numbers: dict[int, int], seq: object) -> str:
+    """"H2" for a hypothesis seq of this incident; "#seq" for one it does not hold."""
+    number = numbers.get(seq) if isinstance(seq, int) and not isinstance(seq, bool) else None
+    return f"H{number}" if number is not None else f"#{seq}"
 
 
 LOCK_WAIT_S = 5.0           # an append waits this long for another console's lock, then fails
@@ -256,6 +275,8 @@ class Timeline:
             raise ValueError(f"unknown timeline fields {sorted(unknown)}")
         if fields.get("targets") is not None:
             fields["targets"] = [dict(t) for t in fields["targets"]]
+        if fields.get("digest") is not None:
+            fields["digest"] = [str(line) for line in fields["digest"]]
         with self._lock:
             if self._fd < 0:
                 raise OSError(errno.EBADF, f"{self.path.name} is closed")

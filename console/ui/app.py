@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable
@@ -26,6 +26,8 @@ from console.ui import activity, gc_pacing, keys, layout, tables
 from console.ui.escalation import EscalationKeys
 from console.ui.footer import FittedFooter
 from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable
+from console.ui.live_feed import LiveFeed
+from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
 from console.ui.theme_install import install_themes
@@ -72,7 +74,7 @@ class HelpScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()
 
 
-class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
+class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -125,7 +127,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         with Vertical(id="main"):
             if self.multi_node:
                 yield NodeTable(id="nodes", cursor_type="row")
-            yield GpuTable(id="gpus", cursor_type="row")
+            with Horizontal(id="gpu-row"):
+                yield GpuTable(id="gpus", cursor_type="row")
+                yield MemoryChart(id="gpu-chart")      # memory over the incident, actions marked
             yield ProcTable(id="procs", cursor_type="row")
             yield FindingTable(id="findings", cursor_type="row", show_header=False)
         yield LiteralStatic(id="activity")
@@ -143,6 +147,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         # several nodes: the node table first (the worst node comes to its top); one: its processes
         self.query_one("#nodes" if self.multi_node else "#procs", DataTable).focus()
+        self.start_feed(self.monitors[0].interval if self.monitors else 1.0)   # ui/live_feed.py
         self._render_status()
         self._render_activity()
         for w in self.theme_warnings:
@@ -178,6 +183,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         less than ``redraw_interval_s`` ago. ``snapshots`` holds what is drawn: what the keys
         act on is what the operator sees."""
         snap = message.snapshot
+        self.feed_snapshot(snap)           # the memory trail and the follower's live state: every poll
         self._updated[snap.name] = snap
         if self._redraw_timer is not None:
             return
@@ -237,6 +243,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
     def refresh_node_view(self) -> None:
         snap = self.snapshots.get(self.current_node)
         self._render_gpus(snap)
+        self.query_one("#gpu-chart", MemoryChart).show(self.memory_series(self.current_node))
         self._render_procs(snap)
         width = max(20, self.size.width - 4)        # a scroll bar may take two
         findings = self.query_one("#findings", DataTable)
@@ -319,6 +326,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             line.append(f"  filter: {printable(self.proc_filter, 30)}", style="bold cyan")
         if self.tagged:
             line.append(f"  {len(self.tagged)} tagged", style="bold cyan")
+        self.status_activity(line)          # checks running, results waiting (ui/reasoning.py)
         mode = self._mode_text()
         if mode:
             line.append("  " + mode, style="bold yellow")
@@ -479,6 +487,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             except Exception:  # noqa: BLE001 - cancelled or slow: quitting anyway
                 pass
         self.incident.note(None, "console stopped")
+        await self.stop_feed()
         self.exit(0)
 
     @property

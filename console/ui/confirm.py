@@ -42,6 +42,8 @@ def body_text(plan: ActionPlan) -> Text:
             out.append(f"{t.pid:>8} {printable(t.user or '?', 10):<10} {printable(t.state, 1)} {t.gpu_total_mib or '':>8}  ")
             out.append(printable(t.name) + d + "\n", style="bold")
             out.append("          " + printable(t.cmdline or f"[{t.name}]") + "\n", style="dim")
+            if t.why:       # why it is a target at all (F: what it holds of the GPU)
+                out.append("          ↳ " + printable(t.why) + "\n", style="italic")
     for note in plan.notes:
         out.append("\n⚠ " + printable(note), style="yellow")
     for refusal in plan.refusals:

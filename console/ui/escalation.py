@@ -129,8 +129,8 @@ class EscalationKeys:
                                     hypothesis=hyp.seq if hyp else None)
             if outcome.watch is not None:
                 self.watches.append(outcome.watch)
-            if plan.rung == CUSTOM_RUNG and outcome.results:
-                self._show_output(outcome)
+            if plan.rung == CUSTOM_RUNG and outcome.results:   # never over an open prompt
+                self.present(f"{plan.title} on {plan.node}: output", lambda: self._show_output(outcome))
             severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
             self.notify(f"{plan.node}: {printable(outcome.text)}", severity=severity, timeout=10)
             if outcome.timeline_error:

@@ -113,6 +113,10 @@ class ReasoningKeys:
         ask(0)
 
     def _run_check(self, name: str, params: dict) -> None:
+        """Run a check off the keys: its progress in the status line while it runs (a wait says
+        how far it is and what came back at every read), its result shown when it ends — or,
+        when a prompt or another window is open, kept until that closes (never over what the
+        operator is typing)."""
         from console.checks.registry import render, run_check
         source, snap = self._current()
         if source is None:
@@ -122,29 +126,91 @@ class ReasoningKeys:
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
+        self._check_runs = getattr(self, "_check_runs", 0) + 1
+        key = f"check-{self._check_runs}"
+        self.set_activity(key, f"{source.name}: {name} running…")
         self.notify(f"{source.name}: running {name}: {printable(command, 120)}", timeout=4)
+
+        def progress(p) -> None:
+            self.set_activity(key, f"{p.node}: {p.text}")
 
         async def work() -> None:
             try:
-                result = await run_check(source, name, snap, **params)
+                result = await run_check(source, name, snap, progress=progress, **params)
             except ValueError as exc:
                 self.notify(str(exc), severity="error")
                 return
+            finally:
+                self.set_activity(key, None)
             entry = self.incident.record_check(result)
-            self._show_check(result, entry.seq if entry else None)
+            seq = entry.seq if entry else None
+            self.present(f"{result.name} on {result.node}: {result.summary}",
+                         lambda: self._show_check(result, seq))
         self.run_worker(work(), group="checks", exclusive=False)
 
+    # ---- what long work says while it runs, and results that wait for an open prompt
+    def set_activity(self, key: str, text: str | None) -> None:
+        """Work in progress for the status line (None: done); ``running_work()`` has it as data
+        (the live state hands it to a follower too)."""
+        work = vars(self).setdefault("_running_work", {})
+        if text is None:
+            work.pop(key, None)
+        else:
+            work[key] = text
+        self._render_status()
+
+    def running_work(self) -> list[str]:
+        """What is running now, one line each ("demo: wait-and-reread: 15 of 86 s, …")."""
+        return list(vars(self).get("_running_work", {}).values())
+
+    def status_activity(self, line: Text) -> None:
+        """Appended to the status line by the app: work in progress, results kept for later."""
+        for text in self.running_work():
+            line.append("  ⏳ " + printable(text, 90), style="bold cyan")
+        waiting = self.__dict__.get("pending_results", [])
+        if waiting:
+            line.append(f"  ✔ {printable(waiting[0][0], 70)} — shown when this window closes"
+                        + (f" (+{len(waiting) - 1})" if len(waiting) > 1 else ""), style="bold green")
+
+    def present(self, headline: str, show) -> None:
+        """Show a result window now — unless a prompt (or any other window) is open: then it waits
+        in the status line and opens when the operator is back on the main screen."""
+        pending = self.__dict__.setdefault("pending_results", [])
+        if len(self.screen_stack) <= 1 and not pending:
+            show()
+            return
+        pending.append((headline, show))
+        if not self.__dict__.get("_watching_screens"):
+            self._watching_screens = True
+            self.screen_change_signal.subscribe(self, self._screen_changed)
+        self._render_status()
+
+    def _screen_changed(self, screen) -> None:
+        pending = self.__dict__.get("pending_results", [])
+        if pending and len(self.screen_stack) <= 1:
+            _, show = pending.pop(0)
+            self._render_status()
+            self.call_later(show)
+
     def _show_check(self, result, seq: int | None) -> None:
+        from console.checks.registry import digest
         from console.ui.details import DetailScreen
         body = Text()
         body.append(f"{result.name} on {printable(result.node)}", style="bold")
         body.append(f"   (timeline #{seq})\n\n" if seq else "\n\n", style="dim")
-        body.append(printable(result.summary) + "\n\n")
-        body.append("$ " + printable(result.command) + "\n", style="italic")
+        body.append(printable(result.summary) + "\n", style="bold")
+        for line in digest(result.name, result.raw):
+            body.append("  " + printable(line) + "\n")
+        body.append("\n")
+        for i, line in enumerate(result.command.splitlines() or [""]):   # a multi-line command, as lines
+            body.append(("$ " if i == 0 else "  ") + printable(line) + "\n", style="italic")
         body.append(f"exit status {result.rc}\n\n" if result.rc is not None else "did not finish\n\n",
                     style="dim")
-        for line in result.raw.splitlines()[:200]:
+        lines = result.raw.splitlines()
+        for line in lines[:200]:
             body.append(printable(line) + "\n")
+        if len(lines) > 200:
+            body.append(f"… {len(lines) - 200} more lines (the timeline keeps the output)\n", style="dim")
         self.push_screen(DetailScreen(body))
 
     def action_hypothesis(self) -> None:
@@ -153,7 +219,8 @@ class ReasoningKeys:
         def got(text: str | None) -> None:
             if text and text.strip():
                 entry = self.incident.hypothesis(self.current_node, text)
-                self.notify(f"hypothesis #{entry.seq if entry else '?'} open: test it with w or c, then v")
+                label = self.incident.number(entry.seq) if entry else "?"
+                self.notify(f"hypothesis {label} open: test it with w or c, then v")
         self.push_screen(TextPrompt("State a hypothesis", placeholder="e.g. the memory needs more time to come back",
                                     hint="it stays open until you give a verdict (v)"), got)
 
@@ -168,8 +235,9 @@ class ReasoningKeys:
         def got(verdict: str | None) -> None:
             if verdict:
                 self.incident.verdict(self.current_node, verdict)
-                self.notify(f"hypothesis #{hyp.seq}: {verdict}")
-        self.push_screen(VerdictScreen(hyp.text, suggested, why), got)
+                self.notify(f"hypothesis {label}: {verdict}")
+        label = self.incident.number(hyp.seq)
+        self.push_screen(VerdictScreen(f"{label}: {hyp.text}", suggested, why), got)
 
     def action_note(self) -> None:
         from console.ui.prompts import TextPrompt
@@ -180,19 +248,18 @@ class ReasoningKeys:
         self.push_screen(TextPrompt("Note", placeholder="what you see, what you decided"), got)
 
     def action_export(self) -> None:
-        from console.incident.export import as_markdown
-        from console.incident.safefiles import write_atomic
+        from console.ui.postmortem import write_postmortem
         if self.timeline is None:
             self.notify("no timeline to export", severity="warning")
             return
         path = self.timeline.path.with_suffix(".md")
         try:   # 0600, a temp file renamed over it: a symlink planted at <id>.md is never followed
-            write_atomic(path, as_markdown(self.timeline.refresh(),
-                                           incident_id=self.timeline.incident_id).encode("utf-8"))
+            _, chart = write_postmortem(self.timeline.refresh(), self.timeline.path, path,
+                                        self.timeline.incident_id)
         except OSError as exc:
             self.notify(f"export failed: {exc}", severity="error")
             return
-        self.notify(f"postmortem written: {path}", timeout=8)
+        self.notify(f"postmortem written: {path}" + (f" (chart: {chart})" if chart else ""), timeout=8)
 
     def action_filter(self) -> None:
         from console.ui.prompts import TextPrompt

@@ -12,7 +12,7 @@ from console.model import Finding, Gpu, NodeSnapshot, severity_rank
 from console.output.rows import ProcRow, fmt_mib, gpu_holders
 from console.ui.text import cells as literal_cells, literal, printable
 
-SEVERITY_STYLE = {"critical": "bold white on red", "high": "bold red", "low": "yellow", "info": "dim"}
+SEVERITY_STYLE = {"critical": "bold white on dark_red", "high": "bold red", "low": "yellow", "info": "dim"}
 STATE_STYLE = {"Z": "bold magenta", "D": "bold red", "R": "green"}
 
 NODE_COLUMNS = (("Node", "node"), ("State", "state"), ("Finding → next step", "finding"), ("Used", "used"),

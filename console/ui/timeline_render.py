@@ -12,7 +12,7 @@ from typing import Sequence
 
 from rich.text import Text
 
-from console.incident.timeline import outcomes
+from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import VERDICTS, TimelineEntry
 from console.textsafe import one_line
 from console.ui.text import literal, printable
@@ -134,19 +134,27 @@ def targets_text(targets: object) -> str:
     return ", ".join(parts)
 
 
-def summary(e: TimelineEntry, state: str | None = None) -> Text:
-    """The list's last column: what the entry says, in one line, literally."""
+def _hyp(numbers: Mapping[int, int] | None, seq: object) -> str:
+    """A hypothesis as people number them ("H2"), or "#seq" without the incident's numbers."""
+    return printable(hypothesis_label(dict(numbers or {}), seq), 12)
+
+
+def summary(e: TimelineEntry, state: str | None = None, numbers: Mapping[int, int] | None = None) -> Text:
+    """The list's last column: what the entry says, in one line, literally. ``numbers``: the
+    incident's hypothesis numbers (console/incident/timeline.py hypothesis_numbers)."""
     out = Text(no_wrap=True, overflow="ellipsis")
     if e.kind == "hypothesis":
         out.append(f"[{state or 'open'}] ", style=VERDICT_STYLE.get(state or "open", ""))
+        if numbers and _key(e.seq) in numbers:
+            out.append(f"{_hyp(numbers, e.seq)} ", style="bold")
     elif e.kind == "verdict":
         verdict = printable(e.verdict, 14) if e.verdict is not None else "no verdict"
         out.append(verdict, style=VERDICT_STYLE.get(str(e.verdict), ""))
         if e.hypothesis is not None:
-            out.append(f" on #{printable(e.hypothesis, 8)}")
+            out.append(f" on {_hyp(numbers, e.hypothesis)}")
         out.append(" ")
     elif e.hypothesis is not None:
-        out.append(f"→#{printable(e.hypothesis, 8)} ", style="dim")
+        out.append(f"→{_hyp(numbers, e.hypothesis)} ", style="dim")
     if e.kind == "observation" and e.action is not None:
         out.append(f"of #{printable(e.action, 8)} ", style="dim")
         if is_outcome(e) and e.rc is not None and not e.command:
@@ -162,8 +170,9 @@ def summary(e: TimelineEntry, state: str | None = None) -> Text:
     return out
 
 
-def row_cells(e: TimelineEntry, state: str | None, what_width: int) -> tuple[Text, ...]:
-    what = summary(e, state)
+def row_cells(e: TimelineEntry, state: str | None, what_width: int,
+              numbers: Mapping[int, int] | None = None) -> tuple[Text, ...]:
+    what = summary(e, state, numbers)
     what.truncate(max(4, what_width), overflow="ellipsis")
     kind = "outcome" if is_outcome(e) else str(e.kind) if isinstance(e.kind, str) else printable(e.kind)
     return (literal(e.seq, limit=COLUMNS[0][2]), Text(clock_text(e.ts)),
@@ -195,8 +204,11 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
         return out
     e = entries[index]
     by_seq = {k: x for x in entries if (k := _key(x.seq)) is not None}
+    numbers = hypothesis_numbers(entries)
     out.append(f"#{printable(e.seq, 12)} ", style="bold")
     out.append(printable(e.kind, 20), style=KIND_STYLE.get(str(e.kind), "") or "bold")
+    if e.kind == "hypothesis" and _key(e.seq) in numbers:
+        out.append(f" {_hyp(numbers, e.seq)}", style="bold")
     out.append(f"  {printable(e.ts, 40)}  {elapsed_text(elapsed_seconds(entries, index))}\n", style="dim")
     out.append(f"node {printable(e.node if e.node is not None else '-', 60)}   by {printable(e.by, 60)}\n")
     if e.kind == "hypothesis":
@@ -213,7 +225,7 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
         out.append("\n")
     if e.hypothesis is not None:
         ref = by_seq.get(_key(e.hypothesis))
-        out.append(f"hypothesis #{printable(e.hypothesis, 12)}")
+        out.append(f"hypothesis {_hyp(numbers, e.hypothesis)}")
         if ref is not None:
             out.append(": " + one_line(ref.text)[:200])
         out.append("\n")
@@ -225,11 +237,15 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
         out.append("\n")
     if e.text:
         _lines(out, e.text, indent="")
+    if isinstance(e.digest, (list, tuple)):
+        for line in e.digest[:40]:               # a check's summary, before its output
+            out.append("  • " + one_line(line) + "\n")
     if e.command:
-        out.append("$ " + one_line(e.command), style="bold")
-        if e.rc is not None:
-            out.append(f"   rc {_num(e.rc)}", style="green" if e.rc == 0 else "bold red")
-        out.append("\n")
+        for i, line in enumerate(str(e.command).splitlines() or [""]):    # a multi-line command as lines
+            out.append(("$ " if i == 0 else "  ") + printable(line), style="bold")
+            if i == 0 and e.rc is not None:
+                out.append(f"   rc {_num(e.rc)}", style="green" if e.rc == 0 else "bold red")
+            out.append("\n")
     if e.output:
         _lines(out, e.output)
     if e.targets:
@@ -267,15 +283,16 @@ def _outcome_part(out: Text, seen: Sequence[TimelineEntry], action: TimelineEntr
 
 
 def hypotheses_line(entries: Sequence[TimelineEntry], count: int) -> Text:
-    """"hypotheses: #1 refuted  #4 open" as of the first ``count`` entries."""
+    """"hypotheses: H1 refuted  H2 open" as of the first ``count`` entries."""
     out = Text(no_wrap=True, overflow="ellipsis")
     hyps = [e for e in entries[:max(0, count)] if e.kind == "hypothesis"]
     if not hyps:
         return out
+    numbers = hypothesis_numbers(entries)
     out.append("hypotheses:", style="dim")
     for h in hyps:
         state = hypothesis_state(entries, count, h.seq)
-        out.append(f" #{printable(h.seq, 8)} ")
+        out.append(f" {_hyp(numbers, h.seq)} ")
         out.append(state, style=VERDICT_STYLE.get(state, ""))
     return out
 

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer
 from console.ui.theme_install import install_themes
 from console.model import TimelineEntry
 from console.incident.tail import TimelineTail, check_readable, read_all
+from console.incident.timeline import hypothesis_numbers
 from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, printable
 from console.ui.timeline_render import (  # the pure helpers are public here too
     POLL_S, COLUMNS, elapsed_seconds, elapsed_text, _key, verdicts_as_of, hypothesis_state, row_cells, detail, hypotheses_line, short_path)
@@ -174,6 +175,7 @@ class ReplayApp(_TimelineViewApp):
             self._shown.pop()
         verdicts = verdicts_as_of(self.entries, self.step)
         width = self._what_width()
+        numbers = hypothesis_numbers(self.entries)
 
         def state_of(e: TimelineEntry) -> str:
             ref = _key(e.seq)
@@ -183,11 +185,11 @@ class ReplayApp(_TimelineViewApp):
         for i, e in enumerate(self.entries[:len(self._shown)]):
             if e.kind == "hypothesis" and self._shown[i] != state_of(e):
                 self._shown[i] = state_of(e)
-                table.update_cell(f"e{i}", "what", row_cells(e, self._shown[i], width)[-1])
+                table.update_cell(f"e{i}", "what", row_cells(e, self._shown[i], width, numbers)[-1])
         for i in range(len(self._shown), wanted):
             e = self.entries[i]
             state = state_of(e) if e.kind == "hypothesis" else ""
-            table.add_row(*row_cells(e, state or None, width), key=f"e{i}")
+            table.add_row(*row_cells(e, state or None, width, numbers), key=f"e{i}")
             self._shown.append(state)
         if self.step:
             table.move_cursor(row=self.step - 1, animate=False)
@@ -259,6 +261,8 @@ class FollowApp(_TimelineViewApp):
             self._pinned = True
 
     def _apply(self, entries: list[TimelineEntry], warnings: list[str], notice: str | None) -> None:
+        if not self.is_running or not self.query("#tv-list"):
+            return          # a read that lands while the view closes
         changed = False
         if notice:                            # stays until the file's state changes again
             self.notice = dt.datetime.now().strftime("%H:%M:%S ") + notice
@@ -278,9 +282,10 @@ class FollowApp(_TimelineViewApp):
             width = self._what_width()
             start = len(self.entries)
             self.entries += fresh
+            numbers = hypothesis_numbers(self.entries)
             for i, e in enumerate(fresh, start):
                 state = hypothesis_state(self.entries, len(self.entries), e.seq) if e.kind == "hypothesis" else None
-                table.add_row(*row_cells(e, state, width), key=f"e{i}")
+                table.add_row(*row_cells(e, state, width, numbers), key=f"e{i}")
             self._refresh_hypotheses(fresh, width)
             if follow:
                 table.move_cursor(row=table.row_count - 1, animate=False)
@@ -303,10 +308,11 @@ class FollowApp(_TimelineViewApp):
         closed = {_key(e.hypothesis) for e in fresh if e.kind == "verdict"} - {None}
         if not closed:
             return
+        numbers = hypothesis_numbers(self.entries)
         for i, e in enumerate(self.entries):
             if e.kind == "hypothesis" and _key(e.seq) in closed:
                 state = hypothesis_state(self.entries, len(self.entries), e.seq)
-                self.table.update_cell(f"e{i}", "what", row_cells(e, state, width)[-1])
+                self.table.update_cell(f"e{i}", "what", row_cells(e, state, width, numbers)[-1])
 
     def _render_header(self) -> None:
         rest = Text(f"  {len(self.entries)} entries")
@@ -321,6 +327,8 @@ class FollowApp(_TimelineViewApp):
 
     @on(DataTable.RowHighlighted, "#tv-list")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if not self.query("#tv-list"):
+            return                         # the view is closing
         index = self.table.cursor_row      # now, not when the event was posted
         if 0 <= index < len(self.entries):
             self._show_detail(detail(self.entries, index, len(self.entries), "so far"))

@@ -1,0 +1,245 @@
+"""The live state beside an incident, for a second person: `<id>.state.json`.
+
+The driving console writes it (``StateFeed``) after its polls — what every node looked like
+at its last poll (GPUs, the GPU-related processes, findings), each node's memory over the
+incident and the actions sent — replaced atomically (a temporary file renamed over it, 0600,
+never written through a symlink: console/incident/safefiles.py), at most once per
+``min_interval``. `gpu-incident follow ID --live` reads it (``read_state``) and shows the
+same panels read-only: the follower never probes a node (a `demo` node lives inside the
+driving console, and one node is not probed twice). The follower runs as the same Unix user;
+a state file that is a symlink, not a regular file, or someone else's is refused.
+
+The document (fields may be added, never renamed)::
+
+    {"version": 1, "incident": ID, "by": "user@host", "written_at": epoch, "running": true,
+     "interval": 1.0, "viewing": NODE, "activity": ["demo: wait-and-reread: 15 of 86 s, …"],
+     "nodes": [NodeSnapshot as JSON, …],
+     "memory": {NODE: {"points": [[t, {"0": MiB}]], "totals": {"0": MiB}}},
+     "actions": [{"node", "rung", "ts", "gpus", "pids"}]}
+
+A node's processes are bounded (``PROCESS_LIMIT``): GPU holders, zombies, processes in D,
+those the findings name, and their ancestors come first; ``hidden_processes`` counts the rest.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from console.incident import safefiles
+from console.incident.timeline import SUFFIX
+from console.model import (ActionRecord, DriverProc, Finding, Gpu, MigInstance, NodeSnapshot, Proc,
+                           ThreadInfo)
+
+STATE_SUFFIX = ".state.json"
+VERSION = 1
+PROCESS_LIMIT = 2000
+READ_LIMIT = 64 << 20
+STALE_AFTER_S = 10.0      # no update for this long (past the poll interval): the driver may be gone
+
+
+def state_path(incident_file: str | os.PathLike[str]) -> Path:
+    """`<dir>/<id>.state.json` beside `<dir>/<id>.jsonl`."""
+    path = Path(incident_file)
+    return path.with_name(path.name.removesuffix(SUFFIX) + STATE_SUFFIX)
+
+
+# ---------------------------------------------------------------- snapshots as JSON and back
+
+def _interesting(snap: NodeSnapshot) -> list[Proc]:
+    """The processes a mirror shows: GPU-related ones and their ancestors, within the limit."""
+    by_pid = {p.pid: p for p in snap.processes}
+    named = {pid for f in snap.findings for pid in f.pids}
+    keep: dict[int, Proc] = {}
+    for p in snap.processes:
+        if p.is_gpu_holder or p.state in ("Z", "D") or p.d_threads or p.pid in named or p.pid in snap.own_pids:
+            q: Proc | None = p
+            while q is not None and q.pid not in keep and len(keep) < PROCESS_LIMIT:
+                keep[q.pid] = q
+                q = by_pid.get(q.ppid) if q.ppid != q.pid else None
+        if len(keep) >= PROCESS_LIMIT:
+            break
+    return [p for p in snap.processes if p.pid in keep]
+
+
+def snapshot_to_data(snap: NodeSnapshot) -> dict[str, Any]:
+    procs = _interesting(snap)
+    data = dataclasses.asdict(dataclasses.replace(snap, processes=tuple(procs)))
+    data["hidden_processes"] = len(snap.processes) - len(procs)
+    return data
+
+
+def _tuple(items: Any, build) -> tuple:
+    return tuple(build(x) for x in items or () if isinstance(x, Mapping))
+
+
+def _only(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def snapshot_from_data(data: Mapping[str, Any]) -> NodeSnapshot:
+    """A snapshot written by ``snapshot_to_data``; ValueError/TypeError for a malformed one."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+        raise ValueError("not a node snapshot")
+
+    def gpu(d: Mapping) -> Gpu:
+        d = dict(_only(Gpu, d))
+        d["mig_instances"] = _tuple(d.get("mig_instances"), lambda m: MigInstance(**_only(MigInstance, m)))
+        return Gpu(**d)
+
+    def proc(d: Mapping) -> Proc:
+        d = dict(_only(Proc, d))
+        d["d_threads"] = _tuple(d.get("d_threads"), lambda t: ThreadInfo(**_only(ThreadInfo, t)))
+        d["device_files"] = tuple(str(f) for f in d.get("device_files") or ())
+        d["gpu_memory_mib"] = dict(d.get("gpu_memory_mib") or {})
+        return Proc(**d)
+
+    def finding(d: Mapping) -> Finding:
+        d = dict(_only(Finding, d))
+        d["pids"] = tuple(d.get("pids") or ())
+        d["gpus"] = tuple(d.get("gpus") or ())
+        d["evidence"] = dict(d.get("evidence") or {})
+        return Finding(**d)
+
+    d = dict(_only(NodeSnapshot, data))
+    d["gpus"] = _tuple(d.get("gpus"), gpu)
+    d["processes"] = _tuple(d.get("processes"), proc)
+    d["driver_processes"] = _tuple(d.get("driver_processes"), lambda x: DriverProc(**_only(DriverProc, x)))
+    d["findings"] = _tuple(d.get("findings"), finding)
+    for key in ("warnings", "lost_gpus", "kernel_log", "own_pids"):
+        d[key] = tuple(d.get(key) or ())
+    return NodeSnapshot(**d)
+
+
+# ---------------------------------------------------------------- the driving console's side
+
+class StateFeed:
+    """Collects what the driving console sees and writes it beside the incident.
+
+    ``update`` is cheap (called on every poll, on the event loop); ``document`` builds what is
+    written; ``write`` writes it (call it from a thread: it serialises and renames a file).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, incident_id: str, by: str, interval: float,
+                 min_interval: float = 1.0) -> None:
+        self.path = Path(path)
+        self.incident_id = incident_id
+        self.by = by
+        self.interval = interval
+        self.min_interval = min_interval
+        self.nodes: dict[str, NodeSnapshot] = {}
+        self.order: list[str] = []
+        self.viewing: str | None = None
+        self.dirty = False
+        self.last_write = 0.0
+        self.error: str | None = None
+        self._data: dict[str, tuple[NodeSnapshot, dict[str, Any]]] = {}   # each snapshot turned into JSON once
+
+    def update(self, snap: NodeSnapshot, viewing: str | None = None) -> None:
+        if snap.name not in self.order:
+            self.order.append(snap.name)
+        self.nodes[snap.name] = snap
+        if viewing is not None:
+            self.viewing = viewing
+        self.dirty = True
+
+    def due(self, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        return self.dirty and now - self.last_write >= self.min_interval
+
+    def document(self, memory: Mapping[str, Mapping[str, Any]], actions: Iterable[ActionRecord],
+                 running: bool = True, order: Sequence[str] = (), activity: Sequence[str] = ()) -> dict[str, Any]:
+        names = list(order) or list(self.order)
+        nodes = dict(self.nodes)
+        for name, snap in nodes.items():
+            hit = self._data.get(name)
+            if hit is None or hit[0] is not snap:
+                self._data[name] = (snap, snapshot_to_data(snap))
+        return {"version": VERSION, "incident": self.incident_id, "by": self.by, "written_at": time.time(),
+                "running": running, "interval": self.interval, "viewing": self.viewing,
+                "activity": list(activity),
+                "nodes": [self._data[n][1] for n in names if n in nodes],
+                "order": names,
+                "memory": {k: dict(v) for k, v in memory.items()},
+                "actions": [{"node": a.node, "rung": a.rung, "ts": a.ts, "gpus": list(a.gpus), "pids": list(a.pids)}
+                            for a in actions]}
+
+    def write(self, document: Mapping[str, Any]) -> None:
+        """Replace the state file (0600, atomically, never through a link). OSError is kept in
+        ``error`` (one line) and raised again: the console says so once and keeps running."""
+        self.dirty = False
+        self.last_write = time.monotonic()
+        data = json.dumps(document, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+        try:
+            safefiles.write_atomic(self.path, data, durable=False)
+            self.error = None
+        except OSError as exc:
+            self.error = f"live state not written ({exc.strerror or exc})"
+            raise
+
+
+# ---------------------------------------------------------------- the follower's side
+
+@dataclasses.dataclass(frozen=True)
+class LiveState:
+    """What the follower's mirror shows."""
+    incident: str
+    by: str
+    written_at: float
+    running: bool
+    interval: float
+    viewing: str | None
+    nodes: tuple[NodeSnapshot, ...]
+    hidden: Mapping[str, int]
+    memory: Mapping[str, Mapping[str, Any]]
+    actions: tuple[ActionRecord, ...]
+    activity: tuple[str, ...] = ()          # what the driving console is busy with (checks running)
+
+    def node(self, name: str | None) -> NodeSnapshot | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def age(self, now: float | None = None) -> float:
+        return (time.time() if now is None else now) - self.written_at
+
+    def stale(self, now: float | None = None) -> bool:
+        return not self.running or self.age(now) > max(STALE_AFTER_S, 5 * self.interval)
+
+
+def parse_state(raw: bytes) -> LiveState:
+    """ValueError (one line) for anything that is not a state document."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValueError(f"the live state is not JSON ({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("version") != VERSION:
+        raise ValueError("the live state is not a version-1 state document")
+    nodes, hidden = [], {}
+    try:
+        for item in doc.get("nodes") or ():
+            snap = snapshot_from_data(item)
+            nodes.append(snap)
+            hidden[snap.name] = int(item.get("hidden_processes") or 0)
+        actions = tuple(ActionRecord(rung=str(a.get("rung")), ts=float(a.get("ts")), node=a.get("node"),
+                                     pids=tuple(int(p) for p in a.get("pids") or ()),
+                                     gpus=tuple(int(g) for g in a.get("gpus") or ()))
+                        for a in doc.get("actions") or () if isinstance(a, dict))
+        return LiveState(incident=str(doc.get("incident") or ""), by=str(doc.get("by") or "?"),
+                         written_at=float(doc.get("written_at") or 0.0), running=bool(doc.get("running", True)),
+                         interval=float(doc.get("interval") or 1.0),
+                         viewing=doc.get("viewing") if isinstance(doc.get("viewing"), str) else None,
+                         nodes=tuple(nodes), hidden=hidden,
+                         memory={k: v for k, v in (doc.get("memory") or {}).items() if isinstance(v, dict)},
+                         actions=actions,
+                         activity=tuple(str(a) for a in doc.get("activity") or () if isinstance(a, str)))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"the live state is malformed ({type(exc).__name__}: {exc})"[:200]) from None
+
+
+def read_state(path: str | os.PathLike[str]) -> LiveState:
+    """The state file, read without following a link (safefiles.UnsafeFile), parsed
+    (ValueError); FileNotFoundError when no console has written one yet."""
+    return parse_state(safefiles.read_own_file(path, READ_LIMIT))

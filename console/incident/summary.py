@@ -1,0 +1,232 @@
+"""An incident in a few lines: what was stuck, what freed it, how long it took, who acted.
+
+Pure: reads timeline entries only. The postmortem opens with it (console/incident/export.py)
+and `gpu-incident timeline list` shows one row of it per incident.
+
+- stuck: per node, the first memory reading (an action's or a check's "before") — the GPUs
+  above 1 GiB and what they held;
+- resolution: the reading that freed the most (an action's outcome or a later observation of
+  it, else a check that saw memory come back), with the action it belongs to;
+- state: "resolved" once every GPU that was stuck has a later reading at or below 1 GiB, else
+  "open";
+- time to free: from the incident's first entry to that reading (and from its action).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
+from console.model import TimelineEntry
+
+BUSY_MIB = 1024            # a GPU above this holds memory; at or below it, it is back
+CONSOLE_STARTED = "console started watching "
+CONSOLE_STOPPED = "console stopped"
+
+
+def parse_ts(ts: object) -> dt.datetime | None:
+    if not isinstance(ts, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(ts.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def seconds_between(a: object, b: object) -> float | None:
+    start, end = parse_ts(a), parse_ts(b)
+    return None if start is None or end is None else (end - start).total_seconds()
+
+
+def duration(seconds: float | None) -> str:
+    """"1 min 44 s", "2 h 03 min", "52 s"."""
+    if seconds is None:
+        return "?"
+    whole = int(round(abs(seconds)))
+    h, rest = divmod(whole, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return f"{h} h {m:02d} min"
+    if m:
+        return f"{m} min {s} s" if s else f"{m} min"
+    return f"{s} s"
+
+
+def mib(value: int | float) -> str:
+    return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value:.0f} MiB"
+
+
+def gpu_list(gpus: Sequence[int]) -> str:
+    items = sorted(set(gpus))
+    if not items:
+        return "no GPU"
+    if len(items) > 1 and items == list(range(items[0], items[-1] + 1)):
+        return f"GPUs {items[0]}-{items[-1]}"
+    return ("GPU " if len(items) == 1 else "GPUs ") + ", ".join(map(str, items))
+
+
+@dataclass(frozen=True)
+class Stuck:
+    node: str | None
+    gpus: tuple[int, ...]
+    mib: int
+    seq: int                 # the entry whose "before" it is
+
+    def text(self) -> str:
+        where = f" on {self.node}" if self.node else ""
+        return f"{mib(self.mib)} on {gpu_list(self.gpus)}{where}"
+
+
+@dataclass(frozen=True)
+class Summary:
+    incident_id: str
+    nodes: tuple[str, ...] = ()
+    started: str | None = None
+    last: str | None = None
+    entries: int = 0
+    hypotheses: int = 0
+    open_hypotheses: int = 0
+    actions: int = 0
+    state: str = "open"                       # open | resolved
+    console_running: bool = False             # a console started and did not say it stopped
+    stuck: tuple[Stuck, ...] = ()
+    root_cause: str = "no hypothesis stated"
+    resolution: str = "nothing freed the memory yet"
+    freed_at: str | None = None               # the ts of the reading that freed the most
+    time_to_free_s: float | None = None       # from the first entry to that reading
+    after_action_s: float | None = None       # from its action to that reading
+    acted_by: tuple[str, ...] = ()            # "root@vm: 2 actions"
+    people: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _freed(before: Mapping[str, int | None] | None, after: Mapping[str, int | None] | None) -> int:
+    if not before or not after:
+        return 0
+    return sum(max(0, (v or 0) - (after.get(k) or 0)) for k, v in before.items()
+               if v is not None and after.get(k) is not None)
+
+
+def _stuck(entries: Sequence[TimelineEntry]) -> list[Stuck]:
+    seen: dict[str | None, Stuck] = {}
+    for e in entries:
+        before = e.gpu_memory_before
+        if e.node in seen or not before or e.kind not in ("action", "check"):
+            continue
+        busy = {int(k): v for k, v in before.items() if str(k).isdecimal() and v is not None and v > BUSY_MIB}
+        if busy:
+            seen[e.node] = Stuck(e.node, tuple(sorted(busy)), sum(busy.values()), e.seq)
+    return list(seen.values())
+
+
+def _resolved(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> bool:
+    if not stuck:
+        return False
+    for s in stuck:
+        latest: dict[int, int] = {}
+        for e in entries:
+            if e.node != s.node or e.seq < s.seq or not e.gpu_memory_after:
+                continue
+            for k, v in e.gpu_memory_after.items():
+                if str(k).isdecimal() and v is not None:
+                    latest[int(k)] = v
+        if not all(g in latest and latest[g] <= BUSY_MIB for g in s.gpus):
+            return False
+    return True
+
+
+def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summary:
+    if not entries:
+        return Summary(incident_id)
+    numbers = hypothesis_numbers(entries)
+    hyps = [e for e in entries if e.kind == "hypothesis"]
+    verdict_of: dict[int, TimelineEntry] = {}
+    for e in entries:
+        if e.kind == "verdict" and isinstance(e.hypothesis, int):
+            verdict_of[e.hypothesis] = e
+    opened = [h for h in hyps if h.seq not in verdict_of]
+    confirmed = [h for h in hyps if h.seq in verdict_of and verdict_of[h.seq].verdict == "confirmed"]
+    if confirmed:
+        root = "; ".join(f"{hypothesis_label(numbers, h.seq)} confirmed: {h.text}" for h in confirmed)
+    elif hyps:
+        states = ", ".join(f"{hypothesis_label(numbers, h.seq)} "
+                           f"{verdict_of[h.seq].verdict if h.seq in verdict_of else 'open'}" for h in hyps)
+        root = f"not established ({states})"
+    else:
+        root = "no hypothesis stated"
+
+    actions = [e for e in entries if e.kind == "action"]
+    by_seq = {e.seq: e for e in actions}
+    done = outcomes(entries)
+    best: tuple[int, TimelineEntry, TimelineEntry | None] | None = None
+    for e in entries:
+        action = None
+        if e.kind == "observation" and isinstance(e.action, int) and e.action in by_seq:
+            action = by_seq[e.action]
+            freed = _freed(action.gpu_memory_before or e.gpu_memory_before, e.gpu_memory_after)
+        elif e.kind == "check":
+            freed = e.freed_mib or _freed(e.gpu_memory_before, e.gpu_memory_after)
+        else:
+            continue
+        if freed >= 256 and (best is None or freed > best[0]):
+            best = (freed, e, action)
+    if best is not None:
+        freed, reading, action = best
+        if action is not None:
+            resolution = f"#{action.seq} {action.text}" + (f" on {action.node}" if action.node else "") + \
+                         f": {reading.text}"
+        else:
+            resolution = f"no action: {reading.text}"
+        to_free = seconds_between(entries[0].ts, reading.ts)
+        after_action = (reading.seconds_to_free if isinstance(reading.seconds_to_free, (int, float))
+                        else seconds_between(action.ts, reading.ts) if action is not None else None)
+        freed_at = reading.ts
+    else:
+        resolution, to_free, after_action, freed_at = "nothing freed the memory yet", None, None, None
+        sent = [a for a in actions if a.seq in done]
+        if sent:
+            resolution = f"not resolved: {len(sent)} action(s) freed nothing (last: #{sent[-1].seq} {sent[-1].text})"
+
+    acted: dict[str, int] = {}
+    for a in actions:
+        if not a.text.startswith(("[read-only]", "[dry-run]")):     # sent, not refused or only recorded
+            acted[a.by] = acted.get(a.by, 0) + 1
+    started = sum(1 for e in entries if e.kind == "note" and e.node is None and e.text.startswith(CONSOLE_STARTED))
+    stopped = sum(1 for e in entries if e.kind == "note" and e.node is None and e.text == CONSOLE_STOPPED)
+    stuck = _stuck(entries)
+    return Summary(
+        incident_id=incident_id,
+        nodes=tuple(sorted({e.node for e in entries if e.node})),
+        started=entries[0].ts, last=entries[-1].ts, entries=len(entries),
+        hypotheses=len(hyps), open_hypotheses=len(opened), actions=len(actions),
+        state="resolved" if _resolved(entries, stuck) else "open",
+        console_running=started > stopped,
+        stuck=tuple(stuck), root_cause=root, resolution=resolution, freed_at=freed_at,
+        time_to_free_s=to_free, after_action_s=after_action,
+        acted_by=tuple(f"{who}: {n} action{'s' if n != 1 else ''}" for who, n in acted.items()),
+        people=tuple(sorted({e.by for e in entries})))
+
+
+def _short_ts(ts: str | None, day: bool = True) -> str:
+    when = parse_ts(ts)
+    if when is None:
+        return "?"
+    return when.strftime("%Y-%m-%d %H:%M:%S" if day else "%H:%M:%S")
+
+
+def incident_rows(incidents: Sequence[tuple[str, Sequence[TimelineEntry]]]) -> str:
+    """`gpu-incident timeline list`: one line per incident (ID, nodes, start, hypotheses, actions,
+    state, last entry), newest first as given, under a header."""
+    from console.textsafe import one_line
+    rows = [("ID", "NODES", "STARTED (UTC)", "HYPOTHESES", "ACTIONS", "STATE", "LAST ENTRY")]
+    for ident, entries in incidents:
+        s = summarize(entries, ident)
+        nodes = ", ".join(s.nodes[:2]) + (f" +{len(s.nodes) - 2}" if len(s.nodes) > 2 else "") or "-"
+        same_day = s.started is not None and s.last is not None and (s.started or "")[:10] == (s.last or "")[:10]
+        state = s.state + (", console attached" if s.console_running else "")
+        rows.append((one_line(ident, 40), one_line(nodes, 30), _short_ts(s.started),
+                     f"{s.hypotheses} ({s.open_hypotheses} open)", str(s.actions), state,
+                     _short_ts(s.last, day=not same_day)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in rows)

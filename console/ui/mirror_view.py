@@ -1,0 +1,237 @@
+"""`gpu-incident follow ID --live`: the second person's read-only mirror of a running console.
+
+Beside the incident's entries (the follow view's list, console/ui/timeline_view.py) it shows
+the same nodes' panels as the driving console — node table, GPU table with the memory
+sparkline, process tree, findings — drawn by the console's own row builders
+(console/ui/tables.py, console/output/rows.py) from the live state the driving console writes
+beside the incident (console/incident/mirror.py). It never probes a node and holds nothing that
+could act on one: no source, no action layer, no timeline opened for writing; its only keys
+move, look (enter: the same details, without "x") and quit. The node in view follows the
+driving console's until the follower picks another in the node table.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Footer
+
+from console.incident.mirror import LiveState, read_state
+from console.incident.safefiles import UnsafeFile
+from console.model import NodeSnapshot
+from console.output.memory_series import marks_of, series_from_data
+from console.output.rows import proc_view
+from console.ui import tables
+from console.ui.memory_chart import MemoryChart
+from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
+from console.ui.timeline_view import FollowApp
+
+WIDE = 150          # at least this many columns: panels and entries side by side
+
+
+class LiveFollowApp(FollowApp):
+    """Read-only: the entries of the incident file and the panels of its live state."""
+
+    TITLE = "gpu-incident follow --live"
+    CSS_PATH = ["app.tcss", "timeline_view.tcss", "mirror_view.tcss"]
+    BINDINGS = [
+        Binding("end", "follow_tail", "Follow new", priority=True),
+        Binding("q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, path: str, state_file: str, *, poll_interval: float | None = None,
+                 theme_name: str | None = None, clock=time.time) -> None:
+        kwargs = {} if poll_interval is None else {"poll_interval": poll_interval}
+        super().__init__(path, theme_name=theme_name, **kwargs)
+        self.state_file = state_file
+        self.state: LiveState | None = None
+        self.state_problem = ""
+        self.chosen_node: str | None = None       # the follower's own pick (None: follow the driver's)
+        self._state_busy = False
+        self._clock = clock
+
+    def compose(self) -> ComposeResult:
+        yield LiteralStatic(id="tv-header")
+        yield LiteralStatic(id="tv-notice")
+        with Horizontal(id="live-split"):
+            with Vertical(id="main"):
+                yield LiteralStatic(id="live-status")
+                yield LiteralTable(id="nodes", cursor_type="row")
+                with Horizontal(id="gpu-row"):
+                    yield LiteralTable(id="gpus", cursor_type="row")
+                    yield MemoryChart(id="gpu-chart")
+                yield LiteralTable(id="procs", cursor_type="row")
+                yield LiteralTable(id="findings", cursor_type="row", show_header=False)
+            with Vertical(id="live-entries"):
+                yield LiteralTable(id="tv-list", cursor_type="row", zebra_stripes=False)
+                with VerticalScroll(id="tv-detail"):
+                    yield LiteralStatic(id="tv-detail-body")
+        yield Footer()
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def wide(self) -> bool:
+        return self.size.width >= WIDE
+
+    def _what_width(self) -> int:
+        from console.ui.timeline_render import COLUMNS
+        fixed = sum(w + 2 for _, _, w in COLUMNS) + 2 + 1
+        room = self.size.width * 2 // 5 if self.wide else self.size.width
+        return max(12, room - fixed)
+
+    def on_mount(self) -> None:
+        tables.add_columns(self.query_one("#nodes", DataTable), tables.NODE_COLUMNS)
+        tables.add_columns(self.query_one("#gpus", DataTable), tables.GPU_COLUMNS)
+        tables.add_columns(self.query_one("#procs", DataTable), tables.PROC_COLUMNS)
+        self.query_one("#findings", DataTable).add_column("Finding", key="finding")
+        self.query_one("#nodes").display = False
+        self._layout()
+        # (FollowApp's on_mount runs too, after this one: Textual calls each class's handler)
+        self.call_after_refresh(self.query_one("#gpus", DataTable).focus)
+        self.set_interval(self.poll_interval, self.poll_state)
+        self.call_later(self.poll_state)
+
+    def on_resize(self) -> None:
+        self._layout()
+
+    def _layout(self) -> None:
+        self.query_one("#live-split").set_class(not self.wide, "-narrow")
+
+    # ------------------------------------------------------------------ the live state
+    async def poll_state(self) -> None:
+        """Read the state file (in a thread) and show it."""
+        if self._state_busy:
+            return
+        self._state_busy = True
+        try:
+            try:
+                state = await asyncio.to_thread(read_state, self.state_file)
+                problem = ""
+            except FileNotFoundError:
+                state, problem = None, ("no live state yet: the driving console writes it beside the incident "
+                                        "once it polls (is it running, with this incident?)")
+            except (UnsafeFile, ValueError, OSError) as exc:
+                state, problem = None, f"live state unreadable: {exc}"
+            if state is not None:
+                self.state = state
+            self.state_problem = problem
+            self.render_state()
+        finally:
+            self._state_busy = False
+
+    def viewing(self) -> str | None:
+        state = self.state
+        if state is None:
+            return None
+        names = [n.name for n in state.nodes]
+        if self.chosen_node in names:
+            return self.chosen_node
+        return state.viewing if state.viewing in names else (names[0] if names else None)
+
+    def render_state(self) -> None:
+        if not self.is_running or not self.query("#live-status"):
+            return          # a read that lands while the view closes
+        state = self.state
+        status = Text(no_wrap=True, overflow="ellipsis")
+        if state is None:
+            status.append(printable(self.state_problem or "waiting for the live state…"), style="bold yellow")
+            self.query_one("#live-status", LiteralStatic).update(status)
+            return
+        age = state.age(self._clock())
+        status.append(f"live: {printable(state.by, 40)}'s console", style="bold")
+        if not state.running:
+            when = dt.datetime.fromtimestamp(state.written_at).strftime("%H:%M:%S")
+            status.append(f" — stopped at {when}: what it saw last", style="bold yellow")
+        elif state.stale(self._clock()):
+            status.append(f" — no update for {age:.0f} s (is it still running?)", style="bold yellow")
+        else:
+            status.append(f" — {max(0.0, age):.0f} s ago", style="dim")
+        for text in state.activity:
+            status.append("  ⏳ " + printable(text, 90), style="bold cyan")
+        if self.state_problem:
+            status.append("  ⚠ " + printable(self.state_problem, 80), style="yellow")
+        status.append("  read-only", style="dim")
+        self.query_one("#live-status", LiteralStatic).update(status)
+        nodes = self.query_one("#nodes", DataTable)
+        nodes.display = len(state.nodes) > 1
+        if nodes.display:
+            tables.sync_table(nodes, {n.name: tables.node_cells(n.name, n) for n in state.nodes})
+        name = self.viewing()
+        snap = state.node(name)
+        self._render_node(snap, state.hidden.get(name or "", 0))
+
+    def _render_node(self, snap: NodeSnapshot | None, hidden: int) -> None:
+        gpus: dict[str, tuple] = {}
+        if snap is not None:
+            for g in snap.gpus:
+                gpus[f"{snap.name}:{g.index}"] = tables.gpu_cells(snap, g)
+            for bus in snap.lost_gpus:
+                gpus[f"{snap.name}:lost:{bus}"] = tables.lost_gpu_cells(bus)
+        tables.sync_table(self.query_one("#gpus", DataTable), gpus)
+        chart = self.query_one("#gpu-chart", MemoryChart)
+        if snap is not None and self.state is not None:
+            actions = [a for a in self.state.actions if a.node in (None, snap.name)]
+            chart.show(series_from_data(self.state.memory.get(snap.name, {}), marks_of(actions)))
+        procs = self.query_one("#procs", DataTable)
+        view = proc_view(snap) if snap is not None else None
+        rows = {r.key: tables.proc_cells(r) for r in view.rows} if view is not None else {}
+        if view is not None and view.hidden:
+            rows[tables.MORE_KEY] = tables.more_cells(view.hidden)
+        tables.sync_table(procs, rows)
+        shown = view.matched if view is not None else 0
+        more = f", {hidden:,} others not mirrored" if hidden else ""
+        set_title(procs, f"processes: {shown} GPU-related{more} (read-only)")
+        findings = self.query_one("#findings", DataTable)
+        tables.sync_table(findings, tables.finding_rows(snap, max(20, findings.size.width - 2 or self.size.width)))
+        set_title(findings, f"findings: {len(snap.findings) if snap is not None else 0} (enter: details)")
+
+    # ------------------------------------------------------------------ looking (never acting)
+    @on(DataTable.RowHighlighted, "#nodes")
+    def _node_picked(self, event: DataTable.RowHighlighted) -> None:
+        name = event.row_key.value if event.row_key is not None else None
+        if name and self.state is not None and name != self.viewing() and self.focused is event.data_table:
+            self.chosen_node = name
+            self.render_state()
+
+    @on(DataTable.RowSelected)
+    def _detail(self, event: DataTable.RowSelected) -> None:
+        """Enter: the same details the console shows — never its "x" (no next step is taken here)."""
+        from console.ui.details import DetailScreen, finding_detail, gpu_detail, proc_detail
+        from console.ui.timeline_render import detail
+        table = event.data_table.id
+        if table == "tv-list":            # an entry, whole (the side panel is off on a narrow screen)
+            index = event.cursor_row
+            if 0 <= index < len(self.entries):
+                self.push_screen(DetailScreen(detail(self.entries, index, len(self.entries), "so far")))
+            return
+        snap = self.state.node(self.viewing()) if self.state is not None else None
+        key = event.row_key.value if event.row_key is not None else None
+        if snap is None or key is None or table not in ("gpus", "procs", "findings"):
+            return
+        body = None
+        if table == "procs" and key != tables.MORE_KEY:
+            proc = snap.proc(int(key.rsplit(":", 1)[1]))
+            body = proc_detail(proc, snap) if proc else None
+        elif table == "gpus" and ":lost:" not in key:
+            gpu = snap.gpu(int(key.rsplit(":", 1)[1]))
+            body = gpu_detail(gpu, snap) if gpu else None
+        elif table == "findings":
+            found = [f for f in snap.findings if tables.finding_key(f) == key]
+            body = finding_detail(found[0], snap) if found else None
+        if body is not None:
+            self.push_screen(DetailScreen(body, can_apply=False))
+
+
+def run_live_follow(path: str, state_file: str, theme: str | None = None) -> int:
+    """`gpu-incident follow ID --live`. FileNotFoundError / ValueError (one line) before any UI starts."""
+    from console.incident.tail import check_readable
+    check_readable(path)
+    app = LiveFollowApp(str(path), str(state_file), theme_name=theme)
+    app.run()
+    return app.return_code or 0

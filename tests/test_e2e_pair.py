@@ -1,0 +1,50 @@
+"""Pair-debugging end to end: one person drives `gpu-incident demo --incident pair` in one
+terminal, a second follows the same incident by its ID with `follow pair --live` in another
+(two tmux servers, 80x24, one user, one state dir)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from test_e2e_tmux import Tmux
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+
+
+@pytest.fixture
+def pair(tmp_path):
+    driver, follower, later = Tmux(tmp_path), Tmux(tmp_path), Tmux(tmp_path)
+    yield driver, follower, later
+    for t in (driver, follower, later):
+        t.stop()
+
+
+def test_a_second_person_follows_the_incident_by_its_id_and_sees_the_same_panels(pair):
+    driver, follower, later = pair
+    driver.start("demo", "--incident", "pair")
+    assert driver.shows("sglang::scheduler_TP0"), driver.screen()
+    follower.start("follow", "pair", "--live")
+    assert follower.shows("76109MiB / 97887MiB"), follower.screen()          # the driver's GPU table
+    assert follower.shows("live: "), follower.screen()
+    assert follower.shows("console started watching demo"), follower.screen()
+    driver("send-keys", "h")
+    assert driver.shows("State a hypothesis"), driver.screen()               # the prompt is open: type
+    driver("send-keys", "-l", "memory needs more time")
+    driver("send-keys", "Enter")
+    assert follower.shows("[open] H1 memory needs"), follower.screen()        # the entry, numbered
+    driver("send-keys", "q")
+    assert driver.shows("EXITED 0"), driver.screen()
+    assert follower.shows("stopped at"), follower.screen()                    # what it saw last, said so
+    follower("send-keys", "q")
+    assert follower.shows("EXITED 0"), follower.screen()
+    later.start("replay", "pair")                                             # afterwards: replay by ID
+    assert later.shows("step 1/"), later.screen()
+    assert "console started watching demo" in later.screen()
+
+
+def test_follow_of_an_unknown_id_says_so_in_one_line(pair):
+    _, follower, _ = pair
+    follower.start("follow", "nope")
+    assert follower.shows("EXITED 2"), follower.screen()
+    assert "no incident 'nope'" in follower.screen()

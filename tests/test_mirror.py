@@ -1,0 +1,86 @@
+"""The live state beside an incident (console/incident/mirror.py): what the driving console
+writes for a follower, how it is written (atomically, 0600, never through a link) and read."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from console.clock import FakeClock
+from console.incident import timeline
+from console.incident.mirror import (PROCESS_LIMIT, StateFeed, parse_state, read_state, snapshot_from_data,
+                                     snapshot_to_data, state_path)
+from console.incident.safefiles import UnsafeFile
+from console.model import ActionRecord, NodeSnapshot, Proc
+from console.monitor import diagnosed
+from console.output.memory_series import MemoryTrail
+from console.sources.sim import SimSource
+
+
+async def seed_snapshot() -> NodeSnapshot:
+    return diagnosed(await SimSource(name="demo", scenario="seed", clock=FakeClock()).poll())
+
+
+async def test_a_snapshot_goes_through_the_state_file_and_comes_back_the_same(tmp_path):
+    snap = await seed_snapshot()
+    back = snapshot_from_data(snapshot_to_data(snap))
+    assert back.gpus == snap.gpus and back.findings == snap.findings and back.own_pids == snap.own_pids
+    mirrored = {p.pid for p in back.processes}
+    assert {p.pid for p in snap.processes if p.is_gpu_holder} <= mirrored      # every holder, whole
+    assert all(snap.proc(p.pid) == p for p in back.processes)
+    assert 72169 in mirrored and 1 in mirrored            # their ancestors (the tree is drawn from them)
+    assert snapshot_to_data(snap)["hidden_processes"] == len(snap.processes) - len(mirrored)
+
+
+def test_a_huge_node_is_bounded():
+    procs = tuple(Proc(pid=i, ppid=1, state="Z" if i % 2 else "S", user="u", name="p", cmdline="p")
+                  for i in range(2, 100_002))
+    data = snapshot_to_data(NodeSnapshot(name="big", taken_at=1.0, processes=procs))
+    assert len(data["processes"]) <= PROCESS_LIMIT and data["hidden_processes"] >= 100_000 - PROCESS_LIMIT
+
+
+async def test_the_feed_writes_0600_atomically_and_the_follower_reads_it(tmp_path):
+    with timeline.open_incident(tmp_path, "pair") as tl:
+        path = state_path(tl.path)
+        assert path == tmp_path / "pair.state.json"
+        feed = StateFeed(path, incident_id="pair", by="alice@bastion", interval=1.0)
+        snap = await seed_snapshot()
+        trail = MemoryTrail()
+        trail.add(snap)
+        feed.update(snap, viewing="demo")
+        assert feed.due()
+        feed.write(feed.document({"demo": trail.as_data()}, [ActionRecord("sigkill", 5.0, "demo", (72230,), (0,))],
+                                 activity=["demo: wait-and-reread: 15 of 86 s"]))
+        assert oct(os.stat(path).st_mode & 0o777) == "0o600" and not feed.due()
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []   # no temp left
+        state = read_state(path)
+        assert state.incident == "pair" and state.by == "alice@bastion" and state.viewing == "demo"
+        assert state.node("demo").gpus == snap.gpus and state.running and not state.stale(state.written_at + 1)
+        assert state.actions[0].rung == "sigkill" and state.activity == ("demo: wait-and-reread: 15 of 86 s",)
+        assert state.memory["demo"]["points"][0][1]["0"] == 76109
+        feed.write(feed.document({}, [], running=False))
+        assert read_state(path).stale()                  # stopped: the follower says so
+
+
+def test_a_state_file_that_is_a_link_or_not_a_state_is_refused(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}")
+    link = tmp_path / "x.state.json"
+    link.symlink_to(target)
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        read_state(link)
+    with pytest.raises(FileNotFoundError):
+        read_state(tmp_path / "none.state.json")
+    for junk in (b"not json", b"[]", b'{"version": 9}', b'{"version": 1, "nodes": [{"name": 3}]}'):
+        with pytest.raises(ValueError):
+            parse_state(junk)
+
+
+def test_the_feed_replaces_a_link_planted_at_the_state_file_never_writes_through_it(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    path = tmp_path / "pair.state.json"
+    path.symlink_to(victim)
+    feed = StateFeed(path, incident_id="pair", by="a", interval=1.0)
+    feed.write(feed.document({}, []))
+    assert victim.read_text() == "untouched" and not path.is_symlink()

@@ -1,0 +1,130 @@
+"""The flow of long work on the console: a check says how far it is in the status line while it
+runs, and its result never opens over a prompt the operator is typing in (Textual pilot)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("textual")
+
+from console.clock import FakeClock  # noqa: E402
+from console.probe import QUERY_MEMORY  # noqa: E402
+from console.sources.sim import SimSource  # noqa: E402
+from console.ui.app import IncidentApp  # noqa: E402
+from test_ui_app import wait_for  # noqa: E402
+
+
+class GatedSim(SimSource):
+    """The seed node, whose memory reads after the first wait for the test to let them through."""
+
+    def __init__(self) -> None:
+        super().__init__(name="demo", scenario="seed", clock=FakeClock())
+        self.gate = asyncio.Event()
+        self.reads = 0
+
+    async def run(self, command, timeout=30.0):
+        if command == QUERY_MEMORY:
+            self.reads += 1
+            if self.reads > 1:
+                await self.gate.wait()
+        return await super().run(command, timeout)
+
+
+def status(app) -> str:
+    return str(app.query_one("#status").render())
+
+
+async def test_a_running_wait_shows_its_progress_and_its_result_waits_for_the_open_prompt(incident_dir):
+    from console.incident import timeline
+    from console.ui.app import NodeUpdated
+    from console.ui.details import DetailScreen
+    from console.ui.prompts import TextPrompt
+    from textual.widgets import Input
+    source = GatedSim()
+    tl = timeline.open_incident(incident_dir, "flow")
+    app = IncidentApp([source], timeline=tl, autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("w")                               # wait-and-reread, 5 s
+        await wait_for(pilot, lambda: "wait-and-reread: 0 of 5 s, nothing back yet" in status(app))
+        await pilot.press("n")                               # a note, half written
+        await wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
+        await pilot.press(*"half a note")
+        source.gate.set()                                    # the wait ends while the prompt is open
+        await wait_for(pilot, lambda: "shown when this window closes" in status(app))
+        assert isinstance(app.screen, TextPrompt)            # not covered, not robbed of its keys
+        assert app.screen.query_one(Input).value == "half a note"
+        assert "⏳" not in status(app)
+        await pilot.press("enter")                           # the note is kept ...
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))   # ... then the result
+        assert [e.text for e in tl.entries if e.kind == "note"][-1] == "half a note"
+        assert [e for e in tl.entries if e.kind == "check"][-1].text.startswith(
+            "wait-and-reread: no memory came back within 5 s")
+        assert "shown when this window closes" not in status(app)
+        await pilot.press("escape")
+    tl.close()
+
+
+async def test_a_result_with_no_prompt_open_shows_at_once(incident_dir):
+    from console.ui.details import DetailScreen
+    source = GatedSim()
+    source.gate.set()
+    app = IncidentApp([source], autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        from console.ui.app import NodeUpdated
+        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+
+
+async def test_the_holders_and_states_results_lead_with_their_summary_and_show_commands_as_lines():
+    """No literal \\x0a in a multi-line command; a line per holder and the threads in D first."""
+    from console.checks.registry import run_check
+    from console.ui.details import DetailScreen
+    source = SimSource(name="demo", scenario="seed", clock=FakeClock())
+    app = IncidentApp([source], autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        snap = await app.monitors[0].poll_once()
+        app._show_check(await run_check(source, "holders", snap), 7)
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
+        text = str(app.screen.query_one("Static").render())
+        assert "\\x0a" not in text and "\n  echo '::gi-check:: begin fds'" in text
+        lines = text.splitlines()
+        holder = next(i for i, line in enumerate(lines) if line.startswith("  PID 72230 root: sglang::scheduler_TP0"))
+        assert holder < next(i for i, line in enumerate(lines) if line.startswith("$ "))
+        await pilot.press("escape")
+        app._show_check(await run_check(source, "states", snap, pids=(72230,)), 8)
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
+        assert "  PID 72230 sglang::schedul: S, 64 threads (64 S)" in str(app.screen.query_one("Static").render())
+
+
+async def test_v_after_a_sigterm_that_freed_the_gpus_suggests_confirmed_for_h1(incident_dir):
+    from textual.widgets import DataTable
+
+    from console.incident import timeline
+    from console.ui.app import NodeUpdated
+    from console.ui.prompts import VerdictScreen
+    tl = timeline.open_incident(incident_dir, "v")
+    app = IncidentApp([SimSource(name="demo", scenario="graceful", clock=FakeClock())], timeline=tl, autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("h", *"SIGTERM to the launcher frees GPUs 0-1", "enter")
+        procs = app.query_one("#procs", DataTable)
+        procs.move_cursor(row=procs.get_row_index("demo:65102"))
+        await pilot.press("t")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any(e.outcome for e in tl.entries))
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, VerdictScreen))
+        assert app.screen.suggested == "confirmed"
+        text = str(app.screen.query_one("Static").render())
+        assert "H1: SIGTERM to the launcher frees GPUs 0-1" in text and "freed 138.7 GiB on GPUs 0-1" in text
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: tl.entries[-1].kind == "verdict")
+        assert tl.entries[-1].verdict == "confirmed"
+    tl.close()

@@ -1,0 +1,115 @@
+"""Two people, one incident: the driving console writes its live state, `follow ID --live` shows
+the same panels read-only beside the incident's entries, and no key there changes anything."""
+from __future__ import annotations
+
+import hashlib
+import string
+
+import pytest
+
+pytest.importorskip("textual")
+
+from console.clock import FakeClock  # noqa: E402
+from console.incident import timeline  # noqa: E402
+from console.incident.mirror import read_state, state_path  # noqa: E402
+from console.sources.sim import SimSource  # noqa: E402
+from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
+from console.ui.mirror_view import LiveFollowApp  # noqa: E402
+from test_ui_app import screen_text, wait_for  # noqa: E402
+
+
+async def drive(incident_dir, scenario="seed", *, act=None):
+    """A driving console on a simulated node: one poll, its live state written; ``act`` (the
+    pilot, the app) does something first. Returns the incident file and the node."""
+    tl = timeline.open_incident(incident_dir, "pair", by="alice@bastion")
+    source = SimSource(name="demo", scenario=scenario, clock=FakeClock())
+    app = IncidentApp([source], timeline=tl, autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        if act is not None:
+            await act(pilot, app)
+        await pilot.press("q")             # quitting writes the last state, marked stopped
+    tl.close()
+    return tl.path, source
+
+
+def files(directory) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+async def test_the_driving_console_writes_its_live_state_beside_the_incident(incident_dir):
+    path, _ = await drive(incident_dir)
+    state = read_state(state_path(path))
+    assert state.incident == "pair" and state.by == "alice@bastion" and state.viewing == "demo"
+    node = state.node("demo")
+    assert [g.memory_used_mib for g in node.gpus][:2] == [76109, 76113]
+    assert {f.kind for f in node.findings} >= {"holder", "reset-blocker"}
+    assert state.memory["demo"]["points"], "the memory trail travels with it"
+
+
+async def test_follow_live_shows_the_same_panels_and_entries_read_only(incident_dir):
+    async def hypothesis(pilot, app):
+        app.incident.hypothesis("demo", "SIGKILL of the schedulers frees GPUs 0-7")
+    path, _ = await drive(incident_dir, act=hypothesis)
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#gpus").row_count == 8 and app.table.row_count >= 2)
+        text = screen_text(app)
+        assert "76109MiB / 97887MiB" in text                                  # the GPU table
+        assert "sglang::scheduler_TP0" in text                                # the process tree
+        assert "reset blockers: persistence mode on GPUs 0-7" in text         # the findings
+        assert "[open] H1 SIGKILL of the schedulers frees GPUs 0-7" in text   # the incident's entries
+        assert "live: alice@bastion's console" in str(app.query_one("#live-status").render())
+        assert "stopped at" in str(app.query_one("#live-status").render())    # the driver has quit
+
+
+def typed(app, keys) -> None:
+    """Keys as a terminal sends them, in one burst (a person mashing the keyboard, or a paste):
+    through the driver, as Textual's pilot does, without waiting for each to be handled."""
+    from textual import events
+    from textual.keys import _character_to_key
+    chars = {"enter": "\r", "tab": "\t", "escape": "\x1b", "space": " ", "backspace": "\x7f"}
+    for key in keys:
+        if len(key) == 1:
+            char, key = key, (key if key.isalnum() else _character_to_key(key))
+        elif key.startswith("ctrl+") and len(key) == 6:
+            char = chr(ord(key[-1]) - 96)
+        else:
+            char = chars.get(key)
+        app._driver.send_message(events.Key(key, char))
+
+
+async def test_no_key_in_the_mirror_changes_anything(incident_dir):
+    """Every key a person might press, on every panel: no Confirm, no prompt ever opens, nothing is
+    written, the node is untouched; enter shows the details, never with the next step's x."""
+    path, source = await drive(incident_dir)
+    before_files = files(incident_dir)
+    before_node = [(p.pid, p.phase) for p in source.node.procs.values()]
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.5)
+    keys = [c for c in string.ascii_letters + string.digits + string.punctuation if c not in "q"]
+    keys += ["enter", "escape", "tab", "shift+tab", "up", "down", "left", "right", "home", "end", "pageup",
+             "pagedown", "space", "backspace", "delete", "insert"] + [f"f{i}" for i in range(1, 13)]
+    keys += [f"ctrl+{c}" for c in "abdefghijklnoprstuvwxy"]
+    opened: list[str] = []
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#gpus").row_count == 8)
+        app.screen_change_signal.subscribe(app, lambda screen: opened.append(type(screen).__name__), immediate=True)
+        for focus in ("#gpus", "#procs", "#findings", "#tv-list"):     # every key, on each panel
+            app.query_one(focus).focus()
+            typed(app, keys)
+            for _ in range(5):
+                await pilot.pause()
+            while len(app.screen_stack) > 1:
+                await pilot.press("escape")
+        assert "DetailScreen" in opened and set(opened) <= {"Screen", "DetailScreen"}, opened   # keys arrived
+        for focus in ("#gpus", "#procs", "#findings"):                # enter: details, never the step
+            app.query_one(focus).focus()
+            await pilot.press("down", "enter")
+            assert type(app.screen).__name__ == "DetailScreen"
+            assert "x: do this next step" not in screen_text(app)
+            await pilot.press("x", "y", "escape")
+        assert set(opened) <= {"Screen", "DetailScreen"}, opened
+        assert not hasattr(app, "monitors") and not hasattr(app, "policy")   # nothing here could act
+    assert files(incident_dir) == before_files
+    assert [(p.pid, p.phase) for p in source.node.procs.values()] == before_node
