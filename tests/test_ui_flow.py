@@ -32,7 +32,8 @@ class GatedSim(SimSource):
 
 
 def status(app) -> str:
-    return str(app.query_one("#status").render())
+    """The status line at the top and the activity line above the footer."""
+    return "\n".join(str(app.query_one(w).render()) for w in ("#status", "#activity") if app.query(w))
 
 
 async def test_a_running_wait_shows_its_progress_and_its_result_waits_for_the_open_prompt(incident_dir):
@@ -62,7 +63,8 @@ async def test_a_running_wait_shows_its_progress_and_its_result_waits_for_the_op
         assert [e.text for e in tl.entries if e.kind == "note"][-1] == "half a note"
         assert [e for e in tl.entries if e.kind == "check"][-1].text.startswith(
             "wait-and-reread: no memory came back within 5 s")
-        assert "shown when this window closes" not in status(app)
+        # the top status line no longer holds it (the activity line keeps what was said)
+        assert "shown when this window closes" not in str(app.query_one("#status").render())
         await pilot.press("escape")
     tl.close()
 
@@ -90,7 +92,7 @@ async def test_the_holders_and_states_results_lead_with_their_summary_and_show_c
         snap = await app.monitors[0].poll_once()
         app._show_check(await run_check(source, "holders", snap), 7)
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
-        text = str(app.screen.query_one("Static").render())
+        text = app.screen.text
         assert "\\x0a" not in text and "\n  echo '::gi-check:: begin fds'" in text
         lines = text.splitlines()
         holder = next(i for i, line in enumerate(lines) if line.startswith("  PID 72230 root: sglang::scheduler_TP0"))
@@ -98,7 +100,7 @@ async def test_the_holders_and_states_results_lead_with_their_summary_and_show_c
         await pilot.press("escape")
         app._show_check(await run_check(source, "states", snap, pids=(72230,)), 8)
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
-        assert "  PID 72230 sglang::schedul: S, 64 threads (64 S)" in str(app.screen.query_one("Static").render())
+        assert "  PID 72230 sglang::schedul: S, 64 threads (64 S)" in app.screen.text
 
 
 async def test_v_after_a_sigterm_that_freed_the_gpus_suggests_confirmed_for_h1(incident_dir):
@@ -122,7 +124,7 @@ async def test_v_after_a_sigterm_that_freed_the_gpus_suggests_confirmed_for_h1(i
         await pilot.press("v")
         await wait_for(pilot, lambda: isinstance(app.screen, VerdictScreen))
         assert app.screen.suggested == "confirmed"
-        text = str(app.screen.query_one("Static").render())
+        text = app.screen.text
         assert "H1: SIGTERM to the launcher frees GPUs 0-1" in text and "freed 138.7 GiB on GPUs 0-1" in text
         await pilot.press("enter")
         await wait_for(pilot, lambda: tl.entries[-1].kind == "verdict")

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from console.incident import safefiles
 from console.incident.timeline import SUFFIX
-from console.model import (ActionRecord, DriverProc, Finding, Gpu, MigInstance, NodeSnapshot, Proc,
+from console.model import (ActionRecord, Cgroup, DriverProc, Finding, Gpu, MigInstance, NodeSnapshot, Proc,
                            ThreadInfo)
 
 STATE_SUFFIX = ".state.json"
@@ -96,6 +96,8 @@ def snapshot_from_data(data: Mapping[str, Any]) -> NodeSnapshot:
         d["d_threads"] = _tuple(d.get("d_threads"), lambda t: ThreadInfo(**_only(ThreadInfo, t)))
         d["device_files"] = tuple(str(f) for f in d.get("device_files") or ())
         d["gpu_memory_mib"] = dict(d.get("gpu_memory_mib") or {})
+        cg = d.get("cgroup")
+        d["cgroup"] = Cgroup(**_only(Cgroup, cg)) if isinstance(cg, Mapping) else None
         return Proc(**d)
 
     def finding(d: Mapping) -> Finding:

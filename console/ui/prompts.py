@@ -87,6 +87,12 @@ class VerdictScreen(ModalScreen[str | None]):
         with Vertical(classes="prompt"):
             yield LiteralStatic(body)
 
+    @property
+    def text(self) -> str:
+        """Everything the modal shows, as plain text."""
+        from console.ui.pinned import text_of
+        return text_of(self)
+
     def action_accept(self) -> None:
         self.dismiss(self.suggested)
 

@@ -180,6 +180,8 @@ class ReasoningKeys:
             show()
             return
         pending.append((headline, show))
+        # the status line at the top may be cut at 80 columns: the activity line says it whole
+        self.notify(f"✔ {headline} — shown when this window closes")
         if not self.__dict__.get("_watching_screens"):
             self._watching_screens = True
             self.screen_change_signal.subscribe(self, self._screen_changed)
