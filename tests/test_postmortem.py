@@ -129,7 +129,10 @@ async def test_the_e_key_writes_the_postmortem_and_its_chart_beside_it(incident_
         snap = app.snapshots["demo"]
         out = await execute(plan_action(snap, "sigterm", pids=[65102]), source, timeline=tl, monitor=app.monitors[0])
         app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
-        await pilot.pause()
+        for _ in range(500):                      # redraws are batched: wait for the frame (bounded)
+            if "t" in str(app.query_one("#gpu-chart").render()):
+                break
+            await pilot.pause(0.02)
         assert "t" in str(app.query_one("#gpu-chart").render())          # the SIGTERM marked on the sparkline
         await app._flush_feed(force=True)
         await pilot.press("e")

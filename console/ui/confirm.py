@@ -72,6 +72,15 @@ def prompt_text(plan: ActionPlan, *, read_only: bool, dry_run: bool, scrolls: bo
     return out
 
 
+def plan_text(plan: ActionPlan, *, read_only: bool, dry_run: bool) -> Text:
+    """The whole Confirm as one text (head, targets, prompt): for tests and exports."""
+    out = Text()
+    for part in (head_text(plan), body_text(plan), prompt_text(plan, read_only=read_only, dry_run=dry_run)):
+        out.append_text(part)
+        out.append("\n")
+    return out
+
+
 class ConfirmScreen(ModalScreen[str | None]):
     """Dismisses with "y" (or the typed name) to run, None to cancel."""
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("n", "cancel", "No", show=False),
