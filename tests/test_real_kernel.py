@@ -93,8 +93,9 @@ HOLDER = """
 # a line on stdin to let the launcher exit (the worker is then reparented to the subreaper)
 LAUNCHER = """
 import os, subprocess, sys
-w = subprocess.Popen([sys.executable, "-c", "import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); time.sleep(600)",
-                      sys.argv[1]])
+w = subprocess.Popen([sys.executable, "-c", "import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+                      "print('open', flush=True); time.sleep(600)", sys.argv[1]], stdout=subprocess.PIPE)
+w.stdout.readline()                  # the worker holds the device before anyone looks
 print(w.pid, flush=True)
 sys.stdin.readline()
 os._exit(0)
