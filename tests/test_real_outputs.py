@@ -360,6 +360,14 @@ def test_reset_refusal_line_names_the_gpu_and_the_reason():
     assert reset_outcome_line(got, 0) == "8 GPUs reset (00000000:01:00.0 … 00000000:08:00.0)"
 
 
+def test_real_gpu_recovery_action_output_dcgm_263():
+    """The one real paste of the query field: "None" and "Reset" (the probe asks for it, probe.gpu_call)."""
+    from console.model import recovery_token
+    rows = [r for r in parse.csv_rows(load("query-gpu-recovery-action-dcgm-263.csv").body) if r[0].isdecimal()]
+    # the reporter's annotation after "Reset" ("<= GPU is unusable, reset required") is not nvidia-smi's
+    assert [recovery_token(r[1].split("<=")[0]) for r in rows] == ["none", "gpu_reset"] + ["none"] * 6
+
+
 # ---------------------------------------------------------------- every fixture has a test
 
 def test_every_fixture_is_parsed_by_some_test():

@@ -257,3 +257,4 @@ def test_probe_output_with_the_field_reaches_the_finding():
     snap = parse_probe("n", text, mark, taken_at=1.0)
     assert snap.gpu(3).recovery_action == "gpu_reset"
     assert [f.kind for f in diagnose(snap) if f.gpus == (3,)][:1] == ["recovery-action"]
+
