@@ -344,3 +344,42 @@ class ActionRecord:
     node: str | None = None
     pids: tuple[int, ...] = ()
     gpus: tuple[int, ...] = ()
+
+
+# --- the fleet: per-node GPU telemetry read from Prometheus (dcgm-exporter metrics) -------------
+
+@dataclass(frozen=True)
+class FleetGpu:
+    """One GPU of a fleet node, as dcgm-exporter's series describe it (labels ``gpu``, ``UUID``,
+    ``modelName``; ``namespace``/``pod`` when the exporter maps pods). Values Prometheus does not
+    have are None, never 0."""
+    index: int | None
+    uuid: str | None = None
+    model: str | None = None
+    memory_used_mib: float | None = None        # DCGM_FI_DEV_FB_USED
+    memory_total_mib: float | None = None       # FB_USED + FB_FREE
+    utilization_pct: float | None = None        # DCGM_FI_DEV_GPU_UTIL
+    last_xid: int | None = None                 # DCGM_FI_DEV_XID_ERRORS (0: none)
+    pod: str | None = None                      # "namespace/pod" when the labels are there
+
+
+@dataclass(frozen=True)
+class FleetNode:
+    """One node of the fleet (the ``Hostname`` label). ``suspicion`` is None, or one line saying
+    why the node is suspect (memory held at zero utilisation for the window, an Xid);
+    ``suspicion_rank`` orders suspects (higher first; 0 for none)."""
+    hostname: str
+    gpus: tuple[FleetGpu, ...] = ()
+    suspicion: str | None = None
+    suspicion_rank: int = 0
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    """One round of fleet queries: every node the queries returned, suspects first."""
+    source: str                                  # the target as given (prometheus://HOST:PORT)
+    taken_at: float                              # epoch seconds
+    nodes: tuple[FleetNode, ...] = ()
+    error: str | None = None                     # one human line when the round failed as a whole
+    warnings: tuple[str, ...] = ()
+    query_ms: float | None = None
