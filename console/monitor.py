@@ -35,6 +35,15 @@ REDIAGNOSE_S = 5.0
 #: two, less than a thread hand-off and the GIL contention it brings); bigger ones in a
 #: worker thread (half a second on a 100,000-process node)
 INLINE_DIAGNOSIS_PROCESSES = 200
+#: the most polls a second the console starts on its own: up to this many nodes are polled
+#: every second, more nodes every ``nodes / POLLS_PER_SECOND`` seconds (1,024 nodes: every 4 s),
+#: unless --interval says otherwise (console/bench measures 256 nodes at 1 s in half a core)
+POLLS_PER_SECOND = 256
+
+
+def interval_for(nodes: int) -> float:
+    """The poll interval the console chooses for ``nodes`` nodes (no --interval given)."""
+    return max(1.0, nodes / POLLS_PER_SECOND)
 
 
 def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),

@@ -88,7 +88,8 @@ STAT = "cat /proc/[0-9]*/stat 2>/dev/null"
 PS = f"timeout {NVSMI_TIMEOUT_S} ps -eo pid=,user:32=,args="
 PS_SECTION = f"{PS} 2>/dev/null | cut -c -{ARGS_MAX_BYTES}"
 DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d=${f%/stat}; "
-          "w=$(cat $d/wchan 2>/dev/null); printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
+          "w=; read -r w 2>/dev/null < $d/wchan; "
+          "printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
 XID = "dmesg 2>&1 | grep -E 'NVRM: Xid|dmesg:' | tail -n 50"
 DRIVER = "head -n 1 /proc/driver/nvidia/version 2>/dev/null"
 
@@ -111,9 +112,12 @@ def fds_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
 
 
 def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    """The PIDs come from find's ``%h`` (``/proc/PID/fd``) alone, never from a link target."""
-    pids = _find_fds(device_glob, "%h\\n")
-    return (f"for p in $({pids} | cut -d/ -f3 | sort -u); do "
+    """The PIDs come from find's ``%h`` (``/proc/PID/fd``) alone, never from a link target;
+    each once (a process holds many device files), in the order find met them; cut down to
+    the PID and told apart by the shell itself (no ``cut | sort`` processes per poll)."""
+    dirs = _find_fds(device_glob, "%h\\n")
+    return (f"s=' '; for d in $({dirs}); do p=${{d#/proc/}}; p=${{p%/fd}}; "
+            "case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; "
             "echo \"$p $(readlink /proc/$p/ns/pid 2>/dev/null)\"; done")
 
 
@@ -146,6 +150,30 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB) -> list[tuple[str, str]]:
     ]
 
 
+#: sections a probe may leave out when the console already has their answer (console/sources/
+#: shell.py decides, parse.parse_probe keeps the last answer): ``meta`` while the same
+#: long-lived shell answers (its PID, the boot time, clock ticks, host name, user and PID
+#: namespace do not change while it lives), ``driver`` for DRIVER_EVERY polls (the version
+#: changes only with a driver reload), ``list`` while no GPU is in MIG mode (``nvidia-smi -L``
+#: adds only MIG devices to what the GPU query says): on a GPU node that is one nvidia-smi
+#: call (one NVML initialisation) in three, and six processes of the probe's ~30, per poll
+STICKY = ("meta", "driver", "list")
+DRIVER_EVERY = 60
+
+
+def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB, skip: frozenset[str] | set[str] = frozenset()
+                 ) -> str:
+    """The whole probe as shell text, every section one line; ``skip``: sections of STICKY
+    left out."""
+    return "".join(section_line(mark, name, cmd) + "\n" for name, cmd in sections(device_glob)
+                   if name not in skip)
+
+
+def last_section(device_glob: str = DEFAULT_DEVICE_GLOB, skip: frozenset[str] | set[str] = frozenset()) -> str:
+    """The name of the probe's last section (its end marker ends the probe's output)."""
+    return [name for name, _ in sections(device_glob) if name not in skip][-1]
+
+
 def new_mark() -> str:
     return f"::gi-{secrets.token_hex(6)}::"
 
@@ -154,11 +182,6 @@ def section_line(mark: str, name: str, command: str) -> str:
     """One section as one shell line; a driver section reports NV_RC, the others ``$?``."""
     rc = f"${NV_RC}" if name in DRIVER_SECTIONS else "$?"
     return f"echo '{mark} begin {name}'; {command}; echo \"{mark} end {name} {rc}\""
-
-
-def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    """The whole probe as shell text; every section is one line."""
-    return "".join(section_line(mark, name, cmd) + "\n" for name, cmd in sections(device_glob))
 
 
 _HEADER_MAX = 64     # "<MARK> end NAME RC" after the mark: a longer header is not one

@@ -1,0 +1,76 @@
+"""A node's parse cache (parse.parse_probe(..., cache=)): a section whose text did not change is
+not parsed again, a process whose lines did not change is the same object, and a probe that
+leaves out a sticky section (probe.STICKY) keeps its last answer. None of it may change what
+a poll reads: with the cache, every snapshot equals the one parsed without it."""
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
+
+from console import probe
+from console.clock import FakeClock
+from console.sources import parse
+from console.sources.sim import SimSource
+from tests.fuzzing import examples
+from tests.test_parse_fuzz import MARK, probe_output
+
+fuzz = examples(60, suppress_health_check=[HealthCheck.too_slow])
+
+
+@fuzz
+@given(st.lists(probe_output, min_size=1, max_size=3))
+def test_a_cache_never_changes_what_a_whole_probe_reads(texts):
+    cache: dict = {}
+    for i, text in enumerate(texts):
+        sticky = [name for name in ("meta", "driver") if f"{MARK} begin {name}" not in text]
+        whole = "".join(f"{MARK} begin {name}\n{MARK} end {name} 0\n" for name in sticky) + text
+        assert parse._parse_probe("n1", whole, MARK, float(i), None, cache) == \
+            parse._parse_probe("n1", whole, MARK, float(i), None)
+
+
+def _outputs(scenario: str, commands: list[str]) -> list[tuple[str, str]]:
+    """Probe outputs of a simulated node, a second apart, a command run between some of them."""
+    clock = FakeClock()
+    src = SimSource(name="n1", scenario=scenario, clock=clock)
+
+    async def run() -> list[tuple[str, str]]:
+        out = []
+        for command in [""] + commands:
+            if command:
+                await src.run(command)
+            clock.advance(1.0)
+            mark = probe.new_mark()
+            result = await src.node.exec(probe.build_script(mark), 10.0)
+            out.append((result.stdout, mark))
+        return out
+    return asyncio.run(run())
+
+
+def test_successive_polls_of_a_changing_node_read_the_same_with_the_cache():
+    polls = _outputs("seed", ["", "kill -9 72169", "", "", "nvidia-smi -pm 0 -i 3", ""])
+    cache: dict = {}
+    reused = 0
+    last = None
+    for i, (text, mark) in enumerate(polls):
+        cached = parse.parse_probe("n1", text, mark, taken_at=float(i), cache=cache)
+        assert cached == parse.parse_probe("n1", text, mark, taken_at=float(i))
+        if last is not None:
+            reused += sum(1 for p in cached.processes if any(p is q for q in last.processes))
+        last = cached
+    assert reused > 0, "processes whose lines did not change are the same objects"
+
+
+def test_a_probe_without_the_sticky_sections_reads_as_the_whole_probe():
+    (text, mark), = _outputs("seed", [])
+    sec = probe.split_sections(text, mark)
+    short = "".join(f"{mark} begin {name}\n{body}{mark} end {name} {rc}\n" for name, (rc, body) in sec.items()
+                    if name not in probe.STICKY)
+    cache: dict = {}
+    whole = parse.parse_probe("n1", text, mark, taken_at=1.0, cache=cache)
+    again = parse.parse_probe("n1", short, mark, taken_at=1.0, cache=cache)
+    assert again == whole and again.own_pids and again.driver_version
+    # without what an earlier probe said, the parts are missing and the poll says so
+    alone = parse.parse_probe("n1", short, mark, taken_at=1.0)
+    assert "probe section 'meta' missing" in alone.warnings and alone.driver_version is None

@@ -1,0 +1,102 @@
+"""Many nodes, one screen: updates are drawn together a few times a second, a table most of
+whose rows go is refilled with the cursor on the same row, and columns only widen."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+pytest.importorskip("textual")
+
+from textual.app import App  # noqa: E402
+from textual.widgets import DataTable  # noqa: E402
+
+from console.clock import FakeClock  # noqa: E402
+from console.monitor import diagnosed  # noqa: E402
+from console.sources.sim import SimSource  # noqa: E402
+from console.ui import app as app_module, tables  # noqa: E402
+from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
+from tests.test_ui_sync_table import proc, shown, wanted  # noqa: E402
+
+
+async def wait_for(pilot, predicate, tries=500):
+    for _ in range(tries):
+        if predicate():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition not reached")
+
+
+async def test_a_burst_of_node_updates_is_drawn_in_a_few_redraws_each_showing_its_last_state(monkeypatch):
+    names = [f"node{i:03d}" for i in range(40)]
+    sources = [SimSource(name=n, scenario="seed", clock=FakeClock()) for n in names]
+    snap = diagnosed(await sources[0].poll())
+    app = IncidentApp(sources, autostart=False)
+    redraws = []
+    real = IncidentApp._redraw_updated
+
+    def counted(self):
+        redraws.append(len(self._updated))
+        return real(self)
+    monkeypatch.setattr(IncidentApp, "_redraw_updated", counted)
+    async with app.run_test(size=(120, 36)) as pilot:
+        for round_ in range(3):                         # three polls of every node, back to back
+            for n in names:
+                app.post_message(NodeUpdated(dataclasses.replace(snap, name=n, probe_ms=10.0 + round_)))
+        nodes = app.query_one("#nodes", DataTable)
+        await wait_for(pilot, lambda: all(str(nodes.get_row(n)[3]) == "12ms" for n in names))
+        assert len(redraws) <= 6, f"{len(redraws)} redraws for 120 updates"
+        assert app.snapshots[names[-1]].probe_ms == 12.0
+
+
+async def test_the_viewed_nodes_panels_follow_its_updates_between_redraws():
+    src = SimSource(name="solo", scenario="seed", clock=FakeClock())
+    snap = diagnosed(await src.poll())
+    app = IncidentApp([src], autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        gpus = app.query_one("#gpus", DataTable)
+        for used in (1000, 2000, 3000):                # faster than the redraw interval
+            g0 = dataclasses.replace(snap.gpus[0], memory_used_mib=used)
+            app.post_message(NodeUpdated(dataclasses.replace(snap, gpus=(g0,) + snap.gpus[1:])))
+        await wait_for(pilot, lambda: gpus.row_count and "3000MiB" in str(gpus.get_row_at(0)[1]))
+        assert app.redraw_interval_s == app_module.REDRAW_INTERVAL_S > 0
+
+
+class Table(App):
+    def compose(self):
+        yield DataTable(id="t", cursor_type="row")
+
+
+async def test_a_table_most_of_whose_rows_go_keeps_the_cursor_on_its_row():
+    app = Table()
+    async with app.run_test() as pilot:
+        table = app.query_one("#t", DataTable)
+        tables.add_columns(table, tables.PROC_COLUMNS)
+        many = [proc(pid) for pid in range(100, 160)]
+        tables.sync_table(table, wanted(many))
+        table.move_cursor(row=table.get_row_index("n:150"))
+        await pilot.pause()
+        few = [proc(pid) for pid in (101, 150, 170)]
+        tables.sync_table(table, wanted(few))
+        await pilot.pause()
+        assert [r[0] for r in shown(table)] == ["101", "150", "170"]
+        assert tables.selected_key(table) == "n:150"
+        tables.sync_table(table, wanted([proc(pid) for pid in range(300, 340)]))   # the row went too
+        assert table.row_count == 40 and tables.selected_key(table) is not None
+
+
+async def test_columns_widen_for_wider_values_and_keep_their_width_for_narrower_ones():
+    app = Table()
+    async with app.run_test() as pilot:
+        table = app.query_one("#t", DataTable)
+        tables.add_columns(table, tables.PROC_COLUMNS)
+        tables.sync_table(table, wanted([proc(1, name="x", cmdline="short")]))
+        await pilot.pause()
+        width = table.columns["name"].content_width
+        tables.sync_table(table, wanted([proc(1, name="x", cmdline="a much longer command line here")]))
+        await pilot.pause()
+        wide = table.columns["name"].content_width
+        assert wide > width
+        tables.sync_table(table, wanted([proc(1, name="x", cmdline="short")]))
+        await pilot.pause()
+        assert table.columns["name"].content_width == wide
