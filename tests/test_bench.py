@@ -10,7 +10,8 @@ import platform
 
 import pytest
 
-from console.bench.run import MAX_NODES, run_bench, table
+from console.bench import run as bench_run
+from console.bench.run import HEADLINE, MAX_NODES, TARGETS, Plan, run_bench, table
 from console.bench.ssh import measure_target
 from console.bench.stats import percentile
 from console.bench.synth import big_probe_text
@@ -23,6 +24,8 @@ from tests.sshd_fixture import free_port
 
 FIGURES = ("p50", "p95", "max")
 EXPECTED = {
+    "transport.probe_local", "transport.ssh_kept", "transport.ssh_fresh",
+    "fanout.round", "fanout.key_to_frame", "fanout.cpu", "startup.demo", "local.snapshot",
     "probe.sim_poll.seed", "probe.parse.seed", "probe.diagnose.seed", "probe.parse_diagnose.seed",
     "probe.parse.big", "probe.diagnose.big", "probe.parse_diagnose.big",
     "ui.first_update.seed", "ui.update.seed", "ui.first_update.big", "ui.update.big",
@@ -37,35 +40,59 @@ def bench_args(**kw) -> argparse.Namespace:
     return argparse.Namespace(**base)
 
 
-def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_home):
+def tiny(quick: bool, nodes: int | None) -> Plan:
+    """The shortest plan that still runs every part (the figures are not what is tested)."""
+    return Plan(True, nodes or 2, 2, sim_polls=3, seed_iterations=3, big_iterations=2, rounds=2,
+                cpu_seconds=1, ui_updates=1, transport_polls=3, fresh_polls=1, fanout_window_s=0.5, keys=1,
+                fanout_settle_s=0.2)
+
+
+def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_home, monkeypatch):
+    monkeypatch.setattr(Plan, "make", classmethod(lambda cls, quick, nodes: tiny(quick, nodes)))
     assert run_bench(bench_args()) == 0
     out = capsys.readouterr().out
     doc = json.loads(out)
     assert isinstance(doc["version"], str) and doc["version"]
     assert doc["machine"]["cpus"] >= 1 and doc["machine"]["python"] == platform.python_version()
     assert doc["errors"] == []
+    # every headline figure, measured side by side in this run, with its target's verdict
+    assert doc["repetitions"] == bench_run.REPS == 3
+    for key in HEADLINE:
+        assert isinstance(doc[key], (int, float)) and not isinstance(doc[key], bool), (key, doc[key])
+    assert doc["fanout_nodes"] == 2 and doc["fanout_interval_s"] == 1.0
+    assert doc["nvidia_smi_calls_per_poll"] == 2, "a kept shell asks nvidia-smi twice a poll, not three times"
+    assert doc["speedup_vs_fresh_ssh"] > 1 and doc["node_cpu_ms_per_poll"] > 0
+    assert set(doc["targets"]) == set(TARGETS)
+    assert all(v["met"] in (True, False) and v["target"][:2] in ("<=", ">=") for v in doc["targets"].values())
     by_name = {r["name"]: r for r in doc["results"]}
     assert set(by_name) == EXPECTED
     for r in doc["results"]:
-        assert r["unit"] in ("ms", "ms/s"), r
+        assert r["unit"] in ("ms", "ms/s", "%"), r
         assert isinstance(r["n"], int) and r["n"] >= 1, r
         for key in FIGURES:
             assert isinstance(r[key], (int, float)) and r[key] > 0, (r["name"], key, r[key])
         assert r["p50"] <= r["p95"] <= r["max"], r
     # the sizes asked for are the sizes measured
+    assert by_name["fanout.key_to_frame"]["n"] == 3 and by_name["fanout.cpu"]["n"] == 3
+    assert by_name["transport.ssh_fresh"]["n"] == 3 and by_name["transport.ssh_kept"]["n"] == 9
     assert by_name["ssh.first_snapshot"]["n"] == 2 and by_name["ssh.first_snapshot"]["failed"] == 0
     assert by_name["ssh.poll"]["n"] == 2 * doc["config"]["rounds"]
     assert by_name["ssh.cpu_per_s"]["unit"] == "ms/s" and by_name["ssh.cpu_per_s"]["polls"] >= 2
     assert by_name["probe.parse_diagnose.big"]["processes"] == 2000
     assert by_name["probe.parse_diagnose.big"]["gpus"] == 8
     assert by_name["ui.update.huge_all"]["processes"] == 100_000
-    assert doc["config"] == {"quick": True, "nodes": 2, "rounds": doc["config"]["rounds"],
+    assert doc["config"] == {"quick": True, "nodes": 2, "ssh_nodes": 2, "rounds": doc["config"]["rounds"],
                              "cpu_seconds": doc["config"]["cpu_seconds"], "target": None}
-    # the human view of the same document names every result and no error section
+    # the human view of the same document names every figure and result, and no error section
     text = table(doc)
-    for name in EXPECTED:
+    for name in [*EXPECTED, *HEADLINE]:
         assert name in text
     assert "errors" not in text and "% of one core" in text
+
+
+def test_quick_defaults_to_256_nodes_for_the_fan_out():
+    assert Plan.make(True, None).nodes == 256 and Plan.make(False, None).nodes == 256
+    assert Plan.make(True, 1024).nodes == 1024
 
 
 @pytest.mark.parametrize("nodes", [0, -1, MAX_NODES + 1, 10_000])
@@ -91,7 +118,7 @@ async def test_target_measured_over_kept_and_fresh_connections(tmp_path, ssh_hom
         before = len(servers.nodes[0].history)
         results, errors = await measure_target(servers.targets[0], options, device_glob="/dev/nvidia*",
                                                probe_timeout=10.0, rounds=2)
-        probes = [c for _t, c in servers.nodes[0].history[before:] if "begin meta" in c]
+        probes = [c for _t, c in servers.nodes[0].history[before:] if "begin gpu" in c]
     assert errors == []
     by_name = {r.name: r for r in results}
     assert set(by_name) == {"target.first_poll", "target.kept", "target.kept.probe", "target.fresh"}

@@ -39,6 +39,8 @@ from console.bench.term import Terminal
 COLS, ROWS = 120, 36
 SIM_START_TIMEOUT_S = 120.0
 KEY_TIMEOUT_S = 5.0
+#: after every node answered, before the first repetition (the connect storm's tail)
+SETTLE_S = 2.0
 #: the process panel's title after ``a``: showing all processes / back to GPU-related only
 SHOWING_ALL = b"a: GPU-related only"
 SHOWING_GPU = b"a: all"
@@ -169,7 +171,8 @@ async def _keys(term: Terminal, count: int, showing_all: bool) -> tuple[list[flo
 
 
 async def measure(nodes: int, reps: int, window_s: float, keys_per_rep: int, interval: float | None = None,
-                  progress: Callable[[str], None] = lambda _m: None) -> tuple[list[Result], dict, list[str]]:
+                  progress: Callable[[str], None] = lambda _m: None, settle_s: float = SETTLE_S
+                  ) -> tuple[list[Result], dict, list[str]]:
     """(results, headline figures, error lines) for ``nodes`` simulated nodes."""
     errors: list[str] = []
     root = Path(tempfile.mkdtemp(prefix="gpu-incident-bench-fanout-"))
@@ -208,7 +211,7 @@ async def measure(nodes: int, reps: int, window_s: float, keys_per_rep: int, int
         connect_s = time.monotonic() - t0
         chosen_interval = _interval_from_log(log)
         progress(f"fan-out: every node answered after {connect_s:.1f} s; measuring")
-        await asyncio.sleep(2.0)                          # settle: the connect storm's tail
+        await asyncio.sleep(settle_s)                     # the connect storm's tail
         console_proc = term.process()
         sim_proc = psutil.Process(sim.pid)
         showing_all = False

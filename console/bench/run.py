@@ -93,6 +93,7 @@ class Plan:
     fresh_polls: int        # per repetition, a new ssh each
     fanout_window_s: float  # per repetition, CPU window
     keys: int               # per repetition, keys typed
+    fanout_settle_s: float = 2.0   # after every fan-out node answered, before measuring
 
     @classmethod
     def make(cls, quick: bool, nodes: int | None) -> "Plan":
@@ -145,7 +146,8 @@ async def _run(plan: Plan, target, progress) -> tuple[list[Result], dict, list[s
     results: list[Result] = []
     errors: list[str] = []
     for part in (transport.measure(REPS, plan.transport_polls, plan.fresh_polls, progress),
-                 fanout.measure(plan.nodes, REPS, plan.fanout_window_s, plan.keys, progress=progress),
+                 fanout.measure(plan.nodes, REPS, plan.fanout_window_s, plan.keys, progress=progress,
+                                settle_s=plan.fanout_settle_s),
                  startup.measure_startup(REPS, progress),
                  startup.measure_local(REPS, plan.transport_polls, progress)):
         part_results, part_head, part_errors = await part
