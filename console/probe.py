@@ -33,7 +33,8 @@ dstate   per thread in D: "/proc/PID/task/TID WCHAN STAT-RECORD" NUL-terminated 
          if unreadable)
 fds      "/proc/PID/fd TARGET" NUL-terminated, per open handle whose link matches the
          device glob (find -lname GLOB -printf '%h %l\\0'); TARGET may hold newlines
-pidns    "PID pid:[NNNN]" for every PID with a device handle (PIDs from find's %h only)
+pidns    "PID pid:[NNNN]" for every PID with a device handle (PIDs from find's %h only, kept
+         from the fds section's walk in a shell variable: one walk of /proc/*/fd per probe)
 gpu      nvidia-smi --query-gpu=GPU_FIELDS --format=csv,noheader,nounits
 apps     nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits
 list     nvidia-smi -L (MIG devices are indented lines "  MIG 1g.12gb Device 0: (UUID: MIG-…)")
@@ -102,22 +103,27 @@ SKIPPED = "skipped: an earlier nvidia-smi call of this probe timed out"
 DRIVER_SECTIONS = {"gpu": QUERY_GPU, "apps": QUERY_APPS, "list": LIST_GPUS}
 
 
-def _find_fds(device_glob: str, printf: str) -> str:
-    return f"find /proc/[0-9]*/fd -lname {shlex.quote(device_glob)} -printf '{printf}' 2>/dev/null"
+#: the shell variable the fds section leaves the holders' ``/proc/PID/fd`` paths in (pidns reads it)
+HOLDER_DIRS = "gi_h"
 
 
 def fds_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    """``/proc/PID/fd TARGET`` NUL-terminated: a link target may hold any byte but NUL."""
-    return _find_fds(device_glob, "%h %l\\0")
+    """``/proc/PID/fd TARGET`` NUL-terminated: a link target may hold any byte but NUL. The same
+    walk of every process's fds also leaves each match's ``/proc/PID/fd`` in HOLDER_DIRS (find
+    writes the records to the output through fd 4 and the paths to the captured fd 3), so
+    pidns needs no second walk."""
+    walk = (f"find /proc/[0-9]*/fd -lname {shlex.quote(device_glob)} -printf '%h %l\\0' "
+            f"-fprintf /dev/fd/3 '%h\\n' 3>&1 1>&4 2>/dev/null")
+    return f"{{ {HOLDER_DIRS}=$({walk}); }} 4>&1"
 
 
 def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    """The PIDs come from find's ``%h`` (``/proc/PID/fd``) alone, never from a link target;
-    each once (a process holds many device files), in the order find met them; cut down to
-    the PID and told apart by the shell itself (no ``cut | sort`` processes per poll)."""
-    dirs = _find_fds(device_glob, "%h\\n")
-    return (f"s=' '; for d in $({dirs}); do p=${{d#/proc/}}; p=${{p%/fd}}; "
-            "case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; "
+    """The PIDs come from the fds section's walk (HOLDER_DIRS: find's ``%h``, ``/proc/PID/fd``)
+    alone, never from a link target; each once (a process holds many device files), in the
+    order find met them, cut down to the PID by the shell itself. (The ``:`` names the glob
+    that walk used; it does nothing.)"""
+    return (f": -lname {shlex.quote(device_glob)} ; s=' '; for d in ${HOLDER_DIRS}; do p=${{d#/proc/}}; "
+            "p=${p%/fd}; case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; "
             "echo \"$p $(readlink /proc/$p/ns/pid 2>/dev/null)\"; done")
 
 
