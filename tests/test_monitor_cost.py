@@ -87,3 +87,32 @@ async def test_many_nodes_poll_spread_over_the_interval():
 def test_the_interval_the_console_chooses_grows_past_256_nodes():
     assert interval_for(1) == interval_for(256) == 1.0
     assert interval_for(512) == 2.0 and interval_for(1024) == 4.0
+
+
+async def test_what_diagnosis_reads_alike_ignores_time_running_or_sleeping_and_the_probes_own_processes():
+    from console.diagnosis.unchanged import alike
+    snap = await _seed()
+    later = dataclasses.replace(snap, taken_at=snap.taken_at + 1, probe_ms=99.0)
+    assert alike(snap, later)
+    spin = tuple(dataclasses.replace(p, state="R" if p.state == "S" else p.state) for p in snap.processes)
+    assert alike(snap, dataclasses.replace(snap, processes=spin))
+    dead = tuple(dataclasses.replace(p, state="Z") if p.pid == 72169 else p for p in snap.processes)
+    assert not alike(snap, dataclasses.replace(snap, processes=dead))
+    moved = (dataclasses.replace(snap.gpus[0], memory_used_mib=1),) + snap.gpus[1:]
+    assert not alike(snap, dataclasses.replace(snap, gpus=moved))
+    busy = tuple(dataclasses.replace(g, utilization_pct=99) for g in snap.gpus)
+    assert alike(snap, dataclasses.replace(snap, gpus=busy))
+
+
+async def test_history_digests_are_the_same_when_the_parser_hands_over_the_same_gpus():
+    from console.diagnosis.history import History, digest
+    snap = await _seed()
+    history = History()
+    polls = [dataclasses.replace(snap, taken_at=snap.taken_at + i) for i in range(3)]   # the same Gpu objects
+    for p in polls:
+        history.append(p)
+    plain = [digest(polls[0])]
+    for p in polls[1:]:
+        plain.append(digest(p, plain[-1]))
+    assert list(history) == plain
+    assert list(history)[2].gpus is list(history)[1].gpus

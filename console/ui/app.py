@@ -98,6 +98,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         self.watches: list = []           # ActionWatch handles still observing (cancelled on quit)
         self._selected_initially: set[str] = set()
         self.redraw_interval_s = REDRAW_INTERVAL_S
+        self._status_drawn: Text | None = None
         self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
         self._redraw_timer = None
         self._last_redraw = float("-inf")
@@ -255,7 +256,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         mode = self._mode_text()
         if mode:
             line.append("  " + mode, style="bold yellow")
-        self.query_one("#status", LiteralStatic).update(line)
+        if line != self._status_drawn:      # an update re-lays the screen out: only on a change
+            self._status_drawn = line
+            self.query_one("#status", LiteralStatic).update(line)
 
     def _render_gpus(self, snap: NodeSnapshot | None) -> None:
         wanted: dict[str, tuple] = {}
