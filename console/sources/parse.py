@@ -460,7 +460,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     if gpus and body("list")[0] == 124:
         warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
-    stats = parse_stat(body("stat")[1])
+    stats = parse_stat(body("stat")[1], cache.setdefault("stat", {}) if cache is not None else None)
     ps = parse_ps(body("ps")[1])
     dthreads = _same(cache, "dstate", parse_dstate, body("dstate")[1])
     fds = _same(cache, "fds", parse_fds, body("fds")[1])

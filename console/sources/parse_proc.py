@@ -83,11 +83,15 @@ def _int(digits: str) -> int | None:
     return int(digits) if len(digits) <= _DIGITS_MAX else None
 
 
-def parse_stat(text: str) -> dict[int, StatLine]:
+def parse_stat(text: str, seen: dict[str, StatLine] | None = None) -> dict[int, StatLine]:
     """``cat /proc/[0-9]*/stat``: the records read one after the other (see the module's doc).
 
     A record that does not parse (output cut short) is skipped up to the next newline; the
-    first record of a PID wins (the kernel prints each once)."""
+    first record of a PID wins (the kernel prints each once). ``seen``: {record: StatLine} of
+    the node's last poll, replaced by this poll's (a record read before is not read again)."""
+    before = dict(seen) if seen is not None else None
+    if seen is not None:
+        seen.clear()
     out: dict[int, StatLine] = {}
     pos, end = 0, len(text)
     while pos < end:
@@ -99,6 +103,12 @@ def parse_stat(text: str) -> dict[int, StatLine]:
             pos = nl + 1
             continue
         pos = m.end()
+        if before is not None:
+            hit = before.get(m.group(0))
+            if hit is not None:
+                if hit.pid not in out:
+                    out[hit.pid] = seen[m.group(0)] = hit
+                continue
         pid = int(m.group(1))
         if pid in out:
             continue
@@ -107,6 +117,8 @@ def parse_stat(text: str) -> dict[int, StatLine]:
         if ppid is not None:
             out[pid] = StatLine(pid=pid, comm=m.group(2), state=m.group(3), ppid=ppid,
                                 num_threads=_int(nums[16]), start_ticks=_int(nums[18]))
+            if seen is not None:
+                seen[m.group(0)] = out[pid]
     return out
 
 
