@@ -75,3 +75,19 @@ def test_sticky_sections_are_what_a_probe_may_leave_out():
     assert all(f"begin {name}'" not in script for name in probe.STICKY)
     assert probe.last_section(skip=frozenset(probe.STICKY)) == "xid"
     assert probe.last_section() == "driver" and f"{mark} begin driver" in probe.build_script(mark)
+
+
+def test_one_known_hosts_file_is_parsed_once_for_every_node_until_it_changes(tmp_path):
+    from console.sources.ssh.trust import HostTrust
+    from tests.sshd_fixture import make_keys
+    keys = make_keys(tmp_path / "keys")
+    kh = tmp_path / "known_hosts"
+    kh.write_text("".join(f"[127.0.0.1]:{20000 + i} {keys.host_public}\n" for i in range(50)))
+    a, b = HostTrust([str(kh)], str(kh), False), HostTrust([str(kh)], str(kh), False)
+    assert a.load() is b.load(), "fifty nodes, one parse"
+    with open(kh, "a") as f:                   # another console recorded a key
+        f.write(f"[127.0.0.1]:30000 {keys.host_public}\n")
+    c = HostTrust([str(kh)], str(kh), False).load()
+    assert c is not a.known
+    import asyncssh
+    assert asyncssh.match_known_hosts(c, "127.0.0.1", "127.0.0.1", 30000)[0]
