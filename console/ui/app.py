@@ -30,8 +30,9 @@ from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, literal,
 
 
 #: node updates are drawn at most this often: with many nodes, the polls that answered since the
-#: last redraw are drawn together (a 256-node console gets 256 updates a second)
-REDRAW_INTERVAL_S = 0.25
+#: last redraw are drawn together (a 256-node console gets 256 updates a second); the node on
+#: screen is drawn as soon as it answers
+REDRAW_INTERVAL_S = 0.5
 
 
 class NodeUpdated(Message):
@@ -160,10 +161,15 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
     @on(NodeUpdated)
     def _node_updated(self, message: NodeUpdated) -> None:
         """Draw the snapshot now, or with the others at the next redraw when the last one was
-        less than ``redraw_interval_s`` ago. ``snapshots`` holds what is drawn: what the keys
-        act on is what the operator sees."""
+        less than ``redraw_interval_s`` ago (the node on screen: now). ``snapshots`` holds what
+        is drawn: what the keys act on is what the operator sees."""
         snap = message.snapshot
         self._updated[snap.name] = snap
+        if snap.name == self.current_node:     # what the operator looks at: now (with the rest)
+            if self._redraw_timer is not None:
+                self._redraw_timer.stop()
+            self._redraw_updated()
+            return
         if self._redraw_timer is not None:
             return
         wait = self._last_redraw + self.redraw_interval_s - time.monotonic()
