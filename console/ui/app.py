@@ -177,14 +177,18 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
 
     # ------------------------------------------------------------------ data in
     async def _on_snapshot(self, snap: NodeSnapshot) -> None:
-        self.post_message(NodeUpdated(snap))
+        # taken in straight away, not posted as a message: 256 nodes' polls queued in the app's
+        # messages ahead of a key held the key back (the monitors run on the app's own loop)
+        self.node_updated(snap)
 
     @on(NodeUpdated)
     def _node_updated(self, message: NodeUpdated) -> None:
+        self.node_updated(message.snapshot)
+
+    def node_updated(self, snap: NodeSnapshot) -> None:
         """Draw the snapshot now, or with the others at the next redraw when the last one was
         less than ``redraw_interval_s`` ago (the node on screen: now). ``snapshots`` holds what
         is drawn: what the keys act on is what the operator sees."""
-        snap = message.snapshot
         self.feed_snapshot(snap)           # the memory trail and the follower's live state: every poll
         self._updated[snap.name] = snap
         if snap.name == self.current_node:     # what the operator looks at: now (with the rest)
