@@ -30,6 +30,7 @@ from console.ui.live_feed import LiveFeed
 from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
+from console.ui.slurm_keys import SlurmKeys
 from console.ui.theme_install import install_themes
 from console.output.rows import proc_view
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
@@ -74,7 +75,7 @@ class HelpScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()
 
 
-class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[int]):
+class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveFeed, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -85,8 +86,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
                  theme_name: str | None = None, autostart: bool = True,
-                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK) -> None:
+                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None) -> None:
         super().__init__()
+        self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_keys.py)
         self.keymap = dict(keymap or {})
         if keymap:
             known = keys.ids()
@@ -124,6 +126,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="status")
+        yield LiteralStatic(id="slurm")          # shown where Slurm knows the node (ui/slurm_keys.py)
         with Vertical(id="main"):
             if self.multi_node:
                 yield NodeTable(id="nodes", cursor_type="row")
@@ -156,6 +159,8 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
             self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
+        self.query_one("#slurm").display = False
+        self.start_slurm()
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
@@ -233,6 +238,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
             self._watch_current()
             self._render_status()          # "viewing NODE" follows the cursor at once
             self.refresh_node_view()
+            self.refresh_slurm()
 
     def _watch_current(self) -> None:
         """The node on screen is diagnosed every poll; the others may keep the findings of
@@ -248,6 +254,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
         width = max(20, self.size.width - 4)        # a scroll bar may take two
         findings = self.query_one("#findings", DataTable)
         tables.sync_table(findings, tables.finding_rows(snap, width))
+        self.render_slurm()
         self.fit_panels()
 
     def on_resize(self) -> None:
