@@ -184,13 +184,22 @@ class SlurmClient:
             return SlurmReading(name, present=True, node=None, error=text, where=self.where)
         owned = gpu_jobs(snap) if snap is not None else {}
         res = await self.run_argv(sp.squeue_argv(name))
-        jobs = list(sp.parse_squeue(res.stdout)) if res.ok else []
+        listed = sp.parse_squeue(res.stdout) if res.ok else ()
         error = None if res.ok else f"squeue: {res.error or clip(res.output) or f'rc {res.rc}'}"
-        listed = {j.job_id for j in jobs}
-        for job_id in [j for j in owned if j not in listed][:MAX_SHOW_JOBS]:
+        jobs: list[SlurmJob] = []
+        # every job squeue lists is checked with scontrol (a job name can forge a squeue line),
+        # then the jobs only the GPU holders' cgroups name (ended, or Slurm placed them elsewhere)
+        wanted = [j.job_id for j in listed] + [j for j in owned if j not in {x.job_id for x in listed}]
+        for job_id in wanted[:MAX_SHOW_JOBS]:
             shown = await self.run_argv(sp.show_job_argv(job_id))
-            job = sp.parse_show_job(shown.stdout, job_id) if shown.ok else None
-            jobs.append(job or SlurmJob(job_id, state="GONE (Slurm no longer knows it)"))
+            record = sp.parse_show_job(shown.stdout, job_id) if shown.ok else None
+            squeued = next((j for j in listed if j.job_id == job_id), None)
+            if squeued is not None:
+                job = sp.confirmed(squeued, record, name)
+            else:
+                job = record or SlurmJob(job_id, state="GONE (Slurm no longer knows it)")
+            if job is not None:
+                jobs.append(job)
         return SlurmReading(name, present=True, node=node, jobs=tuple(jobs), gpu_jobs=owned, error=error,
                             where=self.where)
 

@@ -148,6 +148,30 @@ def parse_show_job(text: str, job_id: str) -> SlurmJob | None:
                     nodes=nodes if nodes and nodes != "(null)" else None)
 
 
+def on_node(job: SlurmJob, node: str) -> bool:
+    """Does the job's node list (a hostlist, ``gpu[01-04]``) name ``node``?"""
+    if not job.nodes:
+        return False
+    import hostlist
+    try:
+        return node in hostlist.expand_hostlist(job.nodes)
+    except Exception:  # noqa: BLE001 - python-hostlist raises its own and RecursionError on garbage
+        return False
+
+
+def confirmed(listed: SlurmJob, shown: SlurmJob | None, node: str) -> SlurmJob | None:
+    """A job squeue listed on ``node``, checked against ``scontrol show job``: None when Slurm
+    does not know it or places it elsewhere (a line forged inside another job's name); Slurm's
+    own record when it reads unambiguously; squeue's, marked ambiguous, when it does not."""
+    if shown is None:
+        return None
+    if shown.ambiguous:
+        return SlurmJob(listed.job_id, ambiguous=True)
+    if not on_node(shown, node):
+        return None
+    return shown
+
+
 def parse_show_node(text: str) -> SlurmNode | None:
     """``scontrol show node -o NODE`` -> its name, state and reason; None when not a node record."""
     line = str(text).split("\n", 1)[0].rstrip("\r")
