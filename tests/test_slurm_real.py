@@ -157,8 +157,15 @@ async def test_the_d_and_u_keys_go_through_confirm(slurm_node, timeline):
     async with app.run_test(size=(100, 30)) as pilot:
         assert await eventually(lambda: app.slurm_reading() is not None and app.query_one("#slurm").display)
         assert "Slurm demo: IDLE" in str(app.query_one("#slurm").render())
+        assert "not drained: D before the reset/reboot" in str(app.query_one("#slurm").render())
         await pilot.press("U")              # not recovered: nothing offered
         assert not isinstance(app.screen, ConfirmScreen)
+        # x on the finding that leads to the reset (clear the blockers first): the drain comes first
+        app.apply_finding(top_step(app.snapshots["demo"].findings))
+        assert await eventually(lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.screen.plan.rung == "drain"
+        await pilot.press("escape")
+        assert await eventually(lambda: not isinstance(app.screen, ConfirmScreen))
         await pilot.press("D")
         assert await eventually(lambda: isinstance(app.screen, ConfirmScreen))
         text = app.screen.text

@@ -29,8 +29,9 @@ from console.sources import slurm_parse as sp
 from console.sources.slurm_parse import SlurmNode
 
 SLURM_RUNGS = ("drain", "resume")
-#: rungs before which the node should be drained (no new job may land on it meanwhile)
-DRAIN_BEFORE = ("reset", "reboot", "reload-driver")
+#: rungs before which the node should be drained (no new job may land on it meanwhile; clearing
+#: the reset blockers stops daemons every GPU's jobs use)
+DRAIN_BEFORE = ("clear-blockers", "reset", "reboot", "reload-driver")
 #: a finding at or above this severity keeps the node out of service (no resume)
 BLOCKS_RESUME = "high"
 

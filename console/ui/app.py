@@ -126,7 +126,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="status")
-        yield LiteralStatic(id="slurm")          # shown where Slurm knows the node (ui/slurm_keys.py)
+        slurm_line = LiteralStatic(id="slurm")   # shown where Slurm knows the node (ui/slurm_keys.py)
+        slurm_line.display = False
+        yield slurm_line
         with Vertical(id="main"):
             if self.multi_node:
                 yield NodeTable(id="nodes", cursor_type="row")
@@ -159,7 +161,6 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
             self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
-        self.query_one("#slurm").display = False
         self.start_slurm()
         self.refresh_node_view()
         self._watch_current()

@@ -97,7 +97,9 @@ class SlurmKeys:
         widget = self.query_one("#slurm", LiteralStatic)
         reading = self.slurm_reading()
         if reading is None:
-            widget.display = False
+            if widget.display:
+                widget.display = False
+                self.call_after_refresh(self.fit_panels)
             return
         from console.actions.ladder import top_step
         from console.actions.slurm import drain_first
