@@ -7,6 +7,7 @@ module on a 2-core machine). Skipped, with the reason, where Slurm cannot start.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -177,3 +178,33 @@ async def test_the_d_and_u_keys_go_through_confirm(slurm_node, timeline):
         assert "IDLE+DRAIN" in str(app.query_one("#slurm").render())
     kinds = [(e.kind, e.command) for e in entries(timeline) if e.kind == "action"]
     assert kinds and kinds[-1][1].startswith("scontrol update NodeName=demo State=DRAIN")
+
+
+async def test_drain_and_resume_on_a_controller_host_over_ssh(slurm_node, timeline, ssh_keys, ssh_home,
+                                                               tmp_path):
+    """--slurm-controller: scontrol runs on another host over SSH (a real sshd on 127.0.0.1 whose
+    sessions get SLURM_CONF through SetEnv), every word shlex-quoted; the reason arrives whole."""
+    from console.bench.sshd import HostKey, LoopbackSshd
+    from console.sources.ssh.options import SshOptions
+    from tests.sshd_fixture import free_port
+    port = free_port()
+    server = LoopbackSshd(tmp_path / "ctl", HostKey(ssh_keys.host_key, ssh_keys.host_public,
+                                                    ssh_keys.host_fingerprint),
+                          Path(str(ssh_keys.client_key) + ".pub").read_text(), [port],
+                          env={port: {"SLURM_CONF": str(slurm_node.conf), "PATH": "/usr/bin:/bin:/usr/sbin"}})
+    server.start()
+    try:
+        options = SshOptions(known_hosts=str(server.write_known_hosts(tmp_path / "kh")),
+                             identity=(str(ssh_keys.client_key),))
+        client = SlurmClient(f"root@127.0.0.1:{port}", ssh_options=options)
+        reading = await client.read("demo", None)
+        assert reading.present and reading.where == f"controller root@127.0.0.1:{port}"
+        _, _, _, snap = await reset_required()
+        plan = plan_drain("demo", "demo", timeline.incident_id, top_step(snap.findings), where=client.where)
+        assert f"controller root@127.0.0.1:{port}" in plan.notes[0]
+        out = await execute(plan, SlurmActionSource(client, "demo", "demo"), timeline=timeline)
+        assert out.status == "settled", out.text
+        assert slurm_node.sinfo_state() == f"drained|gpu-incident {timeline.incident_id}: {top_step(snap.findings).kind}"
+        await client.close()
+    finally:
+        server.stop()
