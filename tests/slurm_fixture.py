@@ -177,6 +177,17 @@ def start_slurm(root: Path) -> Slurm:
     return slurm
 
 
+def stop_slurm(s: Slurm) -> None:
+    """Cancel the jobs and wait until Slurm has none (their slurmstepd report to slurmd and
+    exit; stopped earlier, a slurmstepd would wait on for a slurmd that is gone), then stop the
+    daemons by PID."""
+    s.run("scancel", "-w", s.node)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and s.run("squeue", "-h", "-o", "%A").stdout.strip():
+        time.sleep(0.2)
+    _stop(s.pids)
+
+
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     root = tmp_path_factory.mktemp("slurm")
@@ -184,8 +195,7 @@ def slurm(tmp_path_factory):
     try:
         yield s
     finally:
-        s.run("scancel", "-w", s.node)
-        _stop(s.pids)
+        stop_slurm(s)
 
 
 @pytest.fixture
