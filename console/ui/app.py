@@ -30,6 +30,7 @@ from console.ui.live_feed import LiveFeed
 from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
+from console.ui.slurm_keys import SlurmKeys
 from console.ui.theme_install import install_themes
 from console.output.rows import proc_view
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
@@ -75,7 +76,7 @@ class HelpScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()
 
 
-class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[int]):
+class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveFeed, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -86,8 +87,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
                  theme_name: str | None = None, autostart: bool = True,
-                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK) -> None:
+                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None) -> None:
         super().__init__()
+        self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_keys.py)
         self.keymap = dict(keymap or {})
         if keymap:
             known = keys.ids()
@@ -126,6 +128,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="status")
+        slurm_line = LiteralStatic(id="slurm")   # shown where Slurm knows the node (ui/slurm_keys.py)
+        slurm_line.display = False
+        yield slurm_line
         with Vertical(id="main"):
             if self.multi_node:
                 yield NodeTable(id="nodes", cursor_type="row")
@@ -158,6 +163,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
             self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
+        self.start_slurm()
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
@@ -244,6 +250,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
             self._watch_current()
             self._render_status()          # "viewing NODE" follows the cursor at once
             self.refresh_node_view()
+            self.refresh_slurm()
 
     def _watch_current(self) -> None:
         """The node on screen is diagnosed every poll; the others may keep the findings of
@@ -259,6 +266,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, LiveFeed, App[in
         width = max(20, self.size.width - 4)        # a scroll bar may take two
         findings = self.query_one("#findings", DataTable)
         tables.sync_table(findings, tables.finding_rows(snap, width))
+        self.render_slurm()
         self.fit_panels()
 
     def on_resize(self) -> None:
