@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from console import __version__
-from console.config import INTERVAL_S, PROBE_TIMEOUT_S, device_glob, seconds_text
+from console.config import FLEET_INTERVAL_S, INTERVAL_S, PROBE_TIMEOUT_S, device_glob, seconds_text
 from console.probe import DEFAULT_DEVICE_GLOB
 from console.sim.state import DEFAULT_SCENARIO
 
@@ -74,9 +74,13 @@ def build_console_parser() -> Parser:
     p = Parser(prog="gpu-incident", description="Console for GPU nodes that will not give their memory back.",
                epilog="subcommands: " + ", ".join(SUBCOMMANDS) + " (gpu-incident SUBCOMMAND --help)")
     p.add_argument("targets", nargs="*", metavar="TARGET",
-                   help="local (default), demo, demo:SCENARIO, [user@]host[:port], hostlist gpu[01-16]")
+                   help="local (default), demo, demo:SCENARIO, [user@]host[:port], hostlist gpu[01-16], "
+                        "a fleet source prometheus://HOST:PORT")
     p.add_argument("--interval", type=_interval, default=1.0, metavar="S",
                    help=f"poll interval, {INTERVAL_S[0]:g} to {INTERVAL_S[1]:g} s (1.0)")
+    p.add_argument("--fleet-interval", type=_interval, default=FLEET_INTERVAL_S, metavar="S",
+                   help=f"how often a fleet source (prometheus://) is queried ({FLEET_INTERVAL_S:g}; "
+                        "config key fleet_interval)")
     p.add_argument("--read-only", action="store_true", help="refuse every destructive action")
     p.add_argument("--dry-run", action="store_true", help="record commands without running them")
     p.add_argument("--theme", default=None, metavar="NAME",
@@ -170,17 +174,48 @@ def setup_debug_log(path: str | None) -> None:
     root.debug("gpu-incident %s started: %s", __version__, " ".join(sys.argv))
 
 
+def _ssh_options(args: argparse.Namespace):
+    from console.sources.ssh.options import SshOptions
+    return SshOptions(known_hosts=args.known_hosts, identity=tuple(args.identity),
+                      ssh_config=args.ssh_config, accept_new_host_keys=args.accept_new_host_keys)
+
+
 def make_sources(args: argparse.Namespace, default_target: str = "local"):
     """Targets from the command line -> Source objects (ValueError on a bad target)."""
-    from console.sources.ssh.options import SshOptions
     from console.sources.targets import expand_targets, make_source
     targets = expand_targets(args.targets or ([] if args.nodes_file else [default_target]), args.nodes_file)
     if not targets:
         raise ValueError("no targets (the nodes file is empty)")
-    ssh = SshOptions(known_hosts=args.known_hosts, identity=tuple(args.identity),
-                     ssh_config=args.ssh_config, accept_new_host_keys=args.accept_new_host_keys)
+    ssh = _ssh_options(args)
     return [make_source(t, ssh=ssh, device_glob=args.device_glob, probe_timeout=args.probe_timeout)
             for t in targets]
+
+
+FLEET_SCHEMES = ("prometheus://", "prometheus+https://")
+
+
+def split_fleet_targets(targets: Sequence[str]) -> tuple[str | None, list[str]]:
+    """(the fleet source, the node targets): one ``prometheus://`` target at most."""
+    fleet = [t for t in targets if t.startswith(FLEET_SCHEMES)]
+    if len(fleet) > 1:
+        raise ValueError(f"one fleet source at a time (got {', '.join(fleet)})")
+    return (fleet[0] if fleet else None), [t for t in targets if not t.startswith(FLEET_SCHEMES)]
+
+
+def make_fleet(args: argparse.Namespace, target: str):
+    """The fleet mode's setup: the fleet source, and how a node's hostname becomes a Source
+    (its SSH destination: the hostname itself, through --ssh-config's Host entries)."""
+    from console.sources.targets import make_source
+    try:
+        from console.sources.prometheus import PrometheusSource
+    except ImportError:
+        raise ValueError(f"{target}: this build has no Prometheus source (console/sources/prometheus)") from None
+    from console.ui.fleet_mode import FleetSetup
+    ssh = _ssh_options(args)
+
+    def node_source(hostname: str):
+        return make_source(hostname, ssh=ssh, device_glob=args.device_glob, probe_timeout=args.probe_timeout)
+    return FleetSetup(PrometheusSource(target), target, node_source, interval=args.fleet_interval)
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -277,17 +312,19 @@ def check_ui_settings(args: argparse.Namespace, config=None) -> None:
 
 
 def cmd_console(args: argparse.Namespace, config=None) -> int:
-    sources = make_sources(args)
+    fleet_target, args.targets = split_fleet_targets(args.targets)
+    sources = make_sources(args) if args.targets or args.nodes_file or not fleet_target else []
     # a frame within 50 ms of a key: at 60 frames a second a change waits at most 17 ms for its
     # frame (node updates are drawn a few times a second, so frames are drawn only then and on keys)
     os.environ.setdefault("TEXTUAL_FPS", "60")
     check_ui_settings(args, config)        # Textual only from here on
+    fleet = make_fleet(args, fleet_target) if fleet_target else None
     from console.incident import timeline
     tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
     from console.ui.app import IncidentApp
     app = IncidentApp(sources, timeline=tl, interval=args.interval, read_only=args.read_only,
                       dry_run=args.dry_run, theme_name=args.theme,
-                      keymap=config.keys if config else None)
+                      keymap=config.keys if config else None, fleet=fleet)
     try:
         app.run()
     finally:

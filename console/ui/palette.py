@@ -24,8 +24,9 @@ def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
     from console.checks.registry import CHECKS
     keymap = getattr(app, "keymap", {})
     out: list[tuple[str, Callable[[], object], str]] = []
+    fleet = getattr(app, "fleet_mode", False)
     for k in keys.KEYS:
-        if k.palette is not None:
+        if k.palette is not None and (fleet or not k.fleet_only):
             out.append((k.palette, _callback(app, k.action), f"{keys.key_of(k.id, keymap)} — {k.help}"))
     for title, rung, hint in keys.PALETTE_ONLY:
         out.append((title, partial(app.action_act, rung), hint))
