@@ -101,7 +101,7 @@ class FleetView:
 def next_view(view: FleetView, snap: FleetSnapshot) -> FleetView:
     """A round came in: it replaces the table when it returned nodes or did not fail; a failed
     round without nodes keeps the table's nodes (stale) and says why."""
-    if snap.nodes or not snap.error or view.shown is None:
+    if snap.nodes or not snap.error or not view.nodes:
         return FleetView(shown=snap, latest=snap)
     return FleetView(shown=view.shown, latest=snap)
 
