@@ -76,8 +76,9 @@ def build_console_parser() -> Parser:
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help="local (default), demo, demo:SCENARIO, [user@]host[:port], hostlist gpu[01-16], "
                         "a fleet source prometheus://HOST:PORT")
-    p.add_argument("--interval", type=_interval, default=1.0, metavar="S",
-                   help=f"poll interval, {INTERVAL_S[0]:g} to {INTERVAL_S[1]:g} s (1.0)")
+    p.add_argument("--interval", type=_interval, default=None, metavar="S",
+                   help=f"poll interval, {INTERVAL_S[0]:g} to {INTERVAL_S[1]:g} s (1.0; more than 256 "
+                        "nodes: 1 s per 256 nodes)")
     p.add_argument("--fleet-interval", type=_interval, default=FLEET_INTERVAL_S, metavar="S",
                    help=f"how often a fleet source (prometheus://) is queried ({FLEET_INTERVAL_S:g}; "
                         "config key fleet_interval)")
@@ -322,7 +323,10 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     from console.incident import timeline
     tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
     from console.ui.app import IncidentApp
-    app = IncidentApp(sources, timeline=tl, interval=args.interval, read_only=args.read_only,
+    from console.monitor import interval_for
+    interval = args.interval if args.interval is not None else interval_for(len(sources))
+    logging.getLogger("gpu_incident").debug("poll interval %g s for %d nodes", interval, len(sources))
+    app = IncidentApp(sources, timeline=tl, interval=interval, read_only=args.read_only,
                       dry_run=args.dry_run, theme_name=args.theme,
                       keymap=config.keys if config else None, fleet=fleet)
     try:

@@ -6,8 +6,8 @@ delays itself: every poll is bounded, and nodes never wait for each other.
 The history is a diagnosis.history.History: the last HISTORY polls as small digests
 plus per-process streaks, so a node's memory does not grow with its process table.
 
-Diagnosis skips unchanged input: a poll whose diagnosis input (diagnosis.unchanged.input_key)
-and actions are those of the last diagnosed poll keeps that poll's findings, for at most
+Diagnosis skips unchanged input: a poll that diagnosis reads as the last diagnosed one
+(diagnosis.unchanged.alike), no action taken since, keeps that poll's findings, for at most
 REDIAGNOSE_S; a ``watched`` node (the one on screen) is diagnosed every poll.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Awaitable, Callable, Sequence
 
 from console.clock import timeout_ignoring_stalls
 from console.diagnosis.history import HISTORY_POLLS, History
-from console.diagnosis.unchanged import input_key
+from console.diagnosis.unchanged import alike
 from console.config import FLEET_INTERVAL_S
 from console.model import ActionRecord, FleetSnapshot, NodeSnapshot
 from console.sources.base import Source
@@ -36,6 +36,15 @@ REDIAGNOSE_S = 5.0
 #: two, less than a thread hand-off and the GIL contention it brings); bigger ones in a
 #: worker thread (half a second on a 100,000-process node)
 INLINE_DIAGNOSIS_PROCESSES = 200
+#: the most polls a second the console starts on its own: up to this many nodes are polled
+#: every second, more nodes every ``nodes / POLLS_PER_SECOND`` seconds (1,024 nodes: every 4 s),
+#: unless --interval says otherwise (console/bench measures 256 nodes at 1 s in half a core)
+POLLS_PER_SECOND = 256
+
+
+def interval_for(nodes: int) -> float:
+    """The poll interval the console chooses for ``nodes`` nodes (no --interval given)."""
+    return max(1.0, nodes / POLLS_PER_SECOND)
 
 
 def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
@@ -87,7 +96,7 @@ class NodeMonitor:
         #: diagnosed every poll (the node on screen); else unchanged input is diagnosed only
         #: every REDIAGNOSE_S
         self.watched = True
-        self._diagnosed: tuple[tuple, int, float, tuple] | None = None   # (input, actions, at, findings)
+        self._diagnosed: tuple[NodeSnapshot, int] | None = None   # (the last diagnosed poll, actions then)
         self.diagnoses = 0                  # diagnoses run (the rest reused their findings)
 
     @property
@@ -114,11 +123,10 @@ class NodeMonitor:
         return snap
 
     async def _diagnose(self, snap: NodeSnapshot) -> NodeSnapshot:
-        key = input_key(snap)
         last = self._diagnosed
-        if (not self.watched and last is not None and last[0] == key and last[1] == len(self.actions)
-                and 0 <= snap.taken_at - last[2] < REDIAGNOSE_S):
-            return dataclasses.replace(snap, findings=last[3])
+        if (not self.watched and last is not None and last[1] == len(self.actions)
+                and 0 <= snap.taken_at - last[0].taken_at < REDIAGNOSE_S and alike(snap, last[0])):
+            return dataclasses.replace(snap, findings=last[0].findings)
         if len(snap.processes) <= INLINE_DIAGNOSIS_PROCESSES:
             snap = diagnosed(snap, self.history, tuple(self.actions))
         else:
@@ -127,7 +135,7 @@ class NodeMonitor:
             # appended to below, on the loop, once diagnosis is done with it)
             snap = await asyncio.to_thread(diagnosed, snap, self.history, tuple(self.actions))
         self.diagnoses += 1
-        self._diagnosed = (key, len(self.actions), snap.taken_at, snap.findings)
+        self._diagnosed = (snap, len(self.actions))
         return snap
 
     def poll_soon(self) -> None:

@@ -33,8 +33,9 @@ dstate   per thread in D: "/proc/PID/task/TID WCHAN STAT-RECORD" NUL-terminated 
          if unreadable)
 fds      "/proc/PID/fd TARGET" NUL-terminated, per open handle whose link matches the
          device glob (find -lname GLOB -printf '%h %l\\0'); TARGET may hold newlines
-pidns    "PID pid:[NNNN]" for every PID with a device handle (PIDs from find's %h only); the
-         PIDs stay in the shell variable HOLDERS for the next section
+pidns    "PID pid:[NNNN]" for every PID with a device handle (PIDs from find's %h only, kept
+         from the fds section's walk: one walk of /proc/*/fd per probe); the PIDs stay in the
+         shell variable HOLDERS for the cgroup section
 cgroup   "PID CONTENT" NUL-terminated: /proc/PID/cgroup of every device holder and of the PIDs the
          driver listed in the previous probe (the client names them: cgroup_command)
 sys      "modeset Y|N|" (/sys/module/nvidia_drm/parameters/modeset; empty: nvidia_drm not
@@ -111,7 +112,8 @@ STAT = "cat /proc/[0-9]*/stat 2>/dev/null"
 PS = f"timeout {NVSMI_TIMEOUT_S} ps -eo pid=,user:32=,args="
 PS_SECTION = f"{PS} 2>/dev/null | cut -c -{ARGS_MAX_BYTES}"
 DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d=${f%/stat}; "
-          "w=$(cat $d/wchan 2>/dev/null); printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
+          "w=; read -r w 2>/dev/null < $d/wchan; "
+          "printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
 XID = "dmesg 2>&1 | grep -E 'NVRM: Xid|dmesg:' | tail -n 50"
 DRIVER = f"head -n 1 {DRIVER_VERSION_FILE} 2>/dev/null"
 SYS = f"echo \"modeset $(cat {DRM_MODESET_FILE} 2>/dev/null)\"; echo nvswitch {NVSWITCH_GLOB}"
@@ -130,20 +132,28 @@ SKIPPED = "skipped: an earlier nvidia-smi call of this probe timed out"
 DRIVER_SECTIONS = {"gpu": QUERY_GPU, "apps": QUERY_APPS, "list": LIST_GPUS}
 
 
-def _find_fds(device_glob: str, printf: str) -> str:
-    return f"find /proc/[0-9]*/fd -lname {shlex.quote(device_glob)} -printf '{printf}' 2>/dev/null"
+#: the shell variable the fds section leaves the holders' ``/proc/PID/fd`` paths in (pidns reads it)
+HOLDER_DIRS = "gi_d"
 
 
 def fds_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    """``/proc/PID/fd TARGET`` NUL-terminated: a link target may hold any byte but NUL."""
-    return _find_fds(device_glob, "%h %l\\0")
+    """``/proc/PID/fd TARGET`` NUL-terminated: a link target may hold any byte but NUL. The same
+    walk of every process's fds also leaves each match's ``/proc/PID/fd`` in HOLDER_DIRS (find
+    writes the records to the output through fd 4 and the paths to the captured fd 3), so
+    pidns needs no second walk."""
+    walk = (f"find /proc/[0-9]*/fd -lname {shlex.quote(device_glob)} -printf '%h %l\\0' "
+            f"-fprintf /dev/fd/3 '%h\\n' 3>&1 1>&4 2>/dev/null")
+    return f"{{ {HOLDER_DIRS}=$({walk}); }} 4>&1"
 
 
 def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
-    """The PIDs come from find's ``%h`` (``/proc/PID/fd``) alone, never from a link target;
-    they stay in HOLDERS for the cgroup section."""
-    pids = _find_fds(device_glob, "%h\\n")
-    return (f"{HOLDERS}=$({pids} | cut -d/ -f3 | sort -u); for p in ${HOLDERS}; do "
+    """The PIDs come from the fds section's walk (HOLDER_DIRS: find's ``%h``, ``/proc/PID/fd``)
+    alone, never from a link target; each once (a process holds many device files), in the
+    order find met them, cut down to the PID by the shell itself; they stay in HOLDERS for the
+    cgroup section. (The ``:`` names the glob that walk used; it does nothing.)"""
+    return (f": -lname {shlex.quote(device_glob)} ; s=' '; {HOLDERS}=; for d in ${HOLDER_DIRS}; do p=${{d#/proc/}}; "
+            "p=${p%/fd}; case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; "
+            f"{HOLDERS}=\"${HOLDERS} $p\"; "
             "echo \"$p $(readlink /proc/$p/ns/pid 2>/dev/null)\"; done")
 
 
@@ -226,6 +236,31 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
     ]
 
 
+#: sections a probe may leave out when the console already has their answer (console/sources/
+#: shell.py decides, parse.parse_probe keeps the last answer): ``meta`` while the same
+#: long-lived shell answers (its PID, the boot time, clock ticks, host name, user and PID
+#: namespace do not change while it lives), ``driver`` for DRIVER_EVERY polls (the version
+#: changes only with a driver reload), ``list`` while no GPU is in MIG mode (``nvidia-smi -L``
+#: adds only MIG devices to what the GPU query says): on a GPU node that is one nvidia-smi
+#: call (one NVML initialisation) in three, and six processes of the probe's ~30, per poll
+STICKY = ("meta", "driver", "list")
+DRIVER_EVERY = 60
+
+
+def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB,
+                 cgroup_pids: tuple[int, ...] | list[int] = (),
+                 skip: frozenset[str] | set[str] = frozenset()) -> str:
+    """The whole probe as shell text, every section one line; ``cgroup_pids``: see
+    cgroup_command; ``skip``: sections of STICKY left out."""
+    return "".join(section_line(mark, name, cmd) + "\n" for name, cmd in sections(device_glob, cgroup_pids)
+                   if name not in skip)
+
+
+def last_section(device_glob: str = DEFAULT_DEVICE_GLOB, skip: frozenset[str] | set[str] = frozenset()) -> str:
+    """The name of the probe's last section (its end marker ends the probe's output)."""
+    return [name for name, _ in sections(device_glob) if name not in skip][-1]
+
+
 def new_mark() -> str:
     return f"::gi-{secrets.token_hex(6)}::"
 
@@ -234,12 +269,6 @@ def section_line(mark: str, name: str, command: str) -> str:
     """One section as one shell line; a driver section reports NV_RC, the others ``$?``."""
     rc = f"${NV_RC}" if name in DRIVER_SECTIONS else "$?"
     return f"echo '{mark} begin {name}'; {command}; echo \"{mark} end {name} {rc}\""
-
-
-def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB,
-                 cgroup_pids: tuple[int, ...] | list[int] = ()) -> str:
-    """The whole probe as shell text; every section is one line."""
-    return "".join(section_line(mark, name, cmd) + "\n" for name, cmd in sections(device_glob, cgroup_pids))
 
 
 _HEADER_MAX = 64     # "<MARK> end NAME RC" after the mark: a longer header is not one

@@ -104,6 +104,13 @@ class FakeSmi:
                             "  Reboot the system to recover this GPU\n")
         self._write("mode", mode + "\n")
 
+    def calls(self) -> list[str]:
+        """The arguments of every call of the test nvidia-smi so far, one per call."""
+        try:
+            return (self.dir / "calls").read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
 
 @dataclass
 class FakeNode:

@@ -84,3 +84,25 @@ def test_the_feed_replaces_a_link_planted_at_the_state_file_never_writes_through
     feed = StateFeed(path, incident_id="pair", by="a", interval=1.0)
     feed.write(feed.document({}, []))
     assert victim.read_text() == "untouched" and not path.is_symlink()
+
+
+async def test_the_feed_carries_each_polls_time_and_every_change(tmp_path):
+    """A node whose poll changed nothing but its time is written with the new time; one whose
+    process changed, with the change (the feed reuses the JSON of an unchanged node)."""
+    import dataclasses
+    snap = await seed_snapshot()
+    feed = StateFeed(tmp_path / "x.state.json", incident_id="x", by="me", interval=1.0)
+    feed.update(snap)
+    first = feed.document({}, [])["nodes"][0]
+    later = dataclasses.replace(snap, taken_at=snap.taken_at + 5, probe_ms=42.0)
+    feed.update(later)
+    again = feed.document({}, [])["nodes"][0]
+    assert (again["taken_at"], again["probe_ms"]) == (later.taken_at, 42.0)
+    assert again["processes"] == first["processes"] and first["taken_at"] == snap.taken_at
+    holder = next(p for p in snap.processes if p.is_gpu_holder)
+    renamed = tuple(dataclasses.replace(p, state="Z") if p is holder else p for p in snap.processes)
+    feed.update(dataclasses.replace(later, processes=renamed))
+    changed = feed.document({}, [])["nodes"][0]
+    assert next(p for p in changed["processes"] if p["pid"] == holder.pid)["state"] == "Z"
+    feed.update(dataclasses.replace(later, error="probe timed out after 10 s"))
+    assert feed.document({}, [])["nodes"][0]["error"] == "probe timed out after 10 s"

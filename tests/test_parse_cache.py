@@ -15,6 +15,8 @@ from console.sources import parse
 from console.sources.sim import SimSource
 from tests.fuzzing import examples
 from tests.test_parse_fuzz import MARK, probe_output
+from tests.test_parse_proc import record, stat_entries
+from console.sources.parse_proc import parse_stat
 
 fuzz = examples(60, suppress_health_check=[HealthCheck.too_slow])
 
@@ -61,3 +63,38 @@ def test_successive_polls_of_a_changing_node_read_the_same_with_the_cache():
         last = cached
     assert reused > 0, "processes whose lines did not change are the same objects"
 
+
+def test_a_probe_without_the_sticky_sections_reads_as_the_whole_probe():
+    (text, mark), = _outputs("seed", [])
+    sec = probe.split_sections(text, mark)
+    short = "".join(f"{mark} begin {name}\n{body}{mark} end {name} {rc}\n" for name, (rc, body) in sec.items()
+                    if name not in probe.STICKY)
+    cache: dict = {}
+    whole = parse.parse_probe("n1", text, mark, taken_at=1.0, cache=cache)
+    again = parse.parse_probe("n1", short, mark, taken_at=1.0, cache=cache)
+    assert again == whole and again.own_pids and again.driver_version
+    # without what an earlier probe said, the parts are missing and the poll says so
+    alone = parse.parse_probe("n1", short, mark, taken_at=1.0)
+    assert "probe section 'meta' missing" in alone.warnings and alone.driver_version is None
+
+
+@fuzz
+@given(stat_entries, stat_entries, st.integers(0, 60))
+def test_stat_records_read_with_the_last_polls_records_read_as_the_stream_reader_reads_them(first, second, cut):
+    """Comms with newlines, parentheses and fake fields included, output cut short included."""
+    def text(entries):
+        return "".join(record(pid, comm, state, ppid, threads, ticks)
+                       for pid, comm, state, ppid, threads, ticks in entries)
+    seen: dict = {}
+    for body in (text(first), text(first + second[:2]), text(second), text(second)[:max(0, len(text(second)) - cut)]):
+        assert parse_stat(body, seen) == parse_stat(body)
+
+
+def test_a_forged_record_line_is_read_by_the_stream_reader_not_from_memory():
+    victim = record(4242, "sleep", ticks=777)
+    seen: dict = {}
+    parse_stat(victim, seen)
+    forger = record(100, "a\n4242 (fake", ticks=888)          # a comm holding a newline
+    got = parse_stat(forger + victim, seen)
+    assert (got[4242].comm, got[4242].start_ticks) == ("sleep", 777)
+    assert got[100].comm == "a\n4242 (fake"

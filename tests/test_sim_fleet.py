@@ -46,3 +46,20 @@ async def test_a_node_that_runs_a_command_answers_from_its_own_state(tmp_path, s
             await b.close()
         assert after_a.proc(72169) is None or after_a.proc(72169).state == "Z"
         assert after_b.proc(72169) is not None and after_b.proc(72169).state != "Z"
+
+
+async def test_nodes_stay_in_the_fleet_when_the_probe_names_the_drivers_pids(tmp_path, ssh_home):
+    """The second probe's cgroup section names the PIDs the driver listed at the first: still the
+    probe (a node that left the fleet for it would cost the simulator a whole probe per poll)."""
+    async with await start_sim_servers("seed", 2, None, tmp_path / "state") as servers:
+        sources = [SshSource(t, _options(servers)) for t in servers.targets]
+        try:
+            for _ in range(2):
+                snaps = [await s.poll() for s in sources]
+            assert any("begin cgroup" in c and "72" in c.split("begin cgroup", 1)[1]
+                       for _t, c in servers.nodes[0].history), "the second probe names the driver's PIDs"
+        finally:
+            for s in sources:
+                await s.close()
+        assert [s.error for s in snaps] == [None, None]
+        assert all(servers.fleet.member(n) for n in servers.nodes)

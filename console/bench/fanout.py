@@ -53,7 +53,11 @@ def console_argv() -> list[str]:
 
 
 def bench_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TEXTUAL")}
+    """The environment the console runs in here: the caller's, less Textual's settings, and with
+    bytecode caching on as an installed console has it (PYTHONDONTWRITEBYTECODE would make every
+    start compile the package from source again)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TEXTUAL") and k != "PYTHONDONTWRITEBYTECODE"}
     package_parent = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env

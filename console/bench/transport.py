@@ -8,6 +8,9 @@ that answers at once (so the figures are the transport's and the probe's own com
                    OpenSSH sshd (console/bench/sshd.py) that this bench starts and stops;
 - ``fresh_ssh``    the seed's (and pdsh's, clush's) way: a new ``ssh`` process per poll.
 
+The kept shells, local and remote, are sent what the console sends a shell that has answered
+before (probe.STICKY's sections left out); a fresh ``ssh`` gets the whole probe every time.
+
 Each is the probe's round trip: the script written until its last section's end marker
 arrived (``fresh``: until ``ssh`` exited); parsing is measured apart (probe.parse.*). The
 node's CPU per poll is read from the kept session's remote shell: its own CPU time and its
@@ -88,6 +91,7 @@ class LocalShell:
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
+        self.skip: frozenset[str] = frozenset()   # what the console leaves out once the shell answered
 
     @classmethod
     async def start(cls, root: Path) -> "LocalShell":
@@ -98,16 +102,19 @@ class LocalShell:
 
     async def probe(self) -> float:
         mark = probe.new_mark()
-        cap = Capture(mark, probe.sections()[-1][0], probe.DEFAULT_LIMITS)
+        cap = Capture(mark, probe.last_section(skip=self.skip), probe.DEFAULT_LIMITS)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         t0 = time.perf_counter()
-        self.proc.stdin.write(probe.build_script(mark).encode())
+        self.proc.stdin.write(probe.build_script(mark, skip=self.skip).encode())
         async with asyncio.timeout(POLL_TIMEOUT_S):
             while not cap.complete:
                 chunk = await self.proc.stdout.read(READ_CHUNK)
                 if not chunk:
                     raise RuntimeError("the local sh ended mid-probe")
                 cap.feed(chunk)
+        # as the console's kept shell: once it answered, the sticky sections are left out (the
+        # stand-in's GPUs are not in MIG mode, the driver was read)
+        self.skip = frozenset(probe.STICKY)
         return (time.perf_counter() - t0) * 1000
 
     async def close(self) -> None:

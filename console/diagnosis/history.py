@@ -200,11 +200,15 @@ def _shared(value: T, before: T | None) -> T:
     return before if before is not None and before == value else value
 
 
-def digest(snap: NodeSnapshot, before: NodeSnapshot | None = None) -> NodeSnapshot:
+def digest(snap: NodeSnapshot, before: NodeSnapshot | None = None, *, same_gpus: bool = False) -> NodeSnapshot:
     """What history keeps of a poll (see the module's doc); ``before``: the previous digest,
-    whose unchanged parts are reused rather than kept twice."""
-    gpus = tuple(dataclasses.replace(g, utilization_pct=None) for g in snap.gpus)
-    if before is not None:
+    whose unchanged parts are reused rather than kept twice (``same_gpus``: the poll's GPUs are
+    those the previous digest was made from)."""
+    if same_gpus and before is not None:
+        gpus = before.gpus
+    else:
+        gpus = tuple(dataclasses.replace(g, utilization_pct=None) for g in snap.gpus)
+    if before is not None and not same_gpus:
         by_index = {g.index: g for g in before.gpus}
         gpus = tuple(_shared(g, by_index.get(g.index)) for g in gpus)
     drivers = _driver_digest(snap.driver_processes)
@@ -235,6 +239,7 @@ class History(Sequence[NodeSnapshot]):
         # (name, taken_at) of the kept polls that read the processes although the node had an
         # error (the driver did not answer): their digests have no processes left to tell
         self._read_despite_error: set[tuple[str, float]] = set()
+        self._gpus_from: tuple = ()          # the GPUs of the poll the last digest was made from
 
     def append(self, snap: NodeSnapshot) -> None:
         if self._polls and not snap.taken_at > self._polls[-1].taken_at:
@@ -247,7 +252,12 @@ class History(Sequence[NodeSnapshot]):
         if len(self._polls) == self.maxlen and self._read_despite_error:
             oldest = self._polls[0]
             self._read_despite_error.discard((oldest.name, oldest.taken_at))
-        self._polls.append(digest(snap, self._polls[-1] if self._polls else None))
+        before = self._polls[-1] if self._polls else None
+        # the parser handed over the very GPU objects of the poll before: their digest holds
+        same = (before is not None and len(snap.gpus) == len(self._gpus_from)
+                and all(a is b for a, b in zip(snap.gpus, self._gpus_from)))
+        self._polls.append(digest(snap, before, same_gpus=same))
+        self._gpus_from = snap.gpus
 
     def read_processes(self, poll: NodeSnapshot) -> bool:
         """Did this kept poll (a digest) read the node's processes? (processes_read of the poll
@@ -255,6 +265,7 @@ class History(Sequence[NodeSnapshot]):
         return poll.error is None or (poll.name, poll.taken_at) in self._read_despite_error
 
     def clear(self) -> None:
+        self._gpus_from = ()
         self._polls.clear()
         self._tracks.clear()
         self._read_despite_error.clear()

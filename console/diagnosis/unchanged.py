@@ -1,30 +1,52 @@
-"""What diagnosis reads of a snapshot, as one comparable value: two polls with equal keys
-get the same findings but for the passing of time (how long a zombie has lasted, a streak
-that crosses a threshold). The engine re-diagnoses a node whose key has not changed only
-every so often (console/monitor.py), so a fleet of quiet nodes does not cost a diagnosis per
-poll.
+"""Whether diagnosis would read two polls of a node alike: then they get the same findings but
+for the passing of time (how long a zombie has lasted, a streak that crosses a threshold). The
+engine re-diagnoses a node whose input has not changed only every so often (console/monitor.py),
+so a fleet of quiet nodes does not cost a diagnosis per poll.
 
 Left out, because diagnosis does not read them or they change every poll without meaning
 anything: the poll's time and duration, GPU utilisation, thread counts, the difference
 between running and sleeping (R, S, I: diagnosis tells Z, D, T and X apart from the rest),
 and the processes of the console's own session on the node (the probe's commands have new
-PIDs every poll).
+PIDs every poll). Cheap when the parser reused the unchanged processes' objects (one
+identity test each).
 """
 from __future__ import annotations
 
-from console.model import NodeSnapshot
+from console.model import Gpu, NodeSnapshot, Proc
 
 #: leader states diagnosis does not tell apart
 _RUNNABLE = {"R": "-", "S": "-", "I": "-"}
 
 
-def input_key(snap: NodeSnapshot) -> tuple:
-    own = set(snap.own_pids)
-    procs = tuple(
-        (p.pid, p.ppid, _RUNNABLE.get(p.state, p.state), p.user, p.name, p.cmdline, p.create_time,
-         p.start_ticks, tuple(sorted(p.gpu_memory_mib.items())), p.device_files, p.d_threads, p.pid_ns)
-        for p in snap.processes if p.pid not in own)
-    gpus = tuple((g.index, g.uuid, g.name, g.bus_id, g.memory_used_mib, g.memory_total_mib,
-                  g.memory_reserved_mib, g.persistence_mode, g.mig_mode, g.mig_instances) for g in snap.gpus)
-    return (snap.name, snap.error, snap.warnings, gpus, procs, snap.driver_processes, snap.lost_gpus,
-            snap.kernel_log, snap.hostname, snap.driver_version, len(snap.own_pids) > 0)
+def _proc_alike(a: Proc, b: Proc) -> bool:
+    return a is b or (
+        a.pid == b.pid and a.ppid == b.ppid and _RUNNABLE.get(a.state, a.state) == _RUNNABLE.get(b.state, b.state)
+        and a.user == b.user and a.name == b.name and a.cmdline == b.cmdline and a.create_time == b.create_time
+        and a.start_ticks == b.start_ticks and a.gpu_memory_mib == b.gpu_memory_mib
+        and a.device_files == b.device_files and a.d_threads == b.d_threads and a.pid_ns == b.pid_ns)
+
+
+def _gpu_alike(a: Gpu, b: Gpu) -> bool:
+    return a is b or (
+        a.index == b.index and a.uuid == b.uuid and a.name == b.name and a.bus_id == b.bus_id
+        and a.memory_used_mib == b.memory_used_mib and a.memory_total_mib == b.memory_total_mib
+        and a.memory_reserved_mib == b.memory_reserved_mib and a.persistence_mode == b.persistence_mode
+        and a.mig_mode == b.mig_mode and a.mig_instances == b.mig_instances)
+
+
+def _theirs(snap: NodeSnapshot) -> list[Proc]:
+    own = snap.own_pids
+    return [p for p in snap.processes if p.pid not in own] if own else list(snap.processes)
+
+
+def alike(a: NodeSnapshot, b: NodeSnapshot) -> bool:
+    """Diagnosis reads ``a`` as it reads ``b`` (but for the time each was taken)."""
+    if (a.name != b.name or a.error != b.error or a.warnings != b.warnings or a.hostname != b.hostname
+            or a.driver_version != b.driver_version or a.lost_gpus != b.lost_gpus
+            or a.kernel_log != b.kernel_log or a.driver_processes != b.driver_processes
+            or bool(a.own_pids) != bool(b.own_pids) or len(a.gpus) != len(b.gpus)):
+        return False
+    if not all(_gpu_alike(x, y) for x, y in zip(a.gpus, b.gpus)):
+        return False
+    mine, theirs = _theirs(a), _theirs(b)
+    return len(mine) == len(theirs) and all(_proc_alike(x, y) for x, y in zip(mine, theirs))

@@ -106,6 +106,10 @@ def _is_probe_line(line: str, name: str) -> bool:
     glob = device_glob(line)
     if glob is None:
         return False
+    if name == "cgroup":       # names the PIDs the driver listed at the node's last probe
+        head, tail = probe.section_line(TEMPLATE_MARK, name, "\0").split("\0")
+        return (line.startswith(head) and line.endswith(tail)
+                and probe.cgroup_pids(line[len(head):len(line) - len(tail)]) is not None)
     cmd = dict(probe.sections(glob)).get(name)
     return cmd is not None and probe.section_line(TEMPLATE_MARK, name, cmd) == line
 

@@ -442,11 +442,24 @@ def _same(cache: dict | None, section: str, parse, *args):
     return out
 
 
+def _keep(cache: dict | None, sec: dict, section: str, value):
+    """Remember a sticky section's answer (probe.STICKY), when it came whole, for the polls
+    that leave it out."""
+    if cache is not None and sec.get(section, (None, ""))[0] is not None:
+        cache[("kept", section)] = value
+    return value
+
+
 def _parse_probe(name: str, text: str, mark: str, taken_at: float,
                  probe_ms: float | None, cache: dict | None = None) -> NodeSnapshot:
     sec = split_sections(text, mark)
     warnings: list[str] = []
+    # a section the probe left out (probe.STICKY) keeps its last answer, from ``cache``
+    kept = {name: cache[("kept", name)] for name in ("meta", "driver")
+            if cache is not None and name not in sec and ("kept", name) in cache}
     for wanted in ("meta", "gpu", "apps", "stat", "ps"):
+        if wanted in kept:
+            continue
         if wanted not in sec:
             warnings.append(f"probe section '{wanted}' missing")
         elif sec[wanted][0] is None:
@@ -455,7 +468,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     def body(key: str) -> tuple[int | None, str]:
         return sec.get(key, (None, ""))
 
-    meta = parse_meta(body("meta")[1])
+    meta = kept["meta"] if "meta" in kept else _keep(cache, sec, "meta", parse_meta(body("meta")[1]))
     gpu_rc, gpu_text = body("gpu")
     gp = _same(cache, "gpu", parse_gpu_query, gpu_text, gpu_rc) if "gpu" in sec else GpuParse(error=None)
     warnings += gp.warnings
@@ -479,7 +492,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     if gpus and body("list")[0] == 124:
         warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
-    stats = parse_stat(body("stat")[1])
+    stats = parse_stat(body("stat")[1], cache.setdefault("stat", {}) if cache is not None else None)
     ps = parse_ps(body("ps")[1])
     dthreads = _same(cache, "dstate", parse_dstate, body("dstate")[1])
     fds = _same(cache, "fds", parse_fds, body("fds")[1])
@@ -529,5 +542,6 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         probe_ms=probe_ms, gpus=tuple(gpus), processes=tuple(procs),
         driver_processes=tuple(driver_procs), lost_gpus=tuple(gp.lost), kernel_log=tuple(xid_lines),
         hostname=meta.hostname, own_pids=own,
-        driver_version=parse_driver_version(body("driver")[1]),
+        driver_version=kept["driver"] if "driver" in kept else _keep(cache, sec, "driver",
+                                                                   parse_driver_version(body("driver")[1])),
         drm_modeset=sysinfo.drm_modeset, nvswitches=sysinfo.nvswitches)

@@ -83,11 +83,53 @@ def _int(digits: str) -> int | None:
     return int(digits) if len(digits) <= _DIGITS_MAX else None
 
 
-def parse_stat(text: str) -> dict[int, StatLine]:
+def _from_match(m: re.Match) -> StatLine | None:
+    nums = m.group(4).split(" ")           # ppid … starttime: the numbers after the state
+    ppid = _int(nums[0])
+    if ppid is None:
+        return None
+    return StatLine(pid=int(m.group(1)), comm=m.group(2), state=m.group(3), ppid=ppid,
+                    num_threads=_int(nums[16]), start_ticks=_int(nums[18]))
+
+
+def _stat_by_lines(text: str, before: dict[str, StatLine]) -> tuple[dict[int, StatLine], dict] | None:
+    """The usual case, no comm holding a newline: every line is one whole record, and a record
+    read at the last poll is not read again. None when a line is not a whole record (a comm
+    with a newline, output cut short): then the stream reader decides. Where every line is a
+    whole record, the stream reader would have matched exactly these records (its comm is the
+    shortest that a state and the numbers up to a newline follow, and they cannot cross one)."""
+    lines = text.split("\n")
+    if lines.pop() != "":
+        return None
+    out: dict[int, StatLine] = {}
+    seen: dict[str, StatLine | None] = {}
+    for line in lines:
+        if line in before:
+            st = before[line]
+        else:
+            m = _RECORD.fullmatch(line + "\n")
+            if m is None:
+                return None
+            st = _from_match(m)
+        seen[line] = st
+        if st is not None and st.pid not in out:
+            out[st.pid] = st
+    return out, seen
+
+
+def parse_stat(text: str, seen: dict[str, StatLine | None] | None = None) -> dict[int, StatLine]:
     """``cat /proc/[0-9]*/stat``: the records read one after the other (see the module's doc).
 
     A record that does not parse (output cut short) is skipped up to the next newline; the
-    first record of a PID wins (the kernel prints each once)."""
+    first record of a PID wins (the kernel prints each once). ``seen``: {record: StatLine} of
+    the node's last poll, replaced by this poll's (a record read before is not read again)."""
+    if seen is not None:
+        fast = _stat_by_lines(text, seen)
+        if fast is not None:
+            seen.clear()
+            seen.update(fast[1])
+            return fast[0]
+        seen.clear()
     out: dict[int, StatLine] = {}
     pos, end = 0, len(text)
     while pos < end:
@@ -102,11 +144,9 @@ def parse_stat(text: str) -> dict[int, StatLine]:
         pid = int(m.group(1))
         if pid in out:
             continue
-        nums = m.group(4).split(" ")           # ppid … starttime: the numbers after the state
-        ppid = _int(nums[0])
-        if ppid is not None:
-            out[pid] = StatLine(pid=pid, comm=m.group(2), state=m.group(3), ppid=ppid,
-                                num_threads=_int(nums[16]), start_ticks=_int(nums[18]))
+        st = _from_match(m)
+        if st is not None:
+            out[pid] = st
     return out
 
 

@@ -59,6 +59,11 @@ class ShellSource(Source):
         self._driver_pids: tuple[int, ...] = ()
         #: sections parsed at the last poll (parse.parse_probe): the same text is not parsed again
         self._parse_cache: dict = {}
+        # what lets a probe leave out probe.STICKY's sections (their last answers still hold)
+        self._skip: frozenset[str] = frozenset()
+        self._meta_shell: object | None = None     # the shell whose meta answer the console has
+        self._driver_age = probe.DRIVER_EVERY       # polls since the driver section was answered
+        self._no_mig = False                        # the last poll's GPUs: none in MIG mode
 
     @abc.abstractmethod
     async def _exec(self, script: str, timeout: float) -> CommandResult:
@@ -67,7 +72,31 @@ class ShellSource(Source):
         host key, timed out)."""
 
     def _capture(self, mark: str) -> Capture:
-        return Capture(mark, probe.sections(self.device_glob)[-1][0], self.limits)
+        return Capture(mark, probe.last_section(self.device_glob, self._skip), self.limits)
+
+    def _shell_token(self) -> object | None:
+        """The long-lived shell the probe goes to, while the transport keeps one (what the
+        ``meta`` section says holds while it lives); None: a new shell for every probe."""
+        return None
+
+    def _sticky_skip(self) -> frozenset[str]:
+        """probe.STICKY sections this probe can leave out."""
+        skip = set()
+        token = self._shell_token()
+        if token is not None and token is self._meta_shell:
+            skip.add("meta")
+        if self._driver_age < probe.DRIVER_EVERY:
+            skip.add("driver")
+        if self._no_mig:
+            skip.add("list")
+        return frozenset(skip)
+
+    def _remember(self, snap: NodeSnapshot) -> None:
+        ok = snap.error is None
+        if "meta" not in self._skip:
+            self._meta_shell = self._shell_token() if ok else None
+        self._driver_age = (0 if ok else probe.DRIVER_EVERY) if "driver" not in self._skip else self._driver_age + 1
+        self._no_mig = ok and bool(snap.gpus) and not any(g.mig_mode for g in snap.gpus)
 
     async def _exec_probe(self, script: str, mark: str, timeout: float) -> ProbeOutput:
         """Run the probe script; a transport with a long-lived shell overrides this (and reads
@@ -87,6 +116,12 @@ class ShellSource(Source):
         return f"probe timed out after {self.probe_timeout:g} s{why}"
 
     async def poll(self) -> NodeSnapshot:
+        self._skip = self._sticky_skip()
+        snap = await self._poll()
+        self._remember(snap)
+        return snap
+
+    async def _poll(self) -> NodeSnapshot:
         started = time.monotonic()
         deadline = started + self.probe_timeout
         if self._parsing is not None and not self._parsing.done():
@@ -98,7 +133,8 @@ class ShellSource(Source):
                                     error=self._timed_out(" (still parsing the previous probe's output)"))
         mark = probe.new_mark()
         budget = max(0.0, deadline - time.monotonic() - parse_reserve(self.probe_timeout))
-        out = await self._exec_probe(probe.build_script(mark, self.device_glob, self._driver_pids), mark, budget)
+        out = await self._exec_probe(probe.build_script(mark, self.device_glob, self._driver_pids, self._skip),
+                                     mark, budget)
         probe_ms = round((time.monotonic() - started) * 1000, 1)
         error = out.error or (self._timed_out() if out.timed_out else None)
         if not out.data:
@@ -106,7 +142,7 @@ class ShellSource(Source):
         if len(out.data) <= INLINE_PARSE_BYTES:
             await asyncio.sleep(0)            # a poll always lets the others run once
             snap = _parse(self.name, out.data, mark, self.clock.now(), probe_ms, self._parse_cache)
-            return self._remember(snap if error is None else dataclasses.replace(snap, error=error))
+            return self._note_driver_pids(snap if error is None else dataclasses.replace(snap, error=error))
         done: list[NodeSnapshot] = []        # set by the worker: a late event loop is no late parse
 
         def work(taken_at: float) -> NodeSnapshot:
@@ -127,9 +163,9 @@ class ShellSource(Source):
             snap = done[0]
         if error is not None:        # a probe cut short: what arrived, and why the rest did not
             snap = dataclasses.replace(snap, error=error)
-        return self._remember(snap)
+        return self._note_driver_pids(snap)
 
-    def _remember(self, snap: NodeSnapshot) -> NodeSnapshot:
+    def _note_driver_pids(self, snap: NodeSnapshot) -> NodeSnapshot:
         """Note the PIDs the driver listed (the next probe reads their cgroup too)."""
         here = {p.pid for p in snap.processes}
         self._driver_pids = tuple(sorted({d.pid for d in snap.driver_processes if d.pid in here}))

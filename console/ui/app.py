@@ -37,8 +37,9 @@ from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, se
 
 
 #: node updates are drawn at most this often: with many nodes, the polls that answered since the
-#: last redraw are drawn together (a 256-node console gets 256 updates a second)
-REDRAW_INTERVAL_S = 0.25
+#: last redraw are drawn together (a 256-node console gets 256 updates a second); the node on
+#: screen is drawn as soon as it answers
+REDRAW_INTERVAL_S = 0.5
 
 
 class NodeUpdated(Message):
@@ -116,6 +117,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
         self.watches: list = []           # ActionWatch handles still observing (cancelled on quit)
         self._selected_initially: set[str] = set()
         self.redraw_interval_s = REDRAW_INTERVAL_S
+        self._status_drawn: Text | None = None
         self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
         self._redraw_timer = None
         self._last_redraw = float("-inf")
@@ -187,11 +189,16 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
     @on(NodeUpdated)
     def _node_updated(self, message: NodeUpdated) -> None:
         """Draw the snapshot now, or with the others at the next redraw when the last one was
-        less than ``redraw_interval_s`` ago. ``snapshots`` holds what is drawn: what the keys
-        act on is what the operator sees."""
+        less than ``redraw_interval_s`` ago (the node on screen: now). ``snapshots`` holds what
+        is drawn: what the keys act on is what the operator sees."""
         snap = message.snapshot
         self.feed_snapshot(snap)           # the memory trail and the follower's live state: every poll
         self._updated[snap.name] = snap
+        if snap.name == self.current_node:     # what the operator looks at: now (with the rest)
+            if self._redraw_timer is not None:
+                self._redraw_timer.stop()
+            self._redraw_updated()
+            return
         if self._redraw_timer is not None:
             return
         wait = self._last_redraw + self.redraw_interval_s - time.monotonic()
@@ -348,7 +355,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
                 line.truncate(room, overflow="ellipsis")
                 line.append(" " * (width - line.cell_len - right.cell_len))
                 line.append_text(right)
-        self.query_one("#status", LiteralStatic).update(line)
+        if line != self._status_drawn:      # an update re-lays the screen out: only on a change
+            self._status_drawn = line
+            self.query_one("#status", LiteralStatic).update(line)
 
     @property
     def incident_id(self) -> str | None:

@@ -2,7 +2,7 @@
 sparklines) and the live state a follower's mirror shows (`gpu-incident follow ID --live`).
 
 Mixed into IncidentApp. The state file (console/incident/mirror.py) is written beside the
-incident after polls, at most once a second, in a thread (a slow disk never holds a key), and
+incident after polls, at most once a second (every 2 s at 256 nodes), in a thread (a slow disk never holds a key), and
 once more when the console stops ("running": false). A write that fails is said once and the
 console keeps running.
 """
@@ -19,6 +19,9 @@ class LiveFeed:
     """Mixed into IncidentApp (needs: sources, monitors, timeline, current_node, notify, set_interval)."""
 
     FEED_INTERVAL_S = 1.0
+    #: past this many nodes the state is written every ``nodes / FEED_NODES_PER_S`` seconds
+    #: (256 nodes: every 2 s; turning every node into JSON each second cost ~15% of a core)
+    FEED_NODES_PER_S = 128
 
     def start_feed(self, interval: float) -> None:
         self.trails: dict[str, MemoryTrail] = {s.name: MemoryTrail() for s in self.sources}
@@ -26,8 +29,9 @@ class LiveFeed:
         self._feed_busy = False
         self._feed_warned = False
         if self.timeline is not None:
+            every = max(self.FEED_INTERVAL_S, len(self.sources) / self.FEED_NODES_PER_S)
             self.state_feed = StateFeed(state_path(self.timeline.path), incident_id=self.timeline.incident_id,
-                                        by=self.timeline.by, interval=interval, min_interval=self.FEED_INTERVAL_S)
+                                        by=self.timeline.by, interval=interval, min_interval=every)
             self.set_interval(self.FEED_INTERVAL_S, self._flush_feed)
 
     def feed_snapshot(self, snap: NodeSnapshot) -> None:

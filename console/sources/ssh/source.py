@@ -237,6 +237,9 @@ class SshSource(ShellSource):
 
     # ------------------------------------------------------------ probe shell
 
+    def _shell_token(self) -> object | None:
+        return self._shell
+
     def _release_slot(self) -> None:
         try:
             asyncio.get_running_loop().call_later(CHANNEL_SETTLE_S, self._slots.release)

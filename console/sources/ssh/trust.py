@@ -14,6 +14,10 @@ import asyncssh
 
 DEFAULT_USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
 DEFAULT_GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+#: parsed known_hosts, shared by every source that reads the same unchanged files: (path,
+#: device, inode, size, mtime) of each file -> what they hold
+_PARSED: dict[tuple, asyncssh.SSHKnownHosts] = {}
+_PARSED_MAX = 16
 
 
 def host_port(host: str, port: int) -> str:
@@ -58,8 +62,32 @@ class HostTrust:
         return cls(user_files + global_files, user_files[0], accept_new)
 
     def load(self) -> asyncssh.SSHKnownHosts:
-        """Read the files afresh (another console may have recorded a key). A missing file
-        trusts nothing; an unreadable or malformed one is an error naming it."""
+        """Read the files afresh when they changed (another console may have recorded a key):
+        files unchanged since another source read them (same inode, size and time) are not
+        parsed again -- 1,024 nodes in one known_hosts file would otherwise cost a million
+        parsed keys. A missing file trusts nothing; an unreadable or malformed one is an error
+        naming it."""
+        seen = []
+        for name in self.read_files:
+            try:
+                st = os.stat(name)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise HostKeyFileError(f"host key check impossible: cannot read {name} "
+                                       f"({exc.strerror or exc})") from None
+            seen.append((name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        known = _PARSED.get(tuple(seen))
+        if known is None:
+            known = self._parse()
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[tuple(seen)] = known
+        self.known = known
+        self.offered, self.changed, self.recorded = None, False, False
+        return self.known
+
+    def _parse(self) -> asyncssh.SSHKnownHosts:
         texts = []
         for name in self.read_files:
             try:
@@ -70,12 +98,10 @@ class HostTrust:
                 raise HostKeyFileError(f"host key check impossible: cannot read {name} "
                                        f"({exc.strerror or exc})") from None
         try:
-            self.known = asyncssh.import_known_hosts("\n".join(texts))
+            return asyncssh.import_known_hosts("\n".join(texts))
         except (ValueError, asyncssh.KeyImportError) as exc:
             raise HostKeyFileError(f"host key check impossible: bad known_hosts line in "
                                    f"{', '.join(self.read_files)} ({exc})") from None
-        self.offered, self.changed, self.recorded = None, False, False
-        return self.known
 
     def check(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         """Called for a key no file lists: refuse it, or record it when the host is new."""
