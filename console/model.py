@@ -19,6 +19,7 @@ FINDING_KINDS = (
     "probe-hung", "driver-error", "xid", "reset-blocker",
     "holder",   # a live GPU holder no other finding is about (info; where to start to free memory)
     "recovery-action",   # the driver's current recovery action for a GPU (reset, reboot, drain, ...)
+    "idle-memory",   # a fleet GPU held memory at 0 % utilisation for the whole suspicion window (Prometheus)
 )
 
 

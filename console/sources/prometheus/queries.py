@@ -15,6 +15,7 @@ labels the console reads (a 4096-node answer stays a few MiB).
 from __future__ import annotations
 
 import math
+import re
 
 USED, FREE, UTIL, XID = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL",
                          "DCGM_FI_DEV_XID_ERRORS")
@@ -25,6 +26,21 @@ _GPU = "Hostname, gpu, UUID"
 
 #: the shortest and longest suspicion windows (seconds): tests use a few seconds, on-call 10 min
 WINDOW_S = (1.0, 7 * 86400.0)
+
+
+_WINDOW_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|min|h|d)?$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_window(text: str) -> float:
+    """``10m``, ``5s``, ``1.5h``, ``600`` (seconds) -> seconds; ValueError of one line."""
+    m = _WINDOW_RE.match(text.strip().lower())
+    if not m:
+        raise ValueError(f"bad window {text!r}: a number with s, m, h or d (10m, 5s, 1h)")
+    seconds = float(m.group(1)) * _UNIT_S[m.group(2) or "s"]
+    if not WINDOW_S[0] <= seconds <= WINDOW_S[1]:
+        raise ValueError(f"window {text!r} is out of range (1s to 7d)")
+    return seconds
 
 
 def duration(seconds: float) -> str:
