@@ -33,7 +33,7 @@ NAMED_GROUPS = 3
 
 
 def window_words(seconds: float | None) -> str:
-    """600 -> "10 min", 5 -> "5 s", 5400 -> "1.5 h"."""
+    """600 -> "10 min", 5 -> "5 s", 9000 -> "2.5 h"."""
     if seconds is None:
         return "the window"
     if seconds < 120:

@@ -194,7 +194,8 @@ class ExporterServer:
         self.httpd.daemon_threads = True
         self.httpd.exporter = exporter           # type: ignore[attr-defined]
         self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="sim-exporter", daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="sim-exporter",
+                                        daemon=True)
 
     def start(self) -> None:
         self._thread.start()
