@@ -19,6 +19,7 @@ import time
 from typing import Awaitable, Callable, Sequence
 
 from console.clock import timeout_ignoring_stalls
+from console.diagnosis.fleet import assess
 from console.diagnosis.history import HISTORY_POLLS, History
 from console.diagnosis.unchanged import alike
 from console.config import FLEET_INTERVAL_S
@@ -36,6 +37,8 @@ REDIAGNOSE_S = 5.0
 #: two, less than a thread hand-off and the GIL contention it brings); bigger ones in a
 #: worker thread (half a second on a 100,000-process node)
 INLINE_DIAGNOSIS_PROCESSES = 200
+#: a fleet round of up to this many nodes is assessed on the event loop, bigger ones in a thread
+INLINE_FLEET_NODES = 256
 #: the most polls a second the console starts on its own: up to this many nodes are polled
 #: every second, more nodes every ``nodes / POLLS_PER_SECOND`` seconds (1,024 nodes: every 4 s),
 #: unless --interval says otherwise (console/bench measures 256 nodes at 1 s in half a core)
@@ -204,8 +207,9 @@ async def snapshot_all(sources: Sequence[Source]) -> list[NodeSnapshot]:
 
 class FleetMonitor:
     """One fleet source (``prometheus://…``) polled every ``interval`` (15 s by default), each
-    round bounded like a node's poll: a source that hangs or fails gives a FleetSnapshot whose
-    ``error`` says why, never a stuck console. ``source``: anything with ``async poll() ->
+    round bounded like a node's poll and assessed (console/diagnosis/fleet.py: suspicion, rank,
+    suspects first): a source that hangs or fails gives a FleetSnapshot whose ``error`` says
+    why, never a stuck console. ``source``: anything with ``async poll() ->
     FleetSnapshot`` and ``async close()`` (console/sources/prometheus/)."""
 
     def __init__(self, source, *, name: str, interval: float = FLEET_INTERVAL_S,
@@ -226,6 +230,9 @@ class FleetMonitor:
         try:
             async with timeout_ignoring_stalls(self.deadline):
                 snap = await self.source.poll()
+            # each node's suspicion and rank, suspects first; thousands of nodes (40 ms for
+            # 4096 x 8 GPUs) off the event loop, where keys would wait on it
+            snap = assess(snap) if len(snap.nodes) <= INLINE_FLEET_NODES else await asyncio.to_thread(assess, snap)
         except TimeoutError:
             snap = FleetSnapshot(source=self.name, taken_at=time.time(),
                                  error=f"no answer within {self.deadline:g} s (timed out)")

@@ -25,7 +25,7 @@ from console.ui.app import HelpScreen, IncidentApp  # noqa: E402
 from console.ui.fleet_mode import FleetSetup, FleetUpdated  # noqa: E402
 from console.ui.fleet_table import FleetTable  # noqa: E402
 from console.ui.fleet_view import FleetScreen  # noqa: E402
-from tests.fleet_fixtures import SOURCE, gpus, mixed_fleet, node  # noqa: E402
+from tests.fleet_fixtures import SOURCE, assessed, mixed_fleet, node  # noqa: E402
 from tests.polling import eventually  # noqa: E402
 
 
@@ -85,16 +85,17 @@ async def test_suspects_first_by_rank_then_hostname_and_the_header_counts_them()
         lines = text.splitlines()
         assert lines[0].split() == ["prometheus://prom.example:9090", "12", "s", "ago", "query", "42", "ms", "6",
                                     "nodes", "3", "suspect"]
-        assert lines[2].startswith("gpu-0004") and "79" in lines[2] and "Xid 79 on GPU 2" in lines[2]
+        assert lines[2].startswith("gpu-0004") and lines[2].split()[5:7] == ["GPUs", "0-7:"]
+        assert "79" in lines[2].split()[4] and "Xid 79 (GPU has fallen" in lines[2]
         assert lines[3].startswith("gpu-0002") and "560/637" in lines[3] and "0%" in lines[3]
+        assert "GPUs 0-7: 70.0 GiB held at 0% for 10 min" in lines[3]
         assert "gpu-0004  8× NVIDIA H100 80GB HBM3" in text          # the highlighted node in full
         # the cursor moves, and stays on its node when a new round reorders the table
         await pilot.press("down", "down")
         assert table(app).current.hostname == "gpu-0003"
-        quiet = dataclasses.replace(mixed_fleet(taken_at=1_010.0))
-        nodes = tuple(dataclasses.replace(n, suspicion=None, suspicion_rank=0) if n.hostname == "gpu-0004" else n
-                      for n in quiet.nodes)
-        app.post_message(FleetUpdated(dataclasses.replace(quiet, nodes=nodes)))
+        quiet = mixed_fleet(taken_at=1_010.0)
+        nodes = tuple(node("gpu-0004") if n.hostname == "gpu-0004" else n for n in quiet.nodes)
+        app.post_message(FleetUpdated(assessed(nodes, 1_010.0)))
         assert await eventually(lambda: order(app)[0] == "gpu-0002")
         assert table(app).current.hostname == "gpu-0003"
 
@@ -151,8 +152,8 @@ PAYLOAD_POD = "ns/[@click=app.quit]pod[/]"
 
 
 async def test_hostnames_models_and_pods_from_the_source_render_literally():
-    hostile = dataclasses.replace(node(HOSTILE, "[b]held[/b] at 0%\x1b[2J", 1, model=PAYLOAD_MODEL,
-                                       pod=PAYLOAD_POD))
+    hostile = dataclasses.replace(node(HOSTILE, model=PAYLOAD_MODEL, pod=PAYLOAD_POD),
+                                  suspicion="[b]held[/b] at 0%\x1b[2J", suspicion_rank=2)
     snap = FleetSnapshot(source=SOURCE, taken_at=1_000.0, nodes=(hostile, node("gpu-0001")))
     app = fleet_app()
     async with app.run_test(size=(160, 30)) as pilot:
@@ -219,7 +220,7 @@ async def test_enter_opens_the_node_in_the_same_incident_and_escape_comes_back(i
             note = [e for e in tl.entries if "from the fleet" in e.text]
             assert len(note) == 1 and note[0].node == "gpu-0004"
             assert note[0].text == ("opened gpu-0004 from the fleet (prometheus://prom.example:9090): "
-                                    "suspect: Xid 79 on GPU 2 (fell off the bus)")
+                                    "suspect: GPUs 0-7: Xid 79 (GPU has fallen off the bus)")
             await pilot.pause()
             assert "esc Fleet" in screen(app).splitlines()[-1]
             await pilot.press("escape")
@@ -266,9 +267,7 @@ async def test_enter_opens_a_real_ssh_node_and_an_unreachable_one_shows_its_erro
     a = sshd.nodes[0]
     a.smi.set()
     options = ssh_config(tmp_path, sshd, {"gpu-a": a.port, "gpu-gone": free_port()})
-    snap = FleetSnapshot(source=SOURCE, taken_at=1_000.0, nodes=(
-        node("gpu-a", "memory held at 0% utilisation for 10 min (2 GPUs)", 1, used_mib=76109, util=0, n=2),
-        node("gpu-gone", "Xid 79 on GPU 0", 2, xid=79)))
+    snap = assessed((node("gpu-a", used_mib=76109, util=0, n=2, held=True), node("gpu-gone", xid=79)))
     tl = timeline.open_incident(incident_dir, "fleet-ssh")
     app = fleet_app(lambda host: make_source(host, ssh=options, probe_timeout=5), tl=tl, source=Answers(snap))
     try:

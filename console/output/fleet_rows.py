@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from console.diagnosis.fleet import rank_nodes
 from console.model import FleetNode, FleetSnapshot
 
 
@@ -26,8 +27,8 @@ class FleetRow:
 
 
 def fleet_order(nodes: Sequence[FleetNode]) -> list[FleetNode]:
-    """Suspects first (higher rank first), then by hostname."""
-    return sorted(nodes, key=lambda n: (-n.suspicion_rank, n.hostname))
+    """Suspects first (higher rank first), then by hostname (console/diagnosis/fleet.py's order)."""
+    return list(rank_nodes(nodes))
 
 
 def matching(nodes: Sequence[FleetNode], text: str) -> list[FleetNode]:
