@@ -94,7 +94,7 @@ class FleetMode:
         error, was = message.snapshot.error, self.fleet_view.error
         self.fleet_view = next_view(self.fleet_view, message.snapshot)
         if error and error != was:           # whole in the messages (m); the header may cut it
-            self.say(f"{self.fleet.name}: {error}", "warning")
+            self.say(error, "warning")
         elif was and not error:
             self.say(f"{self.fleet.name} answers again")
         screen = self.fleet_screen

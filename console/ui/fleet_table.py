@@ -184,7 +184,7 @@ class FleetTable(ScrollView, can_focus=True):
         return line
 
     def _line(self, r: FleetRow, node_w: int, why_w: int) -> Text:
-        suspect = self.get_component_rich_style("fleet-table--suspect") if r.suspicion else None
+        suspect = self.get_component_rich_style("fleet-table--suspect", partial=True) if r.suspicion else None
         line = Text(no_wrap=True, style="dim" if self.stale else "")
         name = printable(r.hostname, node_w)
         line.append(f"{name:<{node_w}}", style=suspect or "")

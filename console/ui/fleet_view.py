@@ -70,10 +70,9 @@ def detail_text(node: FleetNode | None, width: int = 80) -> Text:
     out.truncate(max(20, width - 2), overflow="ellipsis")
     out.append("\n")
     if node.suspicion:
-        out.append("suspect: " + printable(" ".join(node.suspicion.split()), max(20, width - 40)), style="bold red")
-        out.append("  enter: open it over SSH", style="dim")
+        out.append("suspect: " + printable(" ".join(node.suspicion.split()), max(20, width - 11)), style="bold red")
     else:
-        out.append("not suspect  enter: open its console over SSH", style="dim")
+        out.append("not suspect (enter opens its console over SSH all the same)", style="dim")
     return out
 
 
