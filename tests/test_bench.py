@@ -25,7 +25,7 @@ from tests.sshd_fixture import free_port
 FIGURES = ("p50", "p95", "max")
 EXPECTED = {
     "transport.probe_local", "transport.ssh_kept", "transport.ssh_fresh",
-    "fanout.round", "fanout.key_to_frame", "fanout.cpu", "startup.demo", "local.snapshot",
+    "fanout.round", "fanout.key_to_frame", "fanout.cpu", "fleet.key_to_frame", "startup.demo", "local.snapshot",
     "probe.sim_poll.seed", "probe.parse.seed", "probe.diagnose.seed", "probe.parse_diagnose.seed",
     "probe.parse.big", "probe.diagnose.big", "probe.parse_diagnose.big",
     "ui.first_update.seed", "ui.update.seed", "ui.first_update.big", "ui.update.big",
@@ -44,7 +44,7 @@ def tiny(quick: bool, nodes: int | None) -> Plan:
     """The shortest plan that still runs every part (the figures are not what is tested)."""
     return Plan(True, nodes or 2, 2, sim_polls=3, seed_iterations=3, big_iterations=2, rounds=2,
                 cpu_seconds=1, ui_updates=1, transport_polls=3, fresh_polls=1, fanout_window_s=0.5, keys=1,
-                fanout_settle_s=0.2)
+                fanout_settle_s=0.2, fleet_nodes=64, fleet_keys=2)
 
 
 def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_home, monkeypatch):
@@ -81,6 +81,7 @@ def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_hom
     assert by_name["probe.parse_diagnose.big"]["processes"] == 2000
     assert by_name["probe.parse_diagnose.big"]["gpus"] == 8
     assert by_name["ui.update.huge_all"]["processes"] == 100_000
+    assert doc["fleet_nodes"] == 64 and by_name["fleet.key_to_frame"]["n"] == 2
     assert doc["config"] == {"quick": True, "nodes": 2, "ssh_nodes": 2, "rounds": doc["config"]["rounds"],
                              "cpu_seconds": doc["config"]["cpu_seconds"], "target": None}
     # the human view of the same document names every figure and result, and no error section

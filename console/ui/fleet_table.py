@@ -81,7 +81,8 @@ class FleetTable(ScrollView, can_focus=True):
         current = self.current
         self.nodes = list(nodes)
         self._rows = {}
-        self._longest = max((len(printable(n.hostname)) for n in self.nodes), default=NODE_MIN)
+        self._longest = max((len(h) if h.isprintable() else len(printable(h))
+                             for h in (n.hostname for n in self.nodes)), default=NODE_MIN)
         self.stale = stale
         if empty_text is not None:
             self.empty_text = empty_text

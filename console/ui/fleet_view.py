@@ -8,6 +8,7 @@ last data it had (stale). Everything a source produced goes through console/ui/t
 """
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
@@ -91,6 +92,7 @@ class FleetScreen(Screen):
         self.source = source
         self.view = FleetView(None, None)
         self.filter_text = ""
+        self._header_lines = 0
 
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="fleet-status")
@@ -134,16 +136,20 @@ class FleetScreen(Screen):
 
     def render_header(self) -> None:
         if self.is_mounted:
-            self.query_one("#fleet-status", LiteralStatic).update(
-                header_text(self.view, self.source, self.now(), shown=len(self.table.nodes),
-                            filter_text=self.filter_text, width=self.size.width))
+            text = header_text(self.view, self.source, self.now(), shown=len(self.table.nodes),
+                               filter_text=self.filter_text, width=self.size.width)
+            room = max(1, self.size.width - 2)           # a line longer than the screen wraps
+            lines = sum(max(1, -(-cell_len(line) // room)) for line in text.plain.split("\n"))
+            self.query_one("#fleet-status", LiteralStatic).update(text, layout=lines != self._header_lines)
+            self._header_lines = lines
 
     def render_detail(self, node: FleetNode | None) -> None:
-        self.query_one("#fleet-detail", LiteralStatic).update(detail_text(node, self.size.width))
+        # a fixed height: the key that moved the cursor waits on no layout of the screen
+        self.query_one("#fleet-detail", LiteralStatic).update(detail_text(node, self.size.width), layout=False)
 
     def on_fleet_table_highlighted(self, message: FleetTable.Highlighted) -> None:
         self.render_detail(message.node)
 
     def show_activity(self, line: Text) -> None:
         if self.is_mounted:
-            self.query_one("#fleet-activity", LiteralStatic).update(line)
+            self.query_one("#fleet-activity", LiteralStatic).update(line, layout=False)
