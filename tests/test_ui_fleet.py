@@ -91,7 +91,9 @@ async def test_suspects_first_by_rank_then_hostname_and_the_header_counts_them()
         assert "GPUs 0-7: 70.0 GiB held at 0% for 10 min" in lines[3]
         assert "gpu-0004  8× NVIDIA H100 80GB HBM3" in text          # the highlighted node in full
         # the cursor moves, and stays on its node when a new round reorders the table
-        await pilot.press("down", "down")
+        await pilot.click(FleetTable, offset=(3, 4))             # the fourth row: gpu-0000
+        assert await eventually(lambda: table(app).current.hostname == "gpu-0000")
+        await pilot.press("home", "down", "down")
         assert table(app).current.hostname == "gpu-0003"
         quiet = mixed_fleet(taken_at=1_010.0)
         nodes = tuple(node("gpu-0004") if n.hostname == "gpu-0004" else n for n in quiet.nodes)
