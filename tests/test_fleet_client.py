@@ -8,16 +8,36 @@ import socket
 import ssl
 import subprocess
 import threading
+import urllib.parse
 
 import pytest
 
 from console.sources.prometheus import PrometheusSource
 
 OK = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-    {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "Hostname": "gpu01", "gpu": "0", "UUID": "GPU-a"},
-     "value": [1.0, "71000"]},
-    {"metric": {"__name__": "DCGM_FI_DEV_FB_FREE", "Hostname": "gpu01", "gpu": "0", "UUID": "GPU-a"},
-     "value": [1.0, "26000"]}]}}).encode()
+    {"metric": {"Hostname": "gpu01", "gpu": "0"}, "value": [1.0, "71000"]}]}}).encode()
+
+
+def vector(*samples):
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": m, "value": [1.0, v]} for m, v in samples]}}).encode()
+
+
+def prometheus_like(h):
+    """Answers each of the round's queries as a Prometheus holding one GPU would."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(h.path).query)["query"][0]
+    g = {"Hostname": "gpu01", "gpu": "0"}
+    if query.startswith("count by"):
+        body = vector(({**g, "UUID": "GPU-a", "modelName": "NVIDIA H100 80GB HBM3"}, "1"))
+    elif query.startswith("max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_USED)"):
+        body = vector((g, "71000"))
+    elif query.startswith("max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_FREE)"):
+        body = vector((g, "26000"))
+    elif query.startswith("max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL)"):
+        body = vector((g, "0"))
+    else:
+        body = vector()
+    reply(200, body, Content_Type="application/json")(h)
 
 
 class Stub:
@@ -74,11 +94,12 @@ async def poll(target, **kw):
 
 
 async def test_an_answer_becomes_nodes_and_the_token_goes_along(stub, tmp_path):
-    s = stub(reply(200, OK, Content_Type="application/json"))
+    s = stub(prometheus_like)
     (tmp_path / "tok").write_text("s3cret\n")
     snap = await poll(f"prometheus://127.0.0.1:{s.port}", token_file=str(tmp_path / "tok"))
     assert snap.error is None and snap.nodes[0].hostname == "gpu01"
-    assert snap.nodes[0].gpus[0].memory_total_mib == 97000
+    g = snap.nodes[0].gpus[0]
+    assert (g.memory_used_mib, g.memory_total_mib, g.utilization_pct, g.uuid) == (71000, 97000, 0, "GPU-a")
     assert {auth for _, auth in s.seen} == {"Bearer s3cret"}
     assert all(path.startswith("/api/v1/query?query=") for path, _ in s.seen)
     assert any("plain HTTP" in w for w in snap.warnings)

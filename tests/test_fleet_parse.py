@@ -21,6 +21,12 @@ def gpu(metric, host="gpu01", index="0", uuid="GPU-a", **more):
     return {"__name__": metric, "Hostname": host, "gpu": index, "UUID": uuid, **more}
 
 
+def nodes_from(values, info=(), idle=(), xid=()):
+    """build_nodes with the samples of several metrics sorted into its arguments by __name__."""
+    by = {m: [(lab, v) for lab, v in values if lab.get("__name__") == m] for m in (USED, FREE, UTIL, XID)}
+    return build_nodes(by[USED], by[FREE], by[UTIL], info, idle, [*by[XID], *xid])
+
+
 def test_values_become_numbers_and_non_finite_ones_none():
     samples, warnings = parse_vector(answer([
         (gpu(USED), "76109"), (gpu(FREE), "NaN"), (gpu(UTIL), "+Inf"), (gpu(XID), "-Inf"),
@@ -60,7 +66,7 @@ def test_one_gpu_scraped_by_two_jobs_counts_once():
     for job in ("dcgm", "dcgm-dup"):
         for metric, v in ((USED, 70000), (FREE, 27000), (UTIL, 0), (XID, 0)):
             values.append(({**gpu(metric), "job": job, "instance": f"{job}:9400"}, float(v)))
-    nodes, warnings = build_nodes(values)
+    nodes, warnings = nodes_from(values)
     assert len(nodes) == 1 and len(nodes[0].gpus) == 1
     g = nodes[0].gpus[0]
     assert (g.memory_used_mib, g.memory_total_mib, g.utilization_pct) == (70000, 97000, 0)
@@ -70,7 +76,7 @@ def test_one_gpu_scraped_by_two_jobs_counts_once():
 def test_no_job_or_instance_label_needed_and_nodes_sorted():
     values = [(gpu(USED, host=h, index=str(i), uuid=f"GPU-{h}{i}"), 5.0) for h in ("b2", "a1") for i in (1, 0)]
     values += [(gpu(FREE, host=h, index=str(i), uuid=f"GPU-{h}{i}"), 5.0) for h in ("b2", "a1") for i in (1, 0)]
-    nodes, _ = build_nodes(values)
+    nodes, _ = nodes_from(values)
     assert [n.hostname for n in nodes] == ["a1", "b2"]
     assert [g.index for g in nodes[0].gpus] == [0, 1]
 
@@ -79,19 +85,19 @@ def test_mig_instances_add_up_to_their_gpu():
     values = [(gpu(USED, GPU_I_ID="8"), 6.0), (gpu(USED, GPU_I_ID="9"), 4384.0),
               (gpu(FREE, GPU_I_ID="8"), 4000.0), (gpu(FREE, GPU_I_ID="9"), 15000.0),
               (gpu(UTIL, GPU_I_ID="8"), 0.0), (gpu(UTIL, GPU_I_ID="9"), 40.0)]
-    (node,), _ = build_nodes(values)
+    (node,), _ = nodes_from(values)
     (g,) = node.gpus
     assert g.memory_used_mib == 4390 and g.memory_total_mib == 4390 + 19000 and g.utilization_pct == 40
 
 
 def test_fb_used_without_fb_free_leaves_the_total_unknown():
-    (node,), warnings = build_nodes([(gpu(USED), 1000.0)])
+    (node,), warnings = nodes_from([(gpu(USED), 1000.0)])
     assert node.gpus[0].memory_used_mib == 1000 and node.gpus[0].memory_total_mib is None
     assert any("FB_FREE" in w for w in warnings)
 
 
 def test_series_without_hostname_are_left_out_and_counted():
-    nodes, warnings = build_nodes([({"__name__": USED, "gpu": "0"}, 1.0), (gpu(USED), 2.0)])
+    nodes, warnings = nodes_from([({"__name__": USED, "gpu": "0"}, 1.0), (gpu(USED), 2.0)])
     assert [n.hostname for n in nodes] == ["gpu01"]
     assert "1 series without a Hostname label left out" in warnings
 
@@ -100,24 +106,36 @@ def test_info_idle_and_xid_answers_land_on_their_gpu():
     values = [(gpu(USED), 71000.0), (gpu(FREE), 26000.0), (gpu(UTIL), 0.0), (gpu(XID), 0.0)]
     info = [({"Hostname": "gpu01", "gpu": "0", "UUID": "GPU-a", "modelName": "NVIDIA H100 80GB HBM3",
               "namespace": "ml", "pod": "train-0"}, 1.0)]
-    idle = [({"Hostname": "gpu01", "gpu": "0", "UUID": "GPU-a"}, 70900.0),
-            ({"Hostname": "elsewhere", "gpu": "0", "UUID": "GPU-z"}, 1.0)]       # no values: ignored
-    xid = [({"Hostname": "gpu01", "gpu": "0", "UUID": "GPU-a"}, 79.0)]
-    (node,), _ = build_nodes(values, info, idle, xid)
+    idle = [({"Hostname": "gpu01", "gpu": "0"}, 70900.0),
+            ({"Hostname": "elsewhere", "gpu": "0"}, 1.0)]       # no values: ignored
+    xid = [({"Hostname": "gpu01", "gpu": "0"}, 79.0)]
+    (node,), _ = nodes_from(values, info, idle, xid)
     g = node.gpus[0]
     assert (g.model, g.pod, g.idle_held_mib, g.last_xid) == ("NVIDIA H100 80GB HBM3", "ml/train-0", 70900, 79)
 
 
 def test_hostile_label_values_are_kept_as_data_and_cut():
     host = 'evil"\n[bold red]x[/]\x1b]0;pwn\x07' + "y" * 1000
-    (node,), _ = build_nodes([(gpu(USED, host=host[:LABEL_MAX]), 1.0)])
-    assert node.hostname == host[:LABEL_MAX]          # the UI renders it literally; never interpreted
+    (node,), _ = nodes_from([(gpu(USED, host=host), 1.0)])
+    assert node.hostname == host[:LABEL_MAX]          # cut; the UI renders it literally, never interpreted
 
 
 def test_round_queries_assume_no_job_or_instance():
     for q in round_queries(5).values():
         assert "job" not in q and "instance" not in q
     assert "5000ms" in round_queries(5)["idle"]
+
+
+def test_a_failed_xid_query_leaves_xid_unknown_and_a_quiet_one_says_none():
+    (node,), _ = build_nodes([(gpu(USED), 1.0)], xid=None)
+    assert node.gpus[0].last_xid is None
+    (node,), _ = build_nodes([(gpu(USED), 1.0)], xid=[])
+    assert node.gpus[0].last_xid == 0
+
+
+def test_mig_and_whole_gpu_answers_for_one_gpu_merge():
+    (node,), _ = build_nodes([(gpu(USED), 5.0), (gpu(USED, GPU_I_ID="1"), 7.0), (gpu(USED), 6.0)])
+    assert node.gpus[0].memory_used_mib == 13
 
 
 @pytest.mark.parametrize("text, seconds", [("10m", 600), ("5s", 5), ("1.5h", 5400), ("600", 600), ("1d", 86400)])
@@ -161,7 +179,7 @@ series = st.tuples(
 @given(st.lists(series, max_size=30), st.lists(series, max_size=5), st.lists(series, max_size=5),
        st.lists(series, max_size=5))
 def test_any_samples_build_nodes_without_crashing(values, info, idle, xid):
-    nodes, warnings = build_nodes(values, info, idle, xid)
+    nodes, warnings = nodes_from(values, info, idle, xid)
     hosts = [n.hostname for n in nodes]
     assert hosts == sorted(hosts) and len(set(hosts)) == len(hosts) and all(hosts)
     for n in nodes:

@@ -1,155 +1,131 @@
-"""Bench: the fleet table with thousands of nodes, as a person runs it.
+"""Bench, fleet part: 4096 nodes x 8 GPUs read through a real Prometheus.
 
-The console in fleet mode runs on a pseudo-terminal of COLS x ROWS (console/bench/term.py),
-its own process, fed by a constructed fleet (``SyntheticFleet``: ``nodes`` nodes x 8 GPUs,
-every 97th holding memory at 0 %, values moving every round) that it queries every
-ROUND_INTERVAL_S — faster than the 15 s default, so rounds land among the keys. Measured:
+``gpu-incident simulate --exporter-only --nodes N --scenario fleet`` (a child process, one
+endpoint carrying N Hostnames) is scraped by a real ``prometheus`` (a child, every SCRAPE);
+once Prometheus holds every GPU's series and the suspicion window has passed, a third child
+(``python -m console.bench.fleet POLL-ARGS``: the console's side alone, so its memory is what
+a console reading the fleet needs) runs ROUNDS rounds of PrometheusSource.poll() plus
+diagnosis.fleet.assess, one after another, and reports each round's wall time and its peak RSS.
 
-- ``key_ms``  ``down`` typed on the fleet table until the chunk of screen output that completes
-              the newly highlighted node's line below the table ("gpu-00042  8× …") arrived; p99;
-- ``rss_mib`` the console's resident memory after the keys.
-
-This measures the screen, not Prometheus: the query round against a real Prometheus is
-console/sources/prometheus/'s figure. ``python -m console.bench.fleet --nodes N`` runs that
-console by itself (what the bench starts on the pty).
+Headline keys: ``fleet_nodes``, ``fleet_query_ms_p50``, ``fleet_query_ms_p99`` (one whole round:
+four queries, parse, suspicion), ``fleet_rss_mib`` (the polling process's peak RSS), and
+``fleet_suspects`` (how many nodes the round found suspect: the mix's stuck and Xid nodes).
+Without prometheus installed the part says so in ``errors`` and leaves them null.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
-import random
-import re
-import shutil
+import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-from console.bench.fanout import bench_env, console_argv
 from console.bench.stats import Result, percentile
-from console.bench.term import Terminal
-from console.model import FleetGpu, FleetNode, FleetSnapshot
 
-COLS, ROWS = 80, 24
 FLEET_NODES = 4096
-GPUS_PER_NODE = 8
-ROUND_INTERVAL_S = 2.0
-START_TIMEOUT_S = 60.0
-KEY_TIMEOUT_S = 5.0
-SOURCE = "prometheus://bench.invalid:9090"
-MODEL = "NVIDIA H100 80GB HBM3"
 
 
-def synthetic_fleet(count: int = FLEET_NODES, per_node: int = GPUS_PER_NODE, round_: int = 0,
-                    taken_at: float | None = None, every: int = 97) -> FleetSnapshot:
-    """``count`` nodes of ``per_node`` GPUs; every ``every``-th holds memory at 0 % (a suspect);
-    the others' memory and utilisation move with ``round_``."""
-    nodes = []
-    for i in range(count):
-        stuck = i % every == 0
-        gpus = tuple(FleetGpu(index=g, uuid=f"GPU-{i:05d}-{g}", model=MODEL,
-                              memory_used_mib=71680.0 if stuck else float(2048 + (i * 7 + g + round_ * 13) % 60000),
-                              memory_total_mib=81559.0,
-                              utilization_pct=0.0 if stuck else float((i + g + round_) % 100),
-                              last_xid=0, idle_held_mib=71680.0 if stuck else None)
-                     for g in range(per_node))
-        nodes.append(FleetNode(hostname=f"gpu-{i:05d}", gpus=gpus,
-                               suspicion=f"GPUs 0-{per_node - 1}: 70.0 GiB held at 0% for 10 min" if stuck else None,
-                               suspicion_rank=2 if stuck else 0))
-    return FleetSnapshot(source=SOURCE, taken_at=time.time() if taken_at is None else taken_at,
-                         nodes=tuple(nodes), query_ms=0.0, window_s=600.0)
-
-
-class SyntheticFleet:
-    """A fleet source answering with ``synthetic_fleet`` (a new round each poll)."""
-
-    def __init__(self, count: int = FLEET_NODES) -> None:
-        self.count = count
-        self.rounds = 0
-
-    async def poll(self) -> FleetSnapshot:
-        self.rounds += 1
-        started = time.perf_counter()
-        # built in a worker thread, as PrometheusSource builds its nodes from the answers
-        snap = await asyncio.to_thread(synthetic_fleet, self.count, round_=self.rounds)
-        return FleetSnapshot(source=snap.source, taken_at=snap.taken_at, nodes=snap.nodes,
-                             query_ms=(time.perf_counter() - started) * 1000, window_s=snap.window_s)
-
-    async def close(self) -> None:
-        pass
-
-
-def run_console(nodes: int, interval: float) -> int:
-    """The console in fleet mode on the synthetic fleet (no SSH: enter says why)."""
-    from console.ui.app import IncidentApp
-    from console.ui.fleet_mode import FleetSetup
-
-    def no_ssh(hostname: str):
-        raise ValueError("the bench's fleet has no SSH nodes")
-    app = IncidentApp([], interval=1.0, fleet=FleetSetup(SyntheticFleet(nodes), SOURCE, no_ssh, interval=interval))
-    app.run()
-    return app.return_code or 0
-
-
-def detail_pattern(hostname: str) -> re.Pattern:
-    """The line below the table once ``hostname`` is highlighted (console/ui/fleet_view.py)."""
-    return re.compile(re.escape(f"{hostname}  {GPUS_PER_NODE}× ".encode()))
-
-
-async def measure(nodes: int = FLEET_NODES, keys: int = 60, progress: Callable[[str], None] = lambda _m: None
-                  ) -> tuple[list[Result], dict, list[str]]:
-    """(results, headline figures, error lines)."""
-    errors: list[str] = []
-    times: list[float] = []
-    rss = None
-    root = Path(tempfile.mkdtemp(prefix="gpu-incident-bench-fleet-"))
-    term: Terminal | None = None
-    order = [f"gpu-{i:05d}" for i in sorted(range(nodes), key=lambda i: (i % 97 != 0, i))]   # suspects first
+def _peak_rss_mib() -> float:
     try:
-        progress(f"fleet: the fleet table on a {COLS}x{ROWS} terminal, {nodes} nodes x {GPUS_PER_NODE} GPUs")
-        env = {**bench_env(), "TEXTUAL_FPS": "60"}
-        term = Terminal.start([*console_argv()[:1], "-m", "console.bench.fleet", "--nodes", str(nodes),
-                               "--interval", f"{ROUND_INTERVAL_S:g}"], cols=COLS, rows=ROWS, env=env, cwd=str(root))
-        _, ready = await asyncio.to_thread(term.wait_text, detail_pattern(order[0]), START_TIMEOUT_S)
-        if ready is None:
-            raise RuntimeError("the fleet table did not show its first node: " + term.text()[-300:].strip())
-        term.trim()
-        for i in range(1, min(keys, nodes - 1) + 1):
-            await asyncio.sleep(random.uniform(0.02, 0.12))     # at any phase of the rounds and redraws
-            since = term.position()
-            sent = term.send(b"\x1b[B")                          # down
-            seen, m = await asyncio.to_thread(term.wait_text, detail_pattern(order[i]), KEY_TIMEOUT_S, since)
-            if m is None:
-                errors.append(f"fleet: the key's effect did not show within {KEY_TIMEOUT_S:g} s")
-                break
-            times.append((seen - sent) * 1000)
-            term.trim()
-        rss = term.process().memory_info().rss / (1 << 20)
-    except RuntimeError as exc:
-        errors.append(f"fleet: {exc}")
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def _poll_rounds(url: str, rounds: int, window_s: float) -> dict:
+    """ROUNDS rounds as the console makes them: one after another, the console's garbage
+    collection pacing between them (console/ui/gc_pacing.py: survivors frozen)."""
+    from console.diagnosis.fleet import assess
+    from console.sources.prometheus import PrometheusSource
+    from console.ui.gc_pacing import freeze_survivors
+    source = PrometheusSource(url, window_s=window_s, timeout_s=60)
+    times, nodes, suspects, errors = [], 0, 0, []
+    try:
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            snap = assess(await source.poll())
+            times.append((time.perf_counter() - t0) * 1000)
+            freeze_survivors()
+            keep = snap                      # noqa: F841 - the console keeps the last round
+            if snap.error:
+                errors.append(snap.error)
+            nodes = len(snap.nodes)
+            suspects = sum(1 for n in snap.nodes if n.suspicion_rank)
+            gpus = sum(len(n.gpus) for n in snap.nodes)
     finally:
-        if term is not None:
-            await asyncio.to_thread(term.stop)
-        shutil.rmtree(root, ignore_errors=True)
-    results = []
-    if times:
-        results.append(Result("fleet.key_to_frame", f"key down on the fleet table until the frame that shows it, "
-                              f"{nodes} nodes x {GPUS_PER_NODE} GPUs, a round every {ROUND_INTERVAL_S:g} s",
-                              times, extra={"nodes": nodes}))
-    head = {"fleet_nodes": nodes,
-            "fleet_key_to_frame_ms_p99": round(percentile(times, 99), 3) if times else None,
-            "fleet_rss_mib": round(rss, 1) if rss is not None else None}
-    return results, head, errors
+        await source.close()
+    return {"times_ms": times, "nodes": nodes, "gpus": gpus, "suspects": suspects, "errors": errors[:3],
+            "rss_mib": round(_peak_rss_mib(), 1)}
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(prog="python -m console.bench.fleet",
-                                description="The fleet table on a synthetic fleet (what gpu-incident bench measures).")
-    p.add_argument("--nodes", type=int, default=FLEET_NODES)
-    p.add_argument("--interval", type=float, default=ROUND_INTERVAL_S)
-    args = p.parse_args()
-    return run_console(args.nodes, args.interval)
+async def measure(nodes: int, rounds: int, progress: Callable[[str], None], *, scrape_s: float = 5.0,
+                  window_s: float = 10.0) -> tuple[list[Result], dict, list[str]]:
+    """(results, headline, errors) of the fleet part."""
+    from console.bench import prometheus as prom
+    head = {"fleet_nodes": None, "fleet_query_ms_p50": None, "fleet_query_ms_p99": None,
+            "fleet_rss_mib": None, "fleet_suspects": None}
+    if prom.prometheus_binary() is None:
+        return [], head, ["fleet: prometheus is not installed (apt-get install prometheus): fleet part skipped"]
+    return await asyncio.to_thread(_measure, nodes, rounds, progress, head, scrape_s, window_s)
+
+
+def _measure(nodes: int, rounds: int, progress, head: dict, scrape_s: float,
+             window_s: float) -> tuple[list[Result], dict, list[str]]:
+    from console.bench import prometheus as prom
+    with tempfile.TemporaryDirectory(prefix="gpu-incident-bench-fleet-") as tmp:
+        work = Path(tmp)
+        progress(f"fleet: {nodes} nodes x 8 GPUs, exporter + prometheus (scrape every {scrape_s:g} s)")
+        try:
+            sim = prom.start_simulator(["--exporter-only", "--nodes", str(nodes), "--scenario", "fleet"], work)
+        except RuntimeError as exc:
+            return [], head, [f"fleet: {exc}"]
+        try:
+            server = prom.start_prometheus([f"127.0.0.1:{sim.port}"], work, scrape_interval=f"{scrape_s:g}s")
+        except RuntimeError as exc:
+            sim.stop()
+            return [], head, [f"fleet: {exc}"]
+        try:
+            t0 = time.perf_counter()
+            prom.wait_for_series(server.port, nodes * 8, bound_s=180)
+            ingest_s = time.perf_counter() - t0
+            progress(f"fleet: {nodes * 8} GPU series in Prometheus after {ingest_s:.1f} s; "
+                     f"waiting out the {window_s:g} s window")
+            time.sleep(window_s + 2 * scrape_s)     # the window's start must hold samples
+            r = subprocess.run([sys.executable, "-m", "console.bench.fleet",
+                                f"prometheus://127.0.0.1:{server.port}", str(rounds), str(window_s)],
+                               capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+                return [], head, [f"fleet: the polling process failed: {last[:300]}"]
+            got = json.loads(r.stdout)
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+            return [], head, [f"fleet: {exc}"]
+        finally:
+            server.stop()
+            sim.stop()
+    times = got["times_ms"]
+    head.update(fleet_nodes=got["nodes"], fleet_query_ms_p50=round(percentile(times, 50), 1),
+                fleet_query_ms_p99=round(percentile(times, 99), 1), fleet_rss_mib=got["rss_mib"],
+                fleet_suspects=got["suspects"])
+    result = Result("fleet.round", f"one round of PrometheusSource.poll() + assess over {got['nodes']} nodes / "
+                    f"{got['gpus']} GPUs (6 queries, parse, suspicion), real Prometheus on loopback",
+                    times, extra={"nodes": got["nodes"], "gpus": got["gpus"], "rss_mib": got["rss_mib"],
+                                  "ingest_s": round(ingest_s, 1)})
+    return [result], head, [f"fleet: {e}" for e in got["errors"]]
+
+
+def main(argv: list[str]) -> int:
+    url, rounds, window = argv[0], int(argv[1]), float(argv[2])
+    json.dump(asyncio.run(_poll_rounds(url, rounds, window)), sys.stdout)
+    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main(sys.argv[1:]))

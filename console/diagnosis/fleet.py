@@ -24,9 +24,11 @@ from typing import Iterable
 
 from console.diagnosis.xid import UNKNOWN, XIDS
 from console.model import Finding, FleetGpu, FleetNode, FleetSnapshot
+from console.sources.prometheus.queries import IDLE_FLOOR_MIB
 
-#: memory at or below this (MiB) is what an idle GPU keeps anyway (driver, persistence mode)
-HELD_FLOOR_MIB = 1024
+#: memory at or below this (MiB) is what an idle GPU keeps anyway (driver, persistence mode): the
+#: source's idle query leaves such GPUs out already
+HELD_FLOOR_MIB = IDLE_FLOOR_MIB
 RANK_XID_SEVERE, RANK_HELD, RANK_XID = 3, 2, 1
 #: at most this many groups of GPUs are named in one node's suspicion line (then "and N more GPUs")
 NAMED_GROUPS = 3

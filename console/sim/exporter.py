@@ -7,15 +7,17 @@ four fields the fleet view reads: DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_FREE (MiB)
 DCGM_FI_DEV_GPU_UTIL (%), DCGM_FI_DEV_XID_ERRORS (the last Xid). One endpoint carries every
 node (a ``Hostname`` each), as a federating or central exporter would.
 
-Values come from each node's state (console/sim/node.py) once per tick: memory held by a hung
+Values come from each node's state (console/sim/node.py), rendered when a scrape asks and the
+last rendering is a tick old: memory held by a hung
 process stays, at 0 %; a graceful kill over SSH frees it by the next tick. Busy GPUs' utilisation
 moves a little from tick to tick. Rendering is cheap at 4096 nodes x 8 GPUs: the label part of
 every line is built once (a ``%s`` template per node and metric) and each tick fills in values
 computed once per distinct simulated machine (``--exporter-only`` nodes of one scenario share
 one machine), so a tick is 16,384 string formats and one join.
 
-The HTTP side is the standard library's ThreadingHTTPServer in a thread, serving the last
-rendered bytes; the asyncio loop that owns the nodes renders (nothing else touches them).
+The HTTP side is the standard library's ThreadingHTTPServer in a thread; it asks the asyncio
+loop that owns the nodes for the rendering (nothing else touches them), or without a loop
+(tests) serves the last one.
 """
 from __future__ import annotations
 
@@ -156,14 +158,11 @@ class Exporter:
         self.render_ms = (time.perf_counter() - started) * 1000
         return self.body
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Render once per tick until ``stop`` is set (in the loop that owns the nodes)."""
-        while not stop.is_set():
+    async def fresh(self) -> bytes:
+        """The body, rendered again first when it is a tick old (in the loop that owns the nodes)."""
+        if time.time() - self.rendered_at >= TICK_S:
             self.render()
-            try:
-                await asyncio.wait_for(stop.wait(), TICK_S)
-            except asyncio.TimeoutError:
-                pass
+        return self.body
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -174,7 +173,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] != "/metrics":
             self.send_error(404, "only /metrics here")
             return
-        body = self.server.exporter.body      # type: ignore[attr-defined]
+        server = self.server
+        body = server.exporter.body
+        if server.loop is not None:     # rendered on demand by the loop that owns the nodes
+            try:
+                body = asyncio.run_coroutine_threadsafe(server.exporter.fresh(), server.loop).result(30)
+            except Exception:  # noqa: BLE001 - the loop is gone or busy: the last rendering
+                pass
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -188,11 +193,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class ExporterServer:
     """``/metrics`` on ``host:port`` (port 0: a free one; ``port`` says which)."""
 
-    def __init__(self, exporter: Exporter, host: str, port: int) -> None:
+    def __init__(self, exporter: Exporter, host: str, port: int,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.exporter = exporter
         self.httpd = http.server.ThreadingHTTPServer((host, port), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.exporter = exporter           # type: ignore[attr-defined]
+        self.httpd.loop = loop                   # type: ignore[attr-defined]
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="sim-exporter",
                                         daemon=True)

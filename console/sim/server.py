@@ -384,18 +384,17 @@ async def _serve(args) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    metrics = renderer = None
+    metrics = None
     if exporter_only or exporter_port is not None:
         exporter = ex.Exporter(nodes)
         exporter.render()
         try:
-            metrics = ex.ExporterServer(exporter, bind, exporter_port or 0)
+            metrics = ex.ExporterServer(exporter, bind, exporter_port or 0, loop)
         except OSError as exc:
             if servers is not None:
                 servers.close()
             raise OSError(exc.errno, f"cannot listen on {bind}:{exporter_port}: {exc.strerror}") from None
         metrics.start()
-        renderer = asyncio.create_task(exporter.run(stop))
     if servers is not None:
         print(describe(servers, args.scenario), flush=True)
     if metrics is not None:
@@ -406,8 +405,6 @@ async def _serve(args) -> int:
     try:
         await stop.wait()
     finally:
-        if renderer is not None:
-            await renderer
         if metrics is not None:
             await asyncio.to_thread(metrics.close)
         if servers is not None:

@@ -1,7 +1,8 @@
 """The fleet source: dcgm-exporter's metrics read through Prometheus's HTTP query API.
 
-``poll()`` runs one round (console/sources/prometheus/queries.py: four instant queries at
-once, each a GET in a worker thread, the whole round under ``timeout_s``) and returns a
+``poll()`` runs one round (console/sources/prometheus/queries.py: six instant queries at
+once, each a GET in a worker thread, the whole round under ``timeout_s``; the INFO answer is
+kept and asked again every INFO_REFRESH_S, sooner when unknown GPUs appear) and returns a
 FleetSnapshot: every node the queries returned, sorted by hostname, with per GPU what the
 suspicion rule needs (console/diagnosis/fleet.py ranks and sorts: ``assess(snapshot)``).
 ``poll()`` never raises: a round that fails as a whole is ``FleetSnapshot.error`` (one line),
@@ -25,6 +26,10 @@ from console.sources.prometheus.parse import ApiError, build_nodes, parse_vector
 from console.textsafe import one_line
 
 TOKEN_ENV = "GPU_INCIDENT_PROMETHEUS_TOKEN"
+#: the INFO query (UUID, model, pod: the largest answer, and what changes least) is asked again
+#: after this long, or after INFO_MISSING_S when GPUs without it appeared (a new node, a new pod)
+INFO_REFRESH_S = 60.0
+INFO_MISSING_S = 15.0
 TIMEOUT_S = (0.1, 300.0)
 _TOKEN_MAX = 16 << 10
 _API = "/api/v1/query"
@@ -85,6 +90,9 @@ class PrometheusSource:
         context = client.tls_context(ca_file) if self.endpoint.scheme == "https" else None
         self._opener = client.make_opener(context)
         self._closed = False
+        self._info: list | None = None
+        self._info_at = 0.0
+        self._info_missing = 0
 
     @property
     def name(self) -> str:
@@ -110,6 +118,9 @@ class PrometheusSource:
         if self._closed:
             return failed("source closed")
         named = queries.round_queries(self.window_s)
+        age = time.monotonic() - self._info_at
+        if self._info is not None and age < INFO_REFRESH_S and not (self._info_missing and age >= INFO_MISSING_S):
+            del named["info"]
         tasks = {name: asyncio.ensure_future(self._query(q)) for name, q in named.items()}
         try:
             await asyncio.wait_for(asyncio.gather(*tasks.values(), return_exceptions=True), self.timeout_s)
@@ -123,18 +134,22 @@ class PrometheusSource:
                 samples, warns = task.result()
                 answers[name] = samples
                 warnings.extend(warns)
-            elif name == "values":
+                if name == "info":
+                    self._info, self._info_at = samples, time.monotonic()
+            elif name == "used":
                 if isinstance(exc, (client.FetchError, ApiError)):
                     return failed(str(exc))
                 return failed(f"Prometheus query failed: {one_line(repr(exc), 200)}")
             else:
                 warnings.append(f"{name} query failed: {one_line(exc, 200)}")
         try:
-            nodes, more = await asyncio.to_thread(build_nodes, answers["values"], answers.get("info", []),
-                                                  answers.get("idle", []), answers.get("xid", []))
+            nodes, more = await asyncio.to_thread(
+                build_nodes, answers["used"], answers.get("free", []), answers.get("util", []),
+                self._info or [], answers.get("idle", []), answers.get("xid"))
         except Exception as exc:  # noqa: BLE001 - a parser bug must not take the console down
             return failed(f"cannot read Prometheus's answer: {one_line(repr(exc), 200)}")
         warnings.extend(more)
+        self._info_missing = sum(1 for n in nodes for g in n.gpus if g.uuid is None)
         if self._token and self.endpoint.scheme == "http":
             warnings.append("the bearer token goes over plain HTTP (use prometheus+https://)")
         if not nodes:
