@@ -291,3 +291,45 @@ async def test_enter_opens_a_real_ssh_node_and_an_unreachable_one_shows_its_erro
             await pilot.press("q")
     finally:
         tl.close()
+
+
+async def test_the_palette_on_the_fleet_table_offers_no_node_action_and_notes_belong_to_no_node(incident_dir):
+    from console.ui.palette import _commands
+    tl = timeline.open_incident(incident_dir, "fleet-palette")
+    app = fleet_app(tl=tl)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.post_message(FleetUpdated(mixed_fleet()))
+            assert await eventually(lambda: len(table(app).nodes) == 6)
+            titles = [title for title, _cb, _help in _commands(app)]
+            assert "Note" in titles and "Help: every key" in titles
+            assert not [t for t in titles if "SIGTERM" in t or t.startswith("Check:") or "Reboot" in t], titles
+            await pilot.press("n", *"looking at the fleet", "enter")
+            assert await eventually(lambda: any(e.text == "looking at the fleet" for e in tl.entries))
+            assert [e.node for e in tl.entries if e.text == "looking at the fleet"] == [None]
+            await pilot.press("enter")                               # a node opened: the node actions are back
+            assert await eventually(lambda: not isinstance(app.screen, FleetScreen))
+            assert any("SIGTERM" in title for title, _cb, _help in _commands(app))
+            await pilot.press("escape")
+            assert await eventually(lambda: isinstance(app.screen, FleetScreen))
+            await pilot.pause()
+            assert "gpu-0004 (opened)" in screen(app)                 # the node list has it
+    finally:
+        tl.close()
+
+
+def test_one_fleet_source_at_a_time_and_the_fleet_interval_from_the_config(tmp_path, capsys):
+    from console.cli import apply_config, build_console_parser, main
+    assert main(["prometheus://a.example:9090", "prometheus://b.example:9090"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpu-incident: one fleet source at a time (got prometheus://a.example:9090, prometheus://b.example:9090)"]
+    config = tmp_path / "config.toml"
+    config.write_text("[defaults]\nfleet_interval = 30\n")
+    parser = build_console_parser()
+    args = parser.parse_args(["prometheus://a.example:9090", "--config", str(config)])
+    apply_config(args, parser)
+    assert args.fleet_interval == 30.0
+    assert parser.parse_args(["--fleet-interval", "5"]).fleet_interval == 5.0
+    config.write_text("[defaults]\nfleet_interval = 0\n")
+    assert main(["prometheus://a.example:9090", "--config", str(config)]) == 2
+    assert "fleet_interval must be between 0.1 and 3600" in capsys.readouterr().err

@@ -168,6 +168,10 @@ class FleetMode:
             self.say(f"{name} is in the node list already: showing it")
         self.current_node = name
         self._watch_current()
+        screen = self.fleet_screen
+        if screen is not None:
+            screen.opened.add(node.hostname)
+            screen.render_detail(screen.table.current)
         if self.on_fleet_screen:
             self.pop_screen()
         self._render_nodes({name: None})

@@ -51,14 +51,17 @@ def header_text(view: FleetView, source: str, now: float, *, shown: int | None =
     return line
 
 
-def detail_text(node: FleetNode | None, width: int = 80) -> Text:
-    """The highlighted node: its GPUs' models and pods, then why it is suspect, in full."""
+def detail_text(node: FleetNode | None, width: int = 80, opened: bool = False) -> Text:
+    """The highlighted node: its GPUs' models and pods, then why it is suspect. ``opened``: it
+    is in the node list already."""
     out = Text(no_wrap=True, overflow="ellipsis")
     if node is None:
         out.append("no node under the cursor", style="dim")
         return out
     row = fleet_row(node)
     out.append(printable(node.hostname, 40), style="bold")
+    if opened:
+        out.append(" (opened)", style="bold cyan")
     models: dict[str, int] = {}
     for g in node.gpus:
         models[g.model or "?"] = models.get(g.model or "?", 0) + 1
@@ -93,6 +96,7 @@ class FleetScreen(Screen):
         self.view = FleetView(None, None)
         self.filter_text = ""
         self._header_lines = 0
+        self.opened: set[str] = set()          # Hostnames opened from here (in the node list)
 
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="fleet-status")
@@ -144,8 +148,10 @@ class FleetScreen(Screen):
             self._header_lines = lines
 
     def render_detail(self, node: FleetNode | None) -> None:
+        opened = node is not None and node.hostname in self.opened
         # a fixed height: the key that moved the cursor waits on no layout of the screen
-        self.query_one("#fleet-detail", LiteralStatic).update(detail_text(node, self.size.width), layout=False)
+        self.query_one("#fleet-detail", LiteralStatic).update(detail_text(node, self.size.width, opened),
+                                                              layout=False)
 
     def on_fleet_table_highlighted(self, message: FleetTable.Highlighted) -> None:
         self.render_detail(message.node)
