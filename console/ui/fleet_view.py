@@ -106,6 +106,7 @@ class FleetScreen(Screen):
         yield FittedFooter()
 
     def on_mount(self) -> None:
+        self.table.on_highlight = self.render_detail
         self.table.focus()
         self.show_view(self.view)
         self.set_interval(1.0, self.render_header)     # the data's age
@@ -153,8 +154,6 @@ class FleetScreen(Screen):
         self.query_one("#fleet-detail", LiteralStatic).update(detail_text(node, self.size.width, opened),
                                                               layout=False)
 
-    def on_fleet_table_highlighted(self, message: FleetTable.Highlighted) -> None:
-        self.render_detail(message.node)
 
     def show_activity(self, line: Text) -> None:
         if self.is_mounted:
