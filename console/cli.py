@@ -116,6 +116,10 @@ def build_console_parser() -> Parser:
     p.add_argument("--config", metavar="FILE", help="TOML config (key bindings, defaults)")
     p.add_argument("--debug-log", metavar="FILE", help="record polls, commands and timings")
     p.add_argument("--version", action="version", version=f"gpu-incident {__version__}")
+    g = p.add_argument_group("Slurm (drain before a reset or reboot, resume after a verified recovery)")
+    g.add_argument("--slurm-controller", metavar="HOST",
+                   help="run scontrol/squeue on HOST over SSH (the SSH options apply; default: this machine)")
+    g.add_argument("--no-slurm", action="store_true", help="never ask Slurm, even where scontrol is found")
     _add_ssh_options(p)
     _add_fleet_options(p)
     return p
@@ -265,6 +269,25 @@ def make_fleet(args: argparse.Namespace, target: str):
         dest = ssh_destination(hostname, nodes=nodes, domain=domain)       # ValueError: why not
         return make_source(dest, ssh=ssh, device_glob=args.device_glob, probe_timeout=args.probe_timeout)
     return FleetSetup(make_fleet_source(args, target), target, node_source, interval=args.fleet_interval)
+
+
+def make_slurm(args: argparse.Namespace, config=None):
+    """The Slurm client (console/sources/slurm.py), or None: --no-slurm, ``[slurm] enabled = false``,
+    or no controller named and no scontrol/squeue on this machine."""
+    import shutil
+    from console.sources.ssh.options import SshOptions, parse_destination
+    settings = config.slurm if config is not None else {}
+    if args.no_slurm or settings.get("enabled") is False:
+        return None
+    controller = args.slurm_controller or settings.get("controller")
+    if controller:
+        parse_destination(controller)           # ValueError: one line, exit 2
+    elif not settings.get("enabled") and not (shutil.which("scontrol") and shutil.which("squeue")):
+        return None
+    from console.sources.slurm import SlurmClient
+    ssh = SshOptions(known_hosts=args.known_hosts, identity=tuple(args.identity),
+                     ssh_config=args.ssh_config, accept_new_host_keys=args.accept_new_host_keys)
+    return SlurmClient(controller, ssh_options=ssh, node_names=settings.get("nodes"))
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -421,6 +444,7 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     else:     # fleet mode: the nodes named here open at start; a nodes file only maps Hostnames
         nodes = [t for t in args.targets if not is_fleet_target(t)]
         sources = make_sources(args, targets=expand_targets(nodes)) if nodes else []
+    slurm = make_slurm(args, config)
     # a frame within 50 ms of a key: at 60 frames a second a change waits at most 17 ms for its
     # frame (node updates are drawn a few times a second, so frames are drawn only then and on keys)
     os.environ.setdefault("TEXTUAL_FPS", "60")
@@ -434,7 +458,7 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     logging.getLogger("gpu_incident").debug("poll interval %g s for %d nodes", interval, len(sources))
     app = IncidentApp(sources, timeline=tl, interval=interval, read_only=args.read_only,
                       dry_run=args.dry_run, theme_name=args.theme,
-                      keymap=config.keys if config else None, fleet=fleet)
+                      keymap=config.keys if config else None, slurm=slurm, fleet=fleet)
     try:
         app.run()
     finally:

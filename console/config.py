@@ -13,6 +13,11 @@ same settings have on the command line (cli.py's flags check with these function
     [keys]
     quit = "ctrl+q"        # binding id = key(s), comma-separated for alternatives
 
+    [slurm]                # README "Fleet" / "Slurm"
+    enabled = true         # default: when scontrol and squeue are found (here, or on the controller)
+    controller = "admin@slurmctl01"   # run scontrol there over SSH (default: this machine)
+    nodes = { "gpu01.example" = "gpu01" }   # console node name -> Slurm node name
+
 Every value is type- and range-checked when the file is read: a bad one is a ValueError of one
 line naming the key and the file (the CLI exits 2 with it), never a node that fails every poll
 or an internal error later.
@@ -20,6 +25,7 @@ or an internal error later.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 import unicodedata
 from dataclasses import dataclass, field
@@ -149,10 +155,47 @@ def _key_name(key: str) -> bool:
     return True
 
 
+#: the [slurm] table: where scontrol runs and how console node names map to Slurm's
+SLURM_KEYS = ("enabled", "controller", "nodes")
+
+
+def slurm_table(value: object) -> dict[str, Any]:
+    """[slurm]: ``enabled`` (true/false; default: when scontrol and squeue are found), ``controller``
+    (an SSH destination where Slurm's client works; default this machine), ``nodes`` (a table:
+    console node name -> Slurm node name; default the node's short host name)."""
+    if not isinstance(value, dict):
+        raise ValueError("must be a table")
+    unknown = sorted(set(value) - set(SLURM_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(SLURM_KEYS)}")
+    out: dict[str, Any] = {}
+    if "enabled" in value:
+        try:
+            out["enabled"] = _bool(value["enabled"])
+        except ValueError as exc:
+            raise ValueError(f"enabled {exc}") from None
+    if "controller" in value:
+        ctl = value["controller"]
+        if not isinstance(ctl, str) or not ctl.strip() or any(c.isspace() for c in ctl):
+            raise ValueError(f"controller must be an SSH destination [user@]host[:port], not {_kind(ctl)}")
+        out["controller"] = ctl
+    if "nodes" in value:
+        nodes = value["nodes"]
+        if not isinstance(nodes, dict):
+            raise ValueError(f"nodes must be a table (node = \"slurm-name\"), not {_kind(nodes)}")
+        for k, v in nodes.items():
+            if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", v):
+                raise ValueError(f"nodes.{k} must be a Slurm node name (letters, digits, '.', '_', '-'), "
+                                 f"not {_kind(v)}")
+        out["nodes"] = {str(k): v for k, v in nodes.items()}
+    return out
+
+
 @dataclass(frozen=True)
 class Config:
     defaults: dict[str, Any] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
+    slurm: dict[str, Any] = field(default_factory=dict)
 
 
 def load_config(path: str | None) -> Config:
@@ -171,10 +214,14 @@ def load_config(path: str | None) -> Config:
         raise ValueError(f"config file {path}: permission denied") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"config file {path}: {exc}") from None
-    unknown_tables = sorted(set(data) - {"defaults", "keys"})
+    unknown_tables = sorted(set(data) - {"defaults", "keys", "slurm"})
     if unknown_tables:
         raise ValueError(f"config file {path}: unknown table(s) {', '.join(unknown_tables)}; "
-                         "known: [defaults], [keys]")
+                         "known: [defaults], [keys], [slurm]")
+    try:
+        slurm = slurm_table(data.get("slurm", {}))
+    except ValueError as exc:
+        raise ValueError(f"config file {path}: [slurm] {exc}") from None
     defaults = data.get("defaults", {})
     keys = data.get("keys", {})
     if not isinstance(defaults, dict) or not isinstance(keys, dict):
@@ -194,4 +241,4 @@ def load_config(path: str | None) -> Config:
             key_spec(v)
         except ValueError as exc:
             raise ValueError(f"config file {path}: [keys] {k} {exc}") from None
-    return Config(defaults=checked, keys={str(k): str(v) for k, v in keys.items()})
+    return Config(defaults=checked, keys={str(k): str(v) for k, v in keys.items()}, slurm=slurm)

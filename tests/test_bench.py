@@ -49,6 +49,7 @@ def tiny(quick: bool, nodes: int | None) -> Plan:
                 fleet_keys=2)
 
 
+@pytest.mark.heavy      # several seconds: the second pass of .ci/run
 def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_home, monkeypatch):
     monkeypatch.setattr(Plan, "make", classmethod(lambda cls, quick, nodes: tiny(quick, nodes)))
     assert run_bench(bench_args()) == 0

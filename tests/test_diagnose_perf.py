@@ -271,6 +271,7 @@ def history_bytes(polls: int, **kw) -> tuple[int, int]:
     return kept, full
 
 
+@pytest.mark.heavy      # several seconds: the second pass of .ci/run
 def test_a_big_nodes_history_holds_digests_not_process_tables():
     kept, full = history_bytes(60)
     print(f"\nhistory of 60 polls of a 1000-process node: {kept / 1e6:.2f} MB (one full snapshot: {full / 1e6:.2f} MB)")

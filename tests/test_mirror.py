@@ -106,3 +106,12 @@ async def test_the_feed_carries_each_polls_time_and_every_change(tmp_path):
     assert next(p for p in changed["processes"] if p["pid"] == holder.pid)["state"] == "Z"
     feed.update(dataclasses.replace(later, error="probe timed out after 10 s"))
     assert feed.document({}, [])["nodes"][0]["error"] == "probe timed out after 10 s"
+
+
+def test_the_state_is_encoded_node_by_node_into_one_json_document():
+    import json
+    from console.incident.mirror import encode_state
+    doc = {"version": 1, "activity": ['"nodes":[] ]}'], "nodes": [{"name": "a\n[b]"}, {"name": "nodes"}],
+           "memory": {"nodes": {}}}
+    assert json.loads(encode_state(doc)) == doc
+    assert json.loads(encode_state({"nodes": []})) == {"nodes": []}

@@ -168,6 +168,7 @@ async def test_hung_nvidia_smi_on_the_seed_still_lists_processes_with_the_defaul
     assert {"probe-hung", "zombie", "d-state"} <= kinds, kinds
 
 
+@pytest.mark.heavy      # several seconds: the second pass of .ci/run
 async def test_hung_nvidia_smi_over_ssh_leaves_processes_and_fds_within_the_default_deadline(
         sshd, nodes, tmp_path, ssh_home, holder):
     proc, glob = holder

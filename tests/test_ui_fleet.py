@@ -195,9 +195,9 @@ async def test_the_fleet_screen_offers_its_keys_and_not_the_node_panels():
         await pilot.pause()
         footer = screen(app).splitlines()[-1]
         assert "Open node" in footer and "? Help" in footer and "q Quit" in footer
-        assert "Wait" not in footer and "Fleet" not in footer
+        assert "Wait" not in footer and "Fleet" not in footer and "Drain" not in footer
         said = len(app.activity.history())
-        await pilot.press("w", "t", "a")                      # node keys: nothing happens here
+        await pilot.press("w", "t", "a", "D", "U")            # node keys: nothing happens here
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen) and len(app.activity.history()) == said
         assert not app.workers or all(w.group != "checks" for w in app.workers)

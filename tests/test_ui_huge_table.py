@@ -67,6 +67,7 @@ def console() -> IncidentApp:
     return IncidentApp([SimSource(name=NODE, scenario="seed", clock=FakeClock())], autostart=False)
 
 
+@pytest.mark.heavy      # several seconds: the second pass of .ci/run
 async def test_all_processes_of_a_100000_process_node_are_a_bounded_window_and_keys_answer():
     app = console()
     snap = huge_snapshot()

@@ -80,6 +80,7 @@ def typed(app, keys) -> None:
         app._driver.send_message(events.Key(key, char))
 
 
+@pytest.mark.heavy      # several seconds: the second pass of .ci/run
 async def test_no_key_in_the_mirror_changes_anything(incident_dir):
     """Every key a person might press, on every panel: no Confirm, no prompt ever opens, nothing is
     written, the node is untouched; enter shows the details, never with the next step's x."""

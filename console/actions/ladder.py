@@ -15,6 +15,10 @@ Rungs, gentlest first::
     reload-driver   modprobe -r ... && modprobe nvidia      (palette only, the node's name typed)
     reboot          systemctl reboot                        (palette only, the node's name typed)
 
+Where Slurm knows the node, two more rungs run through Slurm's client, not on the node
+(console/actions/slurm.py): ``drain`` (before clear-blockers, reset, driver reload and reboot)
+and ``resume`` (only after a verified recovery).
+
 Which rung to take is decided by diagnosis (console/diagnosis/advice.py) from the evidence;
 this module renders a rung; console/actions/plan.py plans it and console/actions/run.py
 carries it out. Who may be touched is console/diagnosis/who.py's rule, whatever is asked.

@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
+from console.actions import slurm as slurm_rungs
 from console.actions import verify as av
 from console.actions.ladder import COMMAND_TIMEOUT_S, RELEASES_NVML
 from console.actions.plan import ActionPlan, ActionPolicy
@@ -90,6 +91,7 @@ class _Seen:
         self.settled_at: float | None = None
         self.snap: NodeSnapshot | None = None     # the last reading that answered
         self.hint = ""                            # what to do next, said in the outcome
+        self.slurm = None                         # a Slurm rung: the last `scontrol show node` read
 
     @property
     def freed(self) -> int | None:
@@ -102,6 +104,8 @@ class _Seen:
     def take(self, snap: NodeSnapshot | None, elapsed: float) -> bool:
         """Record one reading; True when the effect has now settled."""
         self.elapsed = elapsed
+        if self.plan.rung in slurm_rungs.SLURM_RUNGS and snap is not None:
+            self.slurm = snap                     # a Slurm rung's re-read: the node's Slurm state
         if snap is None or snap.error is not None:
             return False
         plan = self.plan
@@ -114,6 +118,8 @@ class _Seen:
 
     def _settled(self, snap: NodeSnapshot) -> bool:
         plan = self.plan
+        if plan.rung in slurm_rungs.SLURM_RUNGS:
+            return slurm_rungs.settled(plan.rung, snap)
         if plan.rung == "clear-blockers":
             return av.blockers_cleared(snap, plan.gpus)
         if not plan.gpus:
@@ -441,7 +447,10 @@ def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, c
             bits.append(f"done: {said}" if said else "done")
     if len(results) < (len(plan.targets) if plan.signal else len(plan.commands)):
         bits.append("interrupted before every command ran")
-    if plan.rung == "clear-blockers":
+    if plan.rung in slurm_rungs.SLURM_RUNGS:
+        if results and results[-1].ok:
+            bits.append(slurm_rungs.state_line(plan, seen.slurm, seen.elapsed, seen.settled_at is not None))
+    elif plan.rung == "clear-blockers":
         if seen.settled_at is not None:
             bits.append(f"blockers gone after {av.secs(seen.settled_at)}")
         elif seen.after is not None:

@@ -31,6 +31,7 @@ from console.ui.live_feed import LiveFeed
 from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
+from console.ui.slurm_keys import SlurmKeys
 from console.ui.theme_install import install_themes
 from console.output.rows import proc_view
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
@@ -76,7 +77,7 @@ class HelpScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()
 
 
-class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveFeed, App[int]):
+class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, LiveFeed, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -87,9 +88,10 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
                  theme_name: str | None = None, autostart: bool = True,
-                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK,
+                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None,
                  fleet: FleetSetup | None = None) -> None:
         super().__init__()
+        self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_keys.py)
         self.keymap = dict(keymap or {})
         if keymap:
             known = keys.ids()
@@ -131,6 +133,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="status")
+        slurm_line = LiteralStatic(id="slurm")   # shown where Slurm knows the node (ui/slurm_keys.py)
+        slurm_line.display = False
+        yield slurm_line
         with Vertical(id="main"):
             if self.multi_node:
                 yield NodeTable(id="nodes", cursor_type="row")
@@ -164,6 +169,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
                 self.notify(w, severity="warning")
             watched = [s.name for s in self.sources] + ([self.fleet.name] if self.fleet_mode else [])
             self.incident.note(None, "console started watching " + ", ".join(watched))
+        self.start_slurm()
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
@@ -184,14 +190,18 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
 
     # ------------------------------------------------------------------ data in
     async def _on_snapshot(self, snap: NodeSnapshot) -> None:
-        self.post_message(NodeUpdated(snap))
+        # taken in straight away, not posted as a message: 256 nodes' polls queued in the app's
+        # messages ahead of a key held the key back (the monitors run on the app's own loop)
+        self.node_updated(snap)
 
     @on(NodeUpdated)
     def _node_updated(self, message: NodeUpdated) -> None:
+        self.node_updated(message.snapshot)
+
+    def node_updated(self, snap: NodeSnapshot) -> None:
         """Draw the snapshot now, or with the others at the next redraw when the last one was
         less than ``redraw_interval_s`` ago (the node on screen: now). ``snapshots`` holds what
         is drawn: what the keys act on is what the operator sees."""
-        snap = message.snapshot
         self.feed_snapshot(snap)           # the memory trail and the follower's live state: every poll
         self._updated[snap.name] = snap
         if snap.name == self.current_node:     # what the operator looks at: now (with the rest)
@@ -247,6 +257,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
             self._watch_current()
             self._render_status()          # "viewing NODE" follows the cursor at once
             self.refresh_node_view()
+            self.refresh_slurm()
 
     def _watch_current(self) -> None:
         """The node on screen is diagnosed every poll; the others may keep the findings of
@@ -262,6 +273,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, LiveF
         width = max(20, self.size.width - 4)        # a scroll bar may take two
         findings = self.query_one("#findings", DataTable)
         tables.sync_table(findings, tables.finding_rows(snap, width))
+        self.render_slurm()
         self.fit_panels()
 
     def on_resize(self) -> None:

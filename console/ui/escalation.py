@@ -41,6 +41,8 @@ class EscalationKeys:
             return
         if step is None:
             return
+        if step.plan is not None and self.drain_before(finding):    # Slurm: drain first (ui/slurm_keys.py)
+            return
         if step.check is not None:
             self._run_check(step.check[0], dict(step.check[1]))
         else:

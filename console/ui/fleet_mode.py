@@ -26,7 +26,7 @@ from console.ui.fleet_view import FleetScreen
 
 #: the app's actions that act on the node console's panels: off while the fleet screen shows
 NODE_ACTIONS = frozenset({"wait_recheck", "check", "filter", "toggle_all", "elsewhere", "act", "signal_menu",
-                          "tag", "next_step"})
+                          "tag", "next_step", "drain", "resume"})
 FLEET_SCREEN = "fleet"
 
 

@@ -99,6 +99,12 @@ KEYS: tuple[Key, ...] = (
         "Messages: what the console said", rank=5),
     Key("help", "question_mark", "help", "Help", "this help screen", "Help: every key", rank=0),
     Key("quit", "q,f10", "quit", "Quit", "quit", rank=0),
+    Key("drain", "D", "drain", "Drain",
+        "drain this node in Slurm (scontrol update … State=DRAIN, the reason names the incident and the finding; "
+        "Confirm first): before a reset or reboot", "Drain this node in Slurm", show=False, rank=3),
+    Key("resume", "U", "resume", "Resume",
+        "resume this node in Slurm (State=RESUME; Confirm first): only after a verified recovery",
+        "Resume this node in Slurm", show=False, rank=3),
 )
 
 #: keys that are not bindings of the console's own (Textual's movement, enter, the palette)
