@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from console import __version__
-from console.config import INTERVAL_S, PROBE_TIMEOUT_S, device_glob, seconds_text
+from console.config import FLEET_INTERVAL_S, INTERVAL_S, PROBE_TIMEOUT_S, device_glob, seconds_text
 from console.probe import DEFAULT_DEVICE_GLOB
 from console.sim.state import DEFAULT_SCENARIO
 
@@ -54,6 +54,10 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _port_or_zero(text: str) -> int:
+    return 0 if text == "0" else _port(text)
+
+
 def _add_ssh_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("SSH (apply to every SSH target)")
     g.add_argument("--nodes-file", metavar="FILE", help="targets, one per line, # comments")
@@ -70,14 +74,38 @@ def _add_ssh_options(p: argparse.ArgumentParser) -> None:
                         "(default 10)")
 
 
+def _window(text: str) -> float:
+    from console.sources.prometheus.queries import parse_window
+    try:
+        return parse_window(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_fleet_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("fleet (prometheus:// and prometheus+https:// targets)")
+    g.add_argument("--suspicion-window", type=_window, default=600.0, metavar="DURATION",
+                   help="a GPU holding memory at 0%% utilisation this long is suspect: 10m (default), 5s, 1h")
+    g.add_argument("--prometheus-token-file", metavar="FILE",
+                   help="bearer token for Prometheus (default: $GPU_INCIDENT_PROMETHEUS_TOKEN)")
+    g.add_argument("--prometheus-ca", metavar="FILE",
+                   help="trust only this CA for prometheus+https:// (default: the system's trust store)")
+    g.add_argument("--ssh-domain", metavar="DOMAIN",
+                   help="reach a fleet node HOSTNAME over SSH as HOSTNAME.DOMAIN (else its name, via ssh_config)")
+
+
 def build_console_parser() -> Parser:
     p = Parser(prog="gpu-incident", description="Console for GPU nodes that will not give their memory back.",
                epilog="subcommands: " + ", ".join(SUBCOMMANDS) + " (gpu-incident SUBCOMMAND --help)")
     p.add_argument("targets", nargs="*", metavar="TARGET",
-                   help="local (default), demo, demo:SCENARIO, [user@]host[:port], hostlist gpu[01-16]")
+                   help="local (default), demo, demo:SCENARIO, [user@]host[:port], hostlist gpu[01-16], "
+                        "a fleet source prometheus://HOST:PORT")
     p.add_argument("--interval", type=_interval, default=None, metavar="S",
                    help=f"poll interval, {INTERVAL_S[0]:g} to {INTERVAL_S[1]:g} s (1.0; more than 256 "
                         "nodes: 1 s per 256 nodes)")
+    p.add_argument("--fleet-interval", type=_interval, default=FLEET_INTERVAL_S, metavar="S",
+                   help=f"how often a fleet source (prometheus://) is queried ({FLEET_INTERVAL_S:g}; "
+                        "config key fleet_interval)")
     p.add_argument("--read-only", action="store_true", help="refuse every destructive action")
     p.add_argument("--dry-run", action="store_true", help="record commands without running them")
     p.add_argument("--theme", default=None, metavar="NAME",
@@ -93,6 +121,7 @@ def build_console_parser() -> Parser:
                    help="run scontrol/squeue on HOST over SSH (the SSH options apply; default: this machine)")
     g.add_argument("--no-slurm", action="store_true", help="never ask Slurm, even where scontrol is found")
     _add_ssh_options(p)
+    _add_fleet_options(p)
     return p
 
 
@@ -111,9 +140,12 @@ SUB_DESCRIPTIONS = {
 
 
 def _scenario_epilog() -> str:
+    from console.sim.mixes import MIXES
     from console.sim.scenarios import SCENARIOS
-    width = max(len(n) for n in SCENARIOS)
-    return "scenarios:\n" + "\n".join(f"  {n:<{width}}  {s.title}" for n, s in SCENARIOS.items())
+    width = max(len(n) for n in [*SCENARIOS, *MIXES])
+    return ("scenarios:\n" + "\n".join(f"  {n:<{width}}  {s.title}" for n, s in SCENARIOS.items())
+            + "\nfleet mixes (each node its own scenario; with --exporter-port / --exporter-only):\n"
+            + "\n".join(f"  {n:<{width}}  {m.title}" for n, m in MIXES.items()))
 
 
 def build_sub_parser(name: str) -> Parser:
@@ -129,8 +161,10 @@ def build_sub_parser(name: str) -> Parser:
         p.add_argument("--json", action="store_true",
                        help="JSON document on stdout (the contract); without it, a plain-text report")
         p.add_argument("--fail-on", choices=SEVERITY_WORDS, metavar="SEVERITY",
-                       help="exit 1 when a finding reaches SEVERITY (info, low, high, critical)")
+                       help="exit 1 when a finding reaches SEVERITY (info, low, high, critical; "
+                            "a fleet suspect with memory held at 0%% is high)")
         _add_ssh_options(p)
+        _add_fleet_options(p)
     elif name == "simulate":
         p.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME",
                        help=f"what the nodes replay (default {DEFAULT_SCENARIO}; the list is below)")
@@ -139,6 +173,13 @@ def build_sub_parser(name: str) -> Parser:
                        help="the first node's SSH port, the others follow (default: a free one)")
         p.add_argument("--state-dir", metavar="DIR", default=None,
                        help="where the keys, known_hosts and targets.txt go (default: a new temporary dir)")
+        p.add_argument("--exporter-port", type=_port_or_zero, default=None, metavar="P",
+                       help="also serve every node's GPUs on http://127.0.0.1:P/metrics in dcgm-exporter's "
+                            "format (0: a free port), for a Prometheus to scrape")
+        p.add_argument("--exporter-only", action="store_true",
+                       help="serve only the metrics (no SSH), up to 4096 nodes on one endpoint")
+        p.add_argument("--exporter-bind", metavar="ADDR", default="127.0.0.1",
+                       help="the exporter's listen address (default 127.0.0.1: loopback only)")
     elif name == "timeline":
         p.add_argument("verb", choices=("list", "show", "export"))
         p.add_argument("ref", nargs="?", metavar="FILE|ID")
@@ -175,17 +216,59 @@ def setup_debug_log(path: str | None) -> None:
     root.debug("gpu-incident %s started: %s", __version__, " ".join(sys.argv))
 
 
-def make_sources(args: argparse.Namespace, default_target: str = "local"):
-    """Targets from the command line -> Source objects (ValueError on a bad target)."""
+def _ssh_options(args: argparse.Namespace):
     from console.sources.ssh.options import SshOptions
+    return SshOptions(known_hosts=args.known_hosts, identity=tuple(args.identity),
+                      ssh_config=args.ssh_config, accept_new_host_keys=args.accept_new_host_keys)
+
+
+def make_sources(args: argparse.Namespace, default_target: str = "local", targets: list[str] | None = None):
+    """Targets from the command line -> Source objects (ValueError on a bad target)."""
     from console.sources.targets import expand_targets, make_source
-    targets = expand_targets(args.targets or ([] if args.nodes_file else [default_target]), args.nodes_file)
+    if targets is None:
+        targets = expand_targets(args.targets or ([] if args.nodes_file else [default_target]), args.nodes_file)
     if not targets:
         raise ValueError("no targets (the nodes file is empty)")
-    ssh = SshOptions(known_hosts=args.known_hosts, identity=tuple(args.identity),
-                     ssh_config=args.ssh_config, accept_new_host_keys=args.accept_new_host_keys)
+    ssh = _ssh_options(args)
     return [make_source(t, ssh=ssh, device_glob=args.device_glob, probe_timeout=args.probe_timeout)
             for t in targets]
+
+
+def make_fleet_source(args: argparse.Namespace, target: str):
+    """A ``prometheus://`` target -> its PrometheusSource (ValueError of one line)."""
+    from console.sources.prometheus import PrometheusSource
+    return PrometheusSource(target, window_s=args.suspicion_window, timeout_s=args.probe_timeout,
+                            token_file=args.prometheus_token_file, ca_file=args.prometheus_ca)
+
+
+def fleet_destination(args: argparse.Namespace):
+    """Hostname -> the SSH destination to drill in (None for a Hostname that is no host name)."""
+    from console.sources.fleet_hosts import check_domain, ssh_destination
+    domain = check_domain(args.ssh_domain) if args.ssh_domain else None
+
+    def dest(hostname: str) -> str | None:
+        try:
+            return ssh_destination(hostname, domain=domain)
+        except ValueError:
+            return None
+    return dest
+
+
+def make_fleet(args: argparse.Namespace, target: str):
+    """Fleet mode's setup: the fleet source, and how a node's Hostname becomes a Source to drill
+    in (console/sources/fleet_hosts.py: the nodes file's destination for it, else
+    HOSTNAME.DOMAIN with --ssh-domain, else the name through --ssh-config)."""
+    from console.sources.fleet_hosts import check_domain, nodes_index, ssh_destination
+    from console.sources.targets import expand_targets, make_source
+    from console.ui.fleet_mode import FleetSetup
+    ssh = _ssh_options(args)
+    nodes = nodes_index(expand_targets([], args.nodes_file)) if args.nodes_file else None
+    domain = check_domain(args.ssh_domain) if args.ssh_domain else None
+
+    def node_source(hostname: str):
+        dest = ssh_destination(hostname, nodes=nodes, domain=domain)       # ValueError: why not
+        return make_source(dest, ssh=ssh, device_glob=args.device_glob, probe_timeout=args.probe_timeout)
+    return FleetSetup(make_fleet_source(args, target), target, node_source, interval=args.fleet_interval)
 
 
 def make_slurm(args: argparse.Namespace, config=None):
@@ -209,8 +292,13 @@ def make_slurm(args: argparse.Namespace, config=None):
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from console.diagnosis import fails
+    from console.sources.targets import expand_targets, is_fleet_target
+    targets = expand_targets(args.targets or ([] if args.nodes_file else ["local"]), args.nodes_file)
+    fleet_targets = [t for t in targets if is_fleet_target(t)]
+    if fleet_targets:
+        return _fleet_snapshot(args, targets)
     from console.monitor import snapshot_all
-    sources = make_sources(args)
+    sources = make_sources(args, targets=targets)
     taken = time.time()
     snaps = asyncio.run(snapshot_all(sources))
     if args.json:
@@ -224,6 +312,51 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         findings = [f for s in snaps for f in s.findings]
         if fails(findings, args.fail_on):
             return 1
+    return 0
+
+
+def _fleet_snapshot(args: argparse.Namespace, targets: list[str]) -> int:
+    """`snapshot` with fleet targets (and maybe nodes): every target's nodes in the order given,
+    a fleet's suspects first."""
+    from console.diagnosis import fails
+    from console.diagnosis.fleet import assess, fleet_findings
+    from console.monitor import snapshot_all
+    from console.sources.targets import is_fleet_target
+    node_targets = [t for t in targets if not is_fleet_target(t)]
+    fleets = [make_fleet_source(args, t) for t in targets if is_fleet_target(t)]
+    sources = make_sources(args, targets=node_targets) if node_targets else []
+    destination = fleet_destination(args)
+    taken = time.time()
+
+    async def poll_all():
+        try:
+            return await asyncio.gather(snapshot_all(sources), *(f.poll() for f in fleets))
+        finally:
+            await asyncio.gather(*(f.close() for f in fleets))
+    node_snaps, *fleet_snaps = asyncio.run(poll_all())
+    fleet_snaps = [assess(s) for s in fleet_snaps]
+    by_target = dict(zip(node_targets, node_snaps))
+    by_fleet = {s.source: s for s in fleet_snaps}
+    findings = [f for s in node_snaps for f in s.findings]
+    findings += [f for s in fleet_snaps for n in s.nodes for f in fleet_findings(n, s.window_s)]
+    if args.json:
+        from console.output.fleet import fleet_nodes_json
+        from console.output.json import iso_utc, node_json
+        nodes = []
+        for t in targets:
+            if is_fleet_target(t):
+                nodes += fleet_nodes_json(by_fleet[t], destination)
+            else:
+                nodes.append(node_json(by_target[t]))
+        json.dump({"taken_at": iso_utc(taken), "nodes": nodes}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        from console.output.fleet import fleet_report
+        from console.output.report import snapshot_report
+        for t in targets:
+            sys.stdout.write(fleet_report(by_fleet[t]) if is_fleet_target(t) else snapshot_report([by_target[t]]))
+    if args.fail_on and fails(findings, args.fail_on):
+        return 1
     return 0
 
 
@@ -301,12 +434,22 @@ def check_ui_settings(args: argparse.Namespace, config=None) -> None:
 
 
 def cmd_console(args: argparse.Namespace, config=None) -> int:
-    sources = make_sources(args)
+    from console.sources.targets import expand_targets, is_fleet_target
+    fleets = [t for t in args.targets if is_fleet_target(t)]
+    if len(fleets) > 1:
+        raise ValueError(f"one fleet source at a time (got {', '.join(fleets)})")
+    fleet_target = fleets[0] if fleets else None
+    if fleet_target is None:
+        sources = make_sources(args)
+    else:     # fleet mode: the nodes named here open at start; a nodes file only maps Hostnames
+        nodes = [t for t in args.targets if not is_fleet_target(t)]
+        sources = make_sources(args, targets=expand_targets(nodes)) if nodes else []
     slurm = make_slurm(args, config)
     # a frame within 50 ms of a key: at 60 frames a second a change waits at most 17 ms for its
     # frame (node updates are drawn a few times a second, so frames are drawn only then and on keys)
     os.environ.setdefault("TEXTUAL_FPS", "60")
     check_ui_settings(args, config)        # Textual only from here on
+    fleet = make_fleet(args, fleet_target) if fleet_target else None
     from console.incident import timeline
     tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
     from console.ui.app import IncidentApp
@@ -315,7 +458,7 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     logging.getLogger("gpu_incident").debug("poll interval %g s for %d nodes", interval, len(sources))
     app = IncidentApp(sources, timeline=tl, interval=interval, read_only=args.read_only,
                       dry_run=args.dry_run, theme_name=args.theme,
-                      keymap=config.keys if config else None, slurm=slurm)
+                      keymap=config.keys if config else None, slurm=slurm, fleet=fleet)
     try:
         app.run()
     finally:

@@ -3,6 +3,7 @@ same settings have on the command line (cli.py's flags check with these function
 
     [defaults]
     interval = 2.0             # seconds between polls, 0.1 to 3600
+    fleet_interval = 15        # seconds between fleet queries (prometheus://), 0.1 to 3600
     probe_timeout = 10         # deadline of one poll of a node, 0.5 to 600 s
     theme = "daylight"         # a theme's name (a shipped themes/*.toml or a Textual built-in)
     incident_dir = "~/incidents"
@@ -33,6 +34,7 @@ from typing import Any, Callable
 
 INTERVAL_S = (0.1, 3600.0)          # poll interval: at most 10 polls a second, at least one an hour
 PROBE_TIMEOUT_S = (0.5, 600.0)      # one poll's deadline
+FLEET_INTERVAL_S = 15.0             # a fleet source (prometheus://) is queried this often by default
 
 # key names Textual knows besides single characters and Unicode character names
 KEY_MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
@@ -98,6 +100,7 @@ def _bool(value: object) -> bool:
 #: every [defaults] key and its check (returns the value the console uses)
 DEFAULTS: dict[str, Callable[[object], Any]] = {
     "interval": lambda v: seconds_in(v, *INTERVAL_S),
+    "fleet_interval": lambda v: seconds_in(v, *INTERVAL_S),
     "probe_timeout": lambda v: seconds_in(v, *PROBE_TIMEOUT_S),
     "theme": _theme,
     "incident_dir": _path,

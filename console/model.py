@@ -19,6 +19,7 @@ FINDING_KINDS = (
     "probe-hung", "driver-error", "xid", "reset-blocker",
     "holder",   # a live GPU holder no other finding is about (info; where to start to free memory)
     "recovery-action",   # the driver's current recovery action for a GPU (reset, reboot, drain, ...)
+    "idle-memory",   # a fleet GPU held memory at 0 % utilisation for the whole suspicion window (Prometheus)
 )
 
 
@@ -361,6 +362,9 @@ class FleetGpu:
     utilization_pct: float | None = None        # DCGM_FI_DEV_GPU_UTIL
     last_xid: int | None = None                 # DCGM_FI_DEV_XID_ERRORS (0: none)
     pod: str | None = None                      # "namespace/pod" when the labels are there
+    # the least memory the GPU held over the suspicion window when its utilisation stayed 0 for
+    # all of it (min_over_time of FB_USED); None when it was busy, or its data is younger
+    idle_held_mib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -383,3 +387,4 @@ class FleetSnapshot:
     error: str | None = None                     # one human line when the round failed as a whole
     warnings: tuple[str, ...] = ()
     query_ms: float | None = None
+    window_s: float | None = None                # the suspicion window the round asked about

@@ -19,9 +19,11 @@ import time
 from typing import Awaitable, Callable, Sequence
 
 from console.clock import timeout_ignoring_stalls
+from console.diagnosis.fleet import assess
 from console.diagnosis.history import HISTORY_POLLS, History
 from console.diagnosis.unchanged import alike
-from console.model import ActionRecord, NodeSnapshot
+from console.config import FLEET_INTERVAL_S
+from console.model import ActionRecord, FleetSnapshot, NodeSnapshot
 from console.sources.base import Source
 
 log = logging.getLogger("gpu_incident.engine")
@@ -35,6 +37,8 @@ REDIAGNOSE_S = 5.0
 #: two, less than a thread hand-off and the GIL contention it brings); bigger ones in a
 #: worker thread (half a second on a 100,000-process node)
 INLINE_DIAGNOSIS_PROCESSES = 200
+#: a fleet round of up to this many nodes is assessed on the event loop, bigger ones in a thread
+INLINE_FLEET_NODES = 256
 #: the most polls a second the console starts on its own: up to this many nodes are polled
 #: every second, more nodes every ``nodes / POLLS_PER_SECOND`` seconds (1,024 nodes: every 4 s),
 #: unless --interval says otherwise (console/bench measures 256 nodes at 1 s in half a core)
@@ -199,3 +203,82 @@ async def snapshot_all(sources: Sequence[Source]) -> list[NodeSnapshot]:
         return list(await asyncio.gather(*(m.poll_once() for m in monitors)))
     finally:
         await asyncio.gather(*(m.stop() for m in monitors), return_exceptions=True)
+
+
+class FleetMonitor:
+    """One fleet source (``prometheus://…``) polled every ``interval`` (15 s by default), each
+    round bounded like a node's poll and assessed (console/diagnosis/fleet.py: suspicion, rank,
+    suspects first): a source that hangs or fails gives a FleetSnapshot whose ``error`` says
+    why, never a stuck console. ``source``: anything with ``async poll() ->
+    FleetSnapshot`` and ``async close()`` (console/sources/prometheus/)."""
+
+    def __init__(self, source, *, name: str, interval: float = FLEET_INTERVAL_S,
+                 on_update: Callable[[FleetSnapshot], Awaitable[None] | None] | None = None,
+                 timeout: float | None = None) -> None:
+        self.source = source
+        self.name = name
+        self.interval = interval
+        self.on_update = on_update
+        #: a round's deadline: ``timeout``, else the source's own timeout and slack for connecting
+        self.deadline = timeout if timeout is not None else getattr(source, "timeout_s", 10.0) + POLL_SLACK_S
+        self.latest: FleetSnapshot | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    async def poll_once(self) -> FleetSnapshot:
+        started = time.monotonic()
+        try:
+            async with timeout_ignoring_stalls(self.deadline):
+                snap = await self.source.poll()
+            # each node's suspicion and rank, suspects first; thousands of nodes (40 ms for
+            # 4096 x 8 GPUs) off the event loop, where keys would wait on it
+            snap = assess(snap) if len(snap.nodes) <= INLINE_FLEET_NODES else await asyncio.to_thread(assess, snap)
+        except TimeoutError:
+            snap = FleetSnapshot(source=self.name, taken_at=time.time(),
+                                 error=f"no answer within {self.deadline:g} s (timed out)")
+        except Exception as exc:  # noqa: BLE001 - a source bug must not take the console down
+            log.exception("fleet poll failed on %s", self.name)
+            snap = FleetSnapshot(source=self.name, taken_at=time.time(),
+                                 error=f"query failed: {type(exc).__name__}: {exc}")
+        log.debug("fleet poll %s took %.1f ms nodes=%d error=%s", self.name,
+                  (time.monotonic() - started) * 1000, len(snap.nodes), snap.error)
+        self.latest = snap
+        if self.on_update is not None:
+            result = self.on_update(snap)
+            if asyncio.iscoroutine(result):
+                await result
+        return snap
+
+    def poll_soon(self) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            started = time.monotonic()
+            self._wake.clear()
+            try:
+                await self.poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a consumer's bug must not stop the polling
+                log.exception("fleet loop of %s", self.name)
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(0.0, self.interval - (time.monotonic() - started)))
+            except asyncio.TimeoutError:
+                pass
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"fleet {self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            done, _ = await asyncio.wait({self._task}, timeout=STOP_TIMEOUT_S)
+            if not done:
+                log.warning("fleet task of %s did not stop within %s s", self.name, STOP_TIMEOUT_S)
+            self._task = None
+        try:
+            await asyncio.wait_for(self.source.close(), 5)
+        except Exception:  # noqa: BLE001
+            log.exception("closing %s", self.name)

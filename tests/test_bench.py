@@ -25,13 +25,14 @@ from tests.sshd_fixture import free_port
 FIGURES = ("p50", "p95", "max")
 EXPECTED = {
     "transport.probe_local", "transport.ssh_kept", "transport.ssh_fresh",
-    "fanout.round", "fanout.key_to_frame", "fanout.cpu", "startup.demo", "local.snapshot",
+    "fanout.round", "fanout.key_to_frame", "fanout.cpu", "fleet_ui.key_to_frame", "startup.demo", "local.snapshot",
     "probe.sim_poll.seed", "probe.parse.seed", "probe.diagnose.seed", "probe.parse_diagnose.seed",
     "probe.parse.big", "probe.diagnose.big", "probe.parse_diagnose.big",
     "ui.first_update.seed", "ui.update.seed", "ui.first_update.big", "ui.update.big",
     "ui.first_update.big_all", "ui.update.big_all", "ui.first_update.huge_all", "ui.update.huge_all",
     "ssh.first_snapshot", "ssh.poll", "ssh.probe", "ssh.round", "ssh.cpu_per_s",
 }
+FLEET_KEYS = ("fleet_nodes", "fleet_query_ms_p50", "fleet_query_ms_p99", "fleet_rss_mib", "fleet_suspects")
 
 
 def bench_args(**kw) -> argparse.Namespace:
@@ -44,7 +45,8 @@ def tiny(quick: bool, nodes: int | None) -> Plan:
     """The shortest plan that still runs every part (the figures are not what is tested)."""
     return Plan(True, nodes or 2, 2, sim_polls=3, seed_iterations=3, big_iterations=2, rounds=2,
                 cpu_seconds=1, ui_updates=1, transport_polls=3, fresh_polls=1, fanout_window_s=0.5, keys=1,
-                fanout_settle_s=0.2)
+                fanout_settle_s=0.2, fleet_nodes=4, fleet_rounds=2, fleet_scrape_s=1.0, fleet_window_s=2.0,
+                fleet_keys=2)
 
 
 @pytest.mark.heavy      # several seconds: the second pass of .ci/run
@@ -55,18 +57,29 @@ def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_hom
     doc = json.loads(out)
     assert isinstance(doc["version"], str) and doc["version"]
     assert doc["machine"]["cpus"] >= 1 and doc["machine"]["python"] == platform.python_version()
-    assert doc["errors"] == []
+    from console.bench.prometheus import prometheus_binary
+    fleet = prometheus_binary() is not None
+    if fleet:
+        assert doc["errors"] == []
+    else:       # the fleet part says what is missing (.ci/run installs it)
+        assert doc["errors"] == ["fleet: prometheus is not installed (apt-get install prometheus): fleet part skipped"]
     # every headline figure, measured side by side in this run, with its target's verdict
     assert doc["repetitions"] == bench_run.REPS == 3
     for key in HEADLINE:
+        if key in FLEET_KEYS and not fleet:
+            assert doc[key] is None
+            continue
         assert isinstance(doc[key], (int, float)) and not isinstance(doc[key], bool), (key, doc[key])
     assert doc["fanout_nodes"] == 2 and doc["fanout_interval_s"] == 1.0
     assert doc["nvidia_smi_calls_per_poll"] == 2, "a kept shell asks nvidia-smi twice a poll, not three times"
     assert doc["speedup_vs_fresh_ssh"] > 1 and doc["node_cpu_ms_per_poll"] > 0
     assert set(doc["targets"]) == set(TARGETS)
-    assert all(v["met"] in (True, False) and v["target"][:2] in ("<=", ">=") for v in doc["targets"].values())
+    assert all(v["met"] in (True, False) and v["target"][:2] in ("<=", ">=") for k, v in doc["targets"].items()
+               if fleet or k not in FLEET_KEYS)
     by_name = {r["name"]: r for r in doc["results"]}
-    assert set(by_name) == EXPECTED
+    assert set(by_name) == EXPECTED | ({"fleet.round"} if fleet else set())
+    if fleet:
+        assert doc["fleet_nodes"] == 4 and doc["fleet_suspects"] == 3 and by_name["fleet.round"]["n"] == 2
     for r in doc["results"]:
         assert r["unit"] in ("ms", "ms/s", "%"), r
         assert isinstance(r["n"], int) and r["n"] >= 1, r
@@ -82,13 +95,14 @@ def test_quick_json_runs_end_to_end_with_the_documented_document(capsys, ssh_hom
     assert by_name["probe.parse_diagnose.big"]["processes"] == 2000
     assert by_name["probe.parse_diagnose.big"]["gpus"] == 8
     assert by_name["ui.update.huge_all"]["processes"] == 100_000
+    assert by_name["fleet_ui.key_to_frame"]["n"] == 2 and by_name["fleet_ui.key_to_frame"]["nodes"] == 4
     assert doc["config"] == {"quick": True, "nodes": 2, "ssh_nodes": 2, "rounds": doc["config"]["rounds"],
                              "cpu_seconds": doc["config"]["cpu_seconds"], "target": None}
     # the human view of the same document names every figure and result, and no error section
     text = table(doc)
     for name in [*EXPECTED, *HEADLINE]:
         assert name in text
-    assert "errors" not in text and "% of one core" in text
+    assert ("errors" not in text if fleet else "prometheus is not installed" in text) and "% of one core" in text
 
 
 def test_quick_defaults_to_256_nodes_for_the_fan_out():

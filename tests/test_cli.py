@@ -1,5 +1,6 @@
 """The CLI contract: exit codes, one-line errors, no tracebacks."""
 import json
+import re
 import subprocess
 
 import pytest
@@ -158,7 +159,7 @@ def test_simulate_help_says_what_it_does_and_lists_the_scenarios():
     r = run("simulate", "--help")
     assert r.returncode == 0
     assert "Serve simulated GPU nodes over SSH" in r.stdout
-    assert "--scenario NAME   what the nodes replay" in r.stdout and "--nodes N" in r.stdout
+    assert re.search(r"--scenario NAME\s+what the nodes replay", r.stdout) and "--nodes N" in r.stdout
     for name, scenario in SCENARIOS.items():
         assert f"  {name}" in r.stdout and scenario.title[:40] in r.stdout
     r = run("follow", "--help")

@@ -165,8 +165,12 @@ def test_every_key_is_declared_once_and_help_lists_each_with_its_scope():
                             "on every table"]
     listed = [key for key, _ in rows if key]
     for k in keys.KEYS:
-        assert keys.key_of(k.id) in listed
+        assert ((keys.key_of(k.id), k.help) in rows) != k.fleet_only     # the fleet's keys: in fleet mode only
     assert "q/f10" in listed and "f9" in listed and "home" in listed
+    fleet = keys.help_rows(fleet=True)
+    assert [what for key, what in fleet if not key][:2] == ["on the fleet table", "on the process panel"]
+    for k in keys.KEYS:
+        assert (keys.key_of(k.id), k.help) in fleet
 
 
 def test_the_footer_keeps_help_and_quit_and_drops_the_least_important_first():

@@ -12,6 +12,13 @@ what each must meet on a 2-core machine):
   ``fanout_nodes`` (--nodes; 256 by default) nodes served by a separate `gpu-incident simulate`:
   ``fanout_cpu_pct``, ``fanout_rss_mib``, ``fanout_round_ms_p99``, ``fanout_sim_cpu_pct``,
   ``fanout_interval_s`` (the interval the console chose), ``key_to_frame_ms_p99``;
+- fleet (console/bench/fleet.py): 4096 nodes x 8 GPUs from `simulate --exporter-only` scraped by a
+  real Prometheus (when ``prometheus`` is installed; else ``errors`` says so): ``fleet_nodes``,
+  ``fleet_query_ms_p50``, ``fleet_query_ms_p99`` (one whole round of PrometheusSource.poll() and
+  the suspicion rule), ``fleet_rss_mib`` (the polling process's peak RSS), ``fleet_suspects``;
+- fleet table (console/bench/fleet_ui.py): the fleet table of those ``fleet_nodes`` nodes x 8
+  GPUs on an 80x24 pseudo-terminal, a constructed fleet queried every 2 s:
+  ``fleet_key_to_frame_ms_p99`` (down, until the frame naming the next node), ``fleet_ui_rss_mib``;
 - ``startup_ms`` (`gpu-incident demo` until the first frame with data) and
   ``local_probe_ms_p50`` (console/bench/startup.py); ``big_all_update_ms_p99`` (a 2000-process
   node's all-processes view, below).
@@ -64,9 +71,13 @@ TARGETS = {
     "fanout_rss_mib": ("<=", 300.0),
     "fanout_round_ms_p99": ("<=", 250.0),
     "key_to_frame_ms_p99": ("<=", 50.0),
+    "fleet_key_to_frame_ms_p99": ("<=", 50.0),     # issue 12: 4096 nodes x 8 GPUs
+    "fleet_ui_rss_mib": ("<=", 300.0),
     "big_all_update_ms_p99": ("<=", 100.0),
     "startup_ms": ("<=", 800.0),
     "local_probe_ms_p50": ("<=", 15.0),
+    "fleet_query_ms_p99": ("<=", 1000.0),
+    "fleet_rss_mib": ("<=", 300.0),
 }
 FANOUT_CPU_MAX = 100.0
 #: the top-level keys of the document, in the order the human view lists them
@@ -74,7 +85,9 @@ HEADLINE = ("probe_local_ms_p50", "ssh_poll_ms_p50", "ssh_poll_ms_p99", "fresh_s
             "speedup_vs_fresh_ssh", "transport_overhead_ms", "node_cpu_ms_per_poll",
             "nvidia_smi_calls_per_poll", "fanout_nodes", "fanout_interval_s", "fanout_connect_s",
             "fanout_cpu_pct", "fanout_rss_mib", "fanout_round_ms_p99", "fanout_sim_cpu_pct",
-            "key_to_frame_ms_p99", "big_all_update_ms_p99", "startup_ms", "local_probe_ms_p50")
+            "key_to_frame_ms_p99", "big_all_update_ms_p99", "startup_ms", "local_probe_ms_p50",
+            "fleet_nodes", "fleet_query_ms_p50", "fleet_query_ms_p99", "fleet_rss_mib", "fleet_suspects",
+            "fleet_key_to_frame_ms_p99", "fleet_ui_rss_mib")
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,11 @@ class Plan:
     fanout_window_s: float  # per repetition, CPU window
     keys: int               # per repetition, keys typed
     fanout_settle_s: float = 2.0   # after every fan-out node answered, before measuring
+    fleet_nodes: int = 4096        # the fleet part's Hostnames (x 8 GPUs)
+    fleet_rounds: int = 20         # PrometheusSource rounds, one after another
+    fleet_scrape_s: float = 5.0    # Prometheus's scrape interval
+    fleet_window_s: float = 10.0   # the suspicion window (waited out before measuring)
+    fleet_keys: int = 60           # keys typed on the fleet table (fleet_ui.py)
 
     @classmethod
     def make(cls, quick: bool, nodes: int | None) -> "Plan":
@@ -103,7 +121,7 @@ class Plan:
         if quick:
             return cls(True, nodes or FANOUT_NODES, QUICK_SSH_NODES, sim_polls=20, seed_iterations=30,
                        big_iterations=6, rounds=5, cpu_seconds=3, ui_updates=3, transport_polls=20,
-                       fresh_polls=5, fanout_window_s=5.0, keys=10)
+                       fresh_polls=5, fanout_window_s=5.0, keys=10, fleet_rounds=5, fleet_keys=30)
         return cls(False, nodes or FANOUT_NODES, DEFAULT_SSH_NODES, sim_polls=100, seed_iterations=200,
                    big_iterations=30, rounds=20, cpu_seconds=10, ui_updates=7, transport_polls=50,
                    fresh_polls=10, fanout_window_s=10.0, keys=20)
@@ -138,7 +156,7 @@ def machine() -> dict:
 
 
 async def _run(plan: Plan, target, progress) -> tuple[list[Result], dict, list[str]]:
-    from console.bench import fanout, startup, transport
+    from console.bench import fanout, fleet, fleet_ui, startup, transport
     from console.bench import ui as bench_ui
     from console.bench import ssh as bench_ssh
     from console.bench import probe as bench_probe
@@ -149,6 +167,9 @@ async def _run(plan: Plan, target, progress) -> tuple[list[Result], dict, list[s
     # processes started by the transport part -- leaves a 2-core machine slower for a while)
     for part in (fanout.measure(plan.nodes, REPS, plan.fanout_window_s, plan.keys, progress=progress,
                                 settle_s=plan.fanout_settle_s),
+                 fleet.measure(plan.fleet_nodes, plan.fleet_rounds, progress, scrape_s=plan.fleet_scrape_s,
+                               window_s=plan.fleet_window_s),
+                 fleet_ui.measure(plan.fleet_nodes, plan.fleet_keys, progress),
                  startup.measure_startup(REPS, progress),
                  startup.measure_local(REPS, plan.transport_polls, progress),
                  transport.measure(REPS, plan.transport_polls, plan.fresh_polls, progress)):

@@ -35,7 +35,7 @@ class IncidentLog:
         if self.timeline is None:
             return None
         try:
-            return self.timeline.append(kind, text, node=node, **fields)
+            return self.timeline.append(kind, text, node=node or None, **fields)   # "": no node (a fleet)
         except OSError as exc:  # disk full, directory gone: say so, keep the console running
             if self.on_error is not None:
                 self.on_error(f"timeline write failed ({exc.strerror or exc}): {kind} not recorded")

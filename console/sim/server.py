@@ -172,6 +172,13 @@ class SimServers:
     #: answers the probe once per tick for the nodes still identical (console/sim/fleet.py); a
     #: node changed other than by a command it runs must leave it (``fleet.leave(node)``)
     fleet: Fleet | None = field(default=None, repr=False)
+    #: the scenario each node runs (one, or a mix's: console/sim/mixes.py)
+    scenarios: list[str] = field(default_factory=list)
+
+    @property
+    def ssh_config(self) -> Path:
+        """``Host simnodeNN`` -> 127.0.0.1 and its port, with this dir's key and known_hosts."""
+        return self.state_dir / "ssh_config"
 
     @property
     def targets(self) -> list[str]:
@@ -223,6 +230,35 @@ def _write_text(path: Path, text: str, mode: int = 0o644) -> None:
     tmp.replace(path)
 
 
+def node_names(count: int) -> list[str]:
+    """simnode01..simnodeNN (the Hostname label, the ssh_config alias, the node's own name)."""
+    width = max(2, len(str(count)))
+    return [f"simnode{i + 1:0{width}d}" for i in range(count)]
+
+
+def node_scenarios(scenario: str, count: int) -> list[str]:
+    """The scenario each of ``count`` nodes runs: ``scenario`` for all, or a mix's choice."""
+    from console.sim.mixes import is_mix, scenario_of
+    if is_mix(scenario):
+        return [scenario_of(scenario, i, count) for i in range(count)]
+    return [scenario] * count
+
+
+def _ssh_quote(path: Path) -> str:
+    text = str(path)
+    return f'"{text}"' if any(c.isspace() for c in text) else text
+
+
+def ssh_config_text(names: list[str], ports: list[int], client_key: Path, known_hosts: Path) -> str:
+    """An ssh_config (OpenSSH's and asyncssh's syntax) mapping each node name to its port."""
+    out = ["# written by gpu-incident simulate: each simulated node by its Hostname\n"]
+    for name, port in zip(names, ports):
+        out.append(f"Host {name}\n    HostName {HOST}\n    Port {port}\n    User {USER}\n"
+                   f"    IdentityFile {_ssh_quote(client_key)}\n    IdentitiesOnly yes\n"
+                   f"    UserKnownHostsFile {_ssh_quote(known_hosts)}\n    StrictHostKeyChecking yes\n")
+    return "".join(out)
+
+
 async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_dir: Path | str,
                             clock=None) -> SimServers:
     """Serve ``nodes`` SimNodes of ``scenario`` on 127.0.0.1 ports port..port+nodes-1
@@ -233,10 +269,20 @@ async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_d
     if port is not None and port + nodes - 1 > 65535:
         raise ValueError(f"ports {port}..{port + nodes - 1} go past 65535")
     width = max(2, len(str(nodes)))
+    names = node_names(nodes)
+    scenarios = node_scenarios(scenario, nodes)
+    fleets: dict[str, Fleet] = {}
+    by_name: dict[str, SimNode] = {}
     try:
-        sim_nodes, fleet = await build_fleet(scenario, [f"simnode{i + 1:0{width}d}" for i in range(nodes)], clock)
+        for one in dict.fromkeys(scenarios):     # one fleet per scenario, built in node order
+            group = [n for n, s in zip(names, scenarios) if s == one]
+            built, fleets[one] = await build_fleet(one, group, clock)
+            by_name.update(zip(group, built))
     except (KeyError, ValueError) as exc:
         raise ValueError(f"unknown scenario {scenario!r}: {exc}") from None
+    sim_nodes = [by_name[n] for n in names]
+    node_fleet = [fleets[s] for s in scenarios]
+    fleet = fleets[scenarios[0]]
 
     state = Path(state_dir)
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -253,7 +299,7 @@ async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_d
         async def start(p: int):
             return await asyncssh.create_server(
                 lambda: _Server(conns), HOST, p, server_host_keys=[host_keys[i]],
-                authorized_client_keys=authorized, process_factory=_process_factory(sim_nodes[i], fleet),
+                authorized_client_keys=authorized, process_factory=_process_factory(sim_nodes[i], node_fleet[i]),
                 password_auth=False, kbdint_auth=False, allow_scp=False, x11_forwarding=False,
                 agent_forwarding=False, keepalive_interval=30, reuse_address=True)
         return start
@@ -290,8 +336,9 @@ async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_d
     _write_text(known_hosts, "".join(f"[{HOST}]:{p} {_public_line(k)}\n" for p, k in zip(ports, host_keys)))
     targets_file = state / "targets.txt"
     _write_text(targets_file, "".join(f"{USER}@{HOST}:{p}\n" for p in ports))
+    _write_text(state / "ssh_config", ssh_config_text(names, ports, client_key, known_hosts))
     return SimServers(state, sim_nodes, ports, known_hosts, client_key, targets_file,
-                      acceptors, conns, fleet)
+                      acceptors, conns, fleet, scenarios=scenarios)
 
 
 def describe(servers: SimServers, scenario: str) -> str:
@@ -302,25 +349,67 @@ def describe(servers: SimServers, scenario: str) -> str:
             f"  known hosts: {servers.known_hosts}\n"
             f"  client key:  {servers.client_key}\n"
             f"  targets:     {servers.targets_file}\n"
+            f"  ssh config:  {servers.ssh_config}  (ssh -F FILE simnode01, gpu-incident --ssh-config FILE simnode01)\n"
             f"watch them with:\n"
             f"  gpu-incident --nodes-file {shlex.quote(str(servers.targets_file))} "
             f"--known-hosts {shlex.quote(str(servers.known_hosts))} -i {shlex.quote(str(servers.client_key))}\n"
             f"SIGINT (Ctrl-C) or SIGTERM stops the simulator.")
 
 
+#: ``--exporter-only`` serves this many Hostnames at most (no SSH port each)
+MAX_EXPORTER_NODES = 4096
+
+
 async def _serve(args) -> int:
-    state_dir = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="gpu-incident-sim-"))
-    servers = await start_sim_servers(args.scenario, args.nodes, args.port, state_dir)
+    exporter_port = getattr(args, "exporter_port", None)
+    exporter_only = getattr(args, "exporter_only", False)
+    bind = getattr(args, "exporter_bind", None) or HOST
+    from console.sim import exporter as ex
+    servers = None
+    if exporter_only:
+        if not 1 <= args.nodes <= MAX_EXPORTER_NODES:
+            raise ValueError(f"--nodes must be between 1 and {MAX_EXPORTER_NODES} with --exporter-only")
+        if args.port is not None:
+            raise ValueError("--exporter-only serves no SSH port: drop --port")
+        names = node_names(args.nodes)
+        try:
+            nodes = ex.shared_nodes(names, node_scenarios(args.scenario, args.nodes))
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"unknown scenario {args.scenario!r}: {exc}") from None
+    else:
+        state_dir = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="gpu-incident-sim-"))
+        servers = await start_sim_servers(args.scenario, args.nodes, args.port, state_dir)
+        nodes = ex.own_nodes(servers.nodes, servers.scenarios)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(describe(servers, args.scenario), flush=True)
+    metrics = None
+    if exporter_only or exporter_port is not None:
+        exporter = ex.Exporter(nodes)
+        exporter.render()
+        try:
+            metrics = ex.ExporterServer(exporter, bind, exporter_port or 0, loop)
+        except OSError as exc:
+            if servers is not None:
+                servers.close()
+            raise OSError(exc.errno, f"cannot listen on {bind}:{exporter_port}: {exc.strerror}") from None
+        metrics.start()
+    if servers is not None:
+        print(describe(servers, args.scenario), flush=True)
+    if metrics is not None:
+        print(f"exporter: http://{bind}:{metrics.port}/metrics ({len(nodes)} Hostnames, dcgm-exporter "
+              f"format, scenario {args.scenario}; first render {metrics.exporter.render_ms:.0f} ms)", flush=True)
+        if exporter_only:
+            print("SIGINT (Ctrl-C) or SIGTERM stops the simulator.", flush=True)
     try:
         await stop.wait()
     finally:
-        servers.close()
-        await servers.wait_closed()
+        if metrics is not None:
+            await asyncio.to_thread(metrics.close)
+        if servers is not None:
+            servers.close()
+            await servers.wait_closed()
     print("simulator stopped", flush=True)
     return 0
 

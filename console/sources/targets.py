@@ -28,6 +28,16 @@ def is_special(target: str) -> bool:
     return target == "local" or is_demo_target(target)
 
 
+#: the schemes of a fleet source (console/sources/prometheus: Prometheus's HTTP query API)
+FLEET_SCHEMES = ("prometheus://", "prometheus+https://")
+
+
+def is_fleet_target(target: str) -> bool:
+    """``prometheus://HOST:PORT`` or ``prometheus+https://HOST:PORT``: a fleet read through
+    Prometheus, not one node (console/sources/prometheus/endpoint.py checks the rest)."""
+    return target.startswith(FLEET_SCHEMES)
+
+
 def is_demo_target(target: str) -> bool:
     """``demo`` or ``demo:NAME`` (console/sources/sim.py knows the scenarios)."""
     return target == "demo" or target.startswith("demo:")
@@ -36,6 +46,10 @@ def is_demo_target(target: str) -> bool:
 def _expand_one(word: str) -> list[str]:
     """One command-line word: a special target, a destination, or a hostlist with user/port."""
     if is_special(word):
+        return [word]
+    if is_fleet_target(word):
+        from console.sources.prometheus.endpoint import parse_endpoint
+        parse_endpoint(word)         # ValueError of one line for a bad one
         return [word]
     if not word or any(c.isspace() or not c.isprintable() for c in word):
         raise ValueError(f"bad target {word!r}: empty, or contains spaces or control characters")
@@ -108,7 +122,11 @@ def expand_targets(targets: Sequence[str], nodes_file: str | None = None) -> lis
 def make_source(target: str, *, ssh: SshOptions | None = None,
                 device_glob: str = DEFAULT_DEVICE_GLOB,
                 probe_timeout: float = 10.0) -> Source:
-    """The Source for one expanded target: local, demo[:SCENARIO] or an SSH destination."""
+    """The Source for one expanded target: local, demo[:SCENARIO] or an SSH destination.
+    A fleet target (``prometheus://``) is no node: PrometheusSource reads it."""
+    if is_fleet_target(target):
+        raise ValueError(f"{target} is a fleet source (Prometheus), not a node: "
+                         "use `gpu-incident snapshot` or the fleet view")
     if target == "local":
         from console.sources.local.source import LocalSource
         return LocalSource(name="local", device_glob=device_glob)

@@ -24,6 +24,7 @@ from console.sources.base import Source
 from console.incident.timeline import Timeline
 from console.ui import activity, gc_pacing, keys, layout, tables
 from console.ui.escalation import EscalationKeys
+from console.ui.fleet_mode import FleetMode, FleetSetup
 from console.ui.footer import FittedFooter
 from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable
 from console.ui.live_feed import LiveFeed
@@ -76,7 +77,7 @@ class HelpScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()
 
 
-class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveFeed, App[int]):
+class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, LiveFeed, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -87,7 +88,8 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
     def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
                  theme_name: str | None = None, autostart: bool = True,
-                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None) -> None:
+                 keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None,
+                 fleet: FleetSetup | None = None) -> None:
         super().__init__()
         self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_keys.py)
         self.keymap = dict(keymap or {})
@@ -103,7 +105,9 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
         self.read_only = read_only
         self.dry_run = dry_run
         self.autostart = autostart
+        self.node_interval = interval
         self.monitors = [NodeMonitor(s, interval=interval, on_update=self._on_snapshot) for s in self.sources]
+        self.init_fleet(fleet)          # a prometheus:// target: the fleet screen (ui/fleet_mode.py)
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.current_node = self.sources[0].name if self.sources else ""
         self.show_all = False
@@ -123,7 +127,8 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
 
     @property
     def multi_node(self) -> bool:
-        return len(self.sources) > 1
+        """The node table is there: several nodes, or fleet mode (nodes opened from the fleet join it)."""
+        return len(self.sources) > 1 or self.fleet_mode
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -162,13 +167,15 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
         if self.timeline is not None:
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
-            self.incident.note(None, "console started watching " + ", ".join(s.name for s in self.sources))
+            watched = [s.name for s in self.sources] + ([self.fleet.name] if self.fleet_mode else [])
+            self.incident.note(None, "console started watching " + ", ".join(watched))
         self.start_slurm()
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
         if self.autostart:
             start_all(self.monitors)        # many nodes: their polls spread over the interval
+        self.start_fleet()                  # fleet mode: the fleet screen on top (ui/fleet_mode.py)
 
     def _mode_text(self) -> str:
         if self.read_only:
@@ -179,7 +186,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
 
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
-        await asyncio.gather(*(m.stop() for m in self.monitors), return_exceptions=True)
+        await asyncio.gather(*(m.stop() for m in self.monitors), self.stop_fleet(), return_exceptions=True)
 
     # ------------------------------------------------------------------ data in
     async def _on_snapshot(self, snap: NodeSnapshot) -> None:
@@ -380,6 +387,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
             self.query_one("#activity", LiteralStatic).update(
                 activity.line(self.activity.latest, self._idle_text()))
             self.call_after_refresh(self.fit_panels)     # a second line takes a row from the panels
+        self.show_fleet_activity(activity.line(self.activity.latest, self._idle_text()))
 
     def say(self, text: object, severity: str = "information") -> None:
         """One line in the status line above the footer (most recent first; m shows them all)."""
@@ -490,7 +498,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, SlurmKeys, LiveF
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(keys.help_rows(self.keymap)))
+        self.push_screen(HelpScreen(keys.help_rows(self.keymap, fleet=self.fleet_mode)))
 
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all

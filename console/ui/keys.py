@@ -10,7 +10,11 @@ its scope — where it acts:
 - ``procs`` / ``gpus`` / ``findings``: on that panel only (bound to the panel, so the footer
   shows them while it has focus). Pressed anywhere else, a process or GPU key acts on nothing:
   it says which panel it belongs to (``elsewhere_bindings``), never on a cursor out of sight;
-- ``tables``: in every table (first/last row).
+- ``tables``: in every table (first/last row);
+- ``fleet``: on the fleet table (fleet mode, console/ui/fleet_view.py).
+
+``fleet_only`` keys exist only in fleet mode (a ``prometheus://`` target): elsewhere they are
+neither bound in the footer nor listed in Help.
 
 ``rank`` orders what the footer keeps when the terminal is narrow: 0 always, then 1, 2, …
 (console/ui/footer.py drops the highest ranks first; every key stays in Help and the palette).
@@ -34,6 +38,7 @@ class Key:
     show: bool = True           # shown in the footer
     scope: str = "app"          # app, procs, gpus, findings, tables
     rank: int = 2               # footer: kept first at narrow widths (0 always)
+    fleet_only: bool = False    # only in fleet mode (Help lists it there)
 
 
 SCOPES: dict[str, str] = {
@@ -41,6 +46,7 @@ SCOPES: dict[str, str] = {
     "gpus": "the GPU panel",
     "findings": "the findings panel",
     "tables": "every table",
+    "fleet": "the fleet table",
     "app": "everywhere",
 }
 
@@ -65,6 +71,15 @@ KEYS: tuple[Key, ...] = (
         "Clear reset blockers of the selected GPU", scope="gpus", rank=1),
     Key("next-step", "x", "next_step", "Next step",
         "do the highlighted finding's next step (Confirm first)", scope="findings", rank=1),
+    Key("open-node", "enter", "open_node", "Open node",
+        "open the highlighted node's console over SSH (added to the node list, same incident)",
+        scope="fleet", rank=1, fleet_only=True),
+    Key("fleet-filter", "slash", "fleet_filter", "Filter", "filter the fleet by hostname (empty clears)",
+        scope="fleet", rank=2, fleet_only=True),
+    Key("fleet-refresh", "r", "fleet_refresh", "Refresh", "query the fleet source now", scope="fleet", rank=3,
+        fleet_only=True),
+    Key("fleet", "escape", "fleet", "Fleet", "back to the fleet table (the nodes opened stay in the node list)",
+        "Back to the fleet table", rank=1, fleet_only=True),
     Key("first-row", "home", "scroll_top", "First", "first row", show=False, scope="tables"),
     Key("last-row", "end", "scroll_bottom", "Last", "last row", show=False, scope="tables"),
     Key("wait", "w", "wait_recheck", "Wait 5s", "wait-and-recheck: 5 s, then per-GPU memory again (a check)",
@@ -168,12 +183,12 @@ def where(key_id: str, keymap: Mapping[str, str] | None = None) -> str:
     return f"{key_of(key_id, keymap)} ({k.footer}) works on {SCOPES[k.scope]}: tab there first. Nothing was sent."
 
 
-def help_rows(keymap: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+def help_rows(keymap: Mapping[str, str] | None = None, fleet: bool = False) -> list[tuple[str, str]]:
     """Every key and what it does, for the Help screen, the remap applied; a row with an
-    empty key is a heading (where the keys below it act)."""
+    empty key is a heading (where the keys below it act). ``fleet``: fleet mode, its keys first."""
     rows: list[tuple[str, str]] = list(OTHER_KEYS[:3])
-    for scope in ("procs", "gpus", "findings", "app", "tables"):
+    for scope in (("fleet",) if fleet else ()) + ("procs", "gpus", "findings", "app", "tables"):
         rows.append(("", f"on {SCOPES[scope]}" if scope != "app" else "everywhere"))
-        rows += [(key_of(k.id, keymap), k.help) for k in KEYS if k.scope == scope]
+        rows += [(key_of(k.id, keymap), k.help) for k in KEYS if k.scope == scope and (fleet or not k.fleet_only)]
     rows.append(("", "and"))
     return rows + list(OTHER_KEYS[3:])

@@ -24,9 +24,16 @@ def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
     from console.checks.registry import CHECKS
     keymap = getattr(app, "keymap", {})
     out: list[tuple[str, Callable[[], object], str]] = []
+    fleet = getattr(app, "fleet_mode", False)
+
+    def off(action: str) -> bool:
+        """A key that is off where the operator is (the fleet table: no node panels to act on)."""
+        return app.check_action(action.partition("(")[0], ()) is False
     for k in keys.KEYS:
-        if k.palette is not None:
+        if k.palette is not None and (fleet or not k.fleet_only) and not off(k.action):
             out.append((k.palette, _callback(app, k.action), f"{keys.key_of(k.id, keymap)} — {k.help}"))
+    if off("act") or off("check"):
+        return out
     for title, rung, hint in keys.PALETTE_ONLY:
         out.append((title, partial(app.action_act, rung), hint))
     for check in CHECKS.values():

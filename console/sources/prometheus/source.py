@@ -1,0 +1,161 @@
+"""The fleet source: dcgm-exporter's metrics read through Prometheus's HTTP query API.
+
+``poll()`` runs one round (console/sources/prometheus/queries.py: six instant queries at
+once, each a GET in a worker thread, the whole round under ``timeout_s``; the INFO answer is
+kept and asked again every INFO_REFRESH_S, sooner when unknown GPUs appear) and returns a
+FleetSnapshot: every node the queries returned, sorted by hostname, with per GPU what the
+suspicion rule needs (console/diagnosis/fleet.py ranks and sorts: ``assess(snapshot)``).
+``poll()`` never raises: a round that fails as a whole is ``FleetSnapshot.error`` (one line),
+a side query that fails (the window's) a warning.
+
+HTTP client: the standard library's urllib in a thread (no new dependency; TLS through the
+ssl module, verified by default). The bearer token comes from ``token_file`` or, without one,
+the environment variable GPU_INCIDENT_PROMETHEUS_TOKEN; it is read once, here.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from console.model import FleetSnapshot
+from console.sources.prometheus import client, queries
+from console.sources.prometheus.endpoint import Endpoint, parse_endpoint
+from console.sources.prometheus.parse import ApiError, build_nodes, parse_vector
+from console.textsafe import one_line
+
+TOKEN_ENV = "GPU_INCIDENT_PROMETHEUS_TOKEN"
+#: the INFO query (UUID, model, pod: the largest answer, and what changes least) is asked again
+#: after this long, or after INFO_MISSING_S when GPUs without it appeared (a new node, a new pod)
+INFO_REFRESH_S = 60.0
+INFO_MISSING_S = 15.0
+TIMEOUT_S = (0.1, 300.0)
+_TOKEN_MAX = 16 << 10
+_API = "/api/v1/query"
+
+
+def read_token(token_file: str | None, environ=os.environ) -> str | None:
+    """The bearer token: the file's content (whitespace around it dropped), else the
+    environment's; None when neither gives one. ValueError (one line) for a file that cannot be
+    read, is empty, too large, or holds control characters (a header must not be split)."""
+    if token_file is None:
+        text = environ.get(TOKEN_ENV, "").strip()
+        where = f"${TOKEN_ENV}"
+        if not text:
+            return None
+    else:
+        where = f"token file {token_file}"
+        try:
+            with open(token_file, "rb") as f:
+                raw = f.read(_TOKEN_MAX + 1)
+        except OSError as exc:
+            raise ValueError(f"cannot read {where}: {exc.strerror or exc}") from None
+        if len(raw) > _TOKEN_MAX:
+            raise ValueError(f"{where} is too large for a token (over {_TOKEN_MAX >> 10} KiB)")
+        try:
+            text = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"{where} is not UTF-8 text") from None
+        if not text:
+            raise ValueError(f"{where} is empty")
+    if any(not c.isprintable() or c.isspace() for c in text) or not text.isascii():
+        raise ValueError(f"{where} must hold one token: printable ASCII, no spaces or line breaks")
+    return text
+
+
+class PrometheusSource:
+    """A fleet read through Prometheus (``prometheus://HOST:PORT`` or ``prometheus+https://``).
+
+    ``window_s``: the suspicion window (console/sources/prometheus/queries.py WINDOW_S bounds
+    it); ``timeout_s``: the deadline of one round; ``token_file``: a bearer token (else the
+    environment's); ``ca_file``: trust only this CA for TLS (else the system's trust store).
+    ValueError (one line) for a bad target, window, timeout, token or CA file."""
+
+    kind = "prometheus"
+
+    def __init__(self, target: str, *, window_s: float = 600, timeout_s: float = 10,
+                 token_file: str | None = None, ca_file: str | None = None,
+                 max_bytes: int = client.MAX_ANSWER_BYTES) -> None:
+        self.target = target
+        self.endpoint: Endpoint = parse_endpoint(target)
+        queries.duration(window_s)                      # ValueError when out of range
+        if not TIMEOUT_S[0] <= timeout_s <= TIMEOUT_S[1]:
+            raise ValueError(f"Prometheus timeout {timeout_s:g} s is out of range "
+                             f"({TIMEOUT_S[0]:g} to {TIMEOUT_S[1]:g} s)")
+        self.window_s = float(window_s)
+        self.timeout_s = float(timeout_s)
+        self.max_bytes = max_bytes
+        self._token = read_token(token_file)
+        context = client.tls_context(ca_file) if self.endpoint.scheme == "https" else None
+        self._opener = client.make_opener(context)
+        self._closed = False
+        self._info: list | None = None
+        self._info_at = 0.0
+        self._info_missing = 0
+
+    @property
+    def name(self) -> str:
+        return self.target
+
+    def _get(self, query: str) -> bytes:
+        url = self.endpoint.url(_API, {"query": query})
+        return client.fetch(self._opener, url, host=self.endpoint.host, port=self.endpoint.port,
+                            timeout=self.timeout_s, token=self._token, max_bytes=self.max_bytes)
+
+    async def _query(self, query: str):
+        body = await asyncio.to_thread(self._get, query)
+        return await asyncio.to_thread(parse_vector, body) if len(body) > (1 << 20) else parse_vector(body)
+
+    async def poll(self) -> FleetSnapshot:
+        started = time.monotonic()
+        taken = time.time()
+
+        def failed(line: str) -> FleetSnapshot:
+            return FleetSnapshot(source=self.target, taken_at=taken, error=line,
+                                 query_ms=(time.monotonic() - started) * 1000, window_s=self.window_s)
+
+        if self._closed:
+            return failed("source closed")
+        named = queries.round_queries(self.window_s)
+        age = time.monotonic() - self._info_at
+        if self._info is not None and age < INFO_REFRESH_S and not (self._info_missing and age >= INFO_MISSING_S):
+            del named["info"]
+        tasks = {name: asyncio.ensure_future(self._query(q)) for name, q in named.items()}
+        try:
+            await asyncio.wait_for(asyncio.gather(*tasks.values(), return_exceptions=True), self.timeout_s)
+        except asyncio.TimeoutError:
+            where = f"{self.endpoint.host}:{self.endpoint.port}"
+            return failed(f"Prometheus at {where} timed out after {self.timeout_s:g} s")
+        answers, warnings = {}, []
+        for name, task in tasks.items():
+            exc = task.exception()
+            if exc is None:
+                samples, warns = task.result()
+                answers[name] = samples
+                warnings.extend(warns)
+                if name == "info":
+                    self._info, self._info_at = samples, time.monotonic()
+            elif name == "used":
+                if isinstance(exc, (client.FetchError, ApiError)):
+                    return failed(str(exc))
+                return failed(f"Prometheus query failed: {one_line(repr(exc), 200)}")
+            else:
+                warnings.append(f"{name} query failed: {one_line(exc, 200)}")
+        try:
+            nodes, more = await asyncio.to_thread(
+                build_nodes, answers["used"], answers.get("free", []), answers.get("util", []),
+                self._info or [], answers.get("idle", []), answers.get("xid"))
+        except Exception as exc:  # noqa: BLE001 - a parser bug must not take the console down
+            return failed(f"cannot read Prometheus's answer: {one_line(repr(exc), 200)}")
+        warnings.extend(more)
+        self._info_missing = sum(1 for n in nodes for g in n.gpus if g.uuid is None)
+        if self._token and self.endpoint.scheme == "http":
+            warnings.append("the bearer token goes over plain HTTP (use prometheus+https://)")
+        if not nodes:
+            warnings.append("no dcgm-exporter series (DCGM_FI_DEV_FB_USED and friends) in Prometheus")
+        return FleetSnapshot(source=self.target, taken_at=taken, nodes=nodes, warnings=tuple(warnings),
+                             query_ms=(time.monotonic() - started) * 1000, window_s=self.window_s)
+
+    async def close(self) -> None:
+        self._closed = True

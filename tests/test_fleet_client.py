@@ -1,0 +1,198 @@
+"""The fleet source against hostile or broken HTTP servers (real sockets on 127.0.0.1): every
+failure is one line in FleetSnapshot.error, nothing hangs past the deadline, nothing is read
+past the cap, no redirect is followed, TLS is verified."""
+import gzip
+import http.server
+import json
+import socket
+import ssl
+import subprocess
+import threading
+import urllib.parse
+
+import pytest
+
+from console.sources.prometheus import PrometheusSource
+
+OK = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+    {"metric": {"Hostname": "gpu01", "gpu": "0"}, "value": [1.0, "71000"]}]}}).encode()
+
+
+def vector(*samples):
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": m, "value": [1.0, v]} for m, v in samples]}}).encode()
+
+
+def prometheus_like(h):
+    """Answers each of the round's queries as a Prometheus holding one GPU would."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(h.path).query)["query"][0]
+    g = {"Hostname": "gpu01", "gpu": "0"}
+    if query.startswith("count by"):
+        body = vector(({**g, "UUID": "GPU-a", "modelName": "NVIDIA H100 80GB HBM3"}, "1"))
+    elif query.startswith("max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_USED)"):
+        body = vector((g, "71000"))
+    elif query.startswith("max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_FREE)"):
+        body = vector((g, "26000"))
+    elif query.startswith("max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL)"):
+        body = vector((g, "0"))
+    else:
+        body = vector()
+    reply(200, body, Content_Type="application/json")(h)
+
+
+class Stub:
+    """A one-purpose HTTP(S) server: ``answer(handler)`` writes the response."""
+
+    def __init__(self, answer, tls=None):
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append((self.path, self.headers.get("Authorization")))
+                answer(self)
+
+            def log_message(self, *a):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def reply(status, body=b"", **headers):
+    def answer(h):
+        h.send_response(status)
+        for k, v in headers.items():
+            h.send_header(k.replace("_", "-"), v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+    return answer
+
+
+@pytest.fixture
+def stub():
+    made = []
+
+    def make(answer, tls=None):
+        s = Stub(answer, tls)
+        made.append(s)
+        return s
+    yield make
+    for s in made:
+        s.close()
+
+
+async def poll(target, **kw):
+    return await PrometheusSource(target, window_s=5, **kw).poll()
+
+
+async def test_an_answer_becomes_nodes_and_the_token_goes_along(stub, tmp_path):
+    s = stub(prometheus_like)
+    (tmp_path / "tok").write_text("s3cret\n")
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}", token_file=str(tmp_path / "tok"))
+    assert snap.error is None and snap.nodes[0].hostname == "gpu01"
+    g = snap.nodes[0].gpus[0]
+    assert (g.memory_used_mib, g.memory_total_mib, g.utilization_pct, g.uuid) == (71000, 97000, 0, "GPU-a")
+    assert {auth for _, auth in s.seen} == {"Bearer s3cret"}
+    assert all(path.startswith("/api/v1/query?query=") for path, _ in s.seen)
+    assert any("plain HTTP" in w for w in snap.warnings)
+
+
+async def test_nothing_listening_is_refused():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    snap = await poll(f"prometheus://127.0.0.1:{port}")
+    assert "refused" in snap.error and snap.nodes == ()
+
+
+async def test_a_prometheus_that_hangs_times_out():
+    with socket.socket() as sock:               # accepts (backlog), never answers
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        snap = await poll(f"prometheus://127.0.0.1:{sock.getsockname()[1]}", timeout_s=0.5)
+    assert "timed out" in snap.error and "\n" not in snap.error
+
+
+async def test_prometheus_error_text_and_status(stub):
+    body = json.dumps({"status": "error", "errorType": "bad_data", "error": "1:5: parse error\n[red]x"}).encode()
+    s = stub(reply(400, body, Content_Type="application/json"))
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}")
+    assert snap.error == "HTTP 400 Bad Request: Prometheus error: bad_data: 1:5: parse error [red]x"
+
+
+async def test_unauthorised_says_authentication(stub):
+    s = stub(reply(401, b"no"))
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}")
+    assert snap.error.startswith("HTTP 401") and "authentication" in snap.error
+
+
+async def test_a_redirect_is_not_followed_and_the_token_stays(stub, monkeypatch):
+    elsewhere = stub(reply(200, OK))
+    s = stub(reply(302, b"", Location=f"http://127.0.0.1:{elsewhere.port}/api/v1/query"))
+    monkeypatch.setenv("GPU_INCIDENT_PROMETHEUS_TOKEN", "s3cret")
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}")
+    assert "redirect" in snap.error and "not followed" in snap.error
+    assert elsewhere.seen == []
+
+
+async def test_a_huge_answer_is_cut_at_the_cap(stub):
+    s = stub(reply(200, b" " * (3 << 20) + OK))
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}", max_bytes=1 << 20)
+    assert "too large" in snap.error
+
+
+async def test_a_gzip_bomb_is_cut_at_the_cap(stub):
+    bomb = gzip.compress(b" " * (8 << 20), 6)
+    s = stub(reply(200, bomb, Content_Encoding="gzip"))
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}", max_bytes=1 << 20)
+    assert "too large" in snap.error
+
+
+async def test_gzip_answers_are_read(stub):
+    s = stub(reply(200, gzip.compress(OK), Content_Encoding="gzip"))
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}")
+    assert snap.error is None and snap.nodes[0].hostname == "gpu01"
+
+
+async def test_not_prometheus_at_all(stub):
+    s = stub(reply(200, b"<html>welcome</html>"))
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}")
+    assert snap.error == "answer is not JSON (is this Prometheus?)"
+
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tls")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"), "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"openssl cannot make a test certificate: {r.stderr.strip()[:200]}")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
+    return ctx, str(d / "cert.pem")
+
+
+async def test_tls_with_a_self_signed_certificate_is_refused_unless_trusted(stub, self_signed):
+    ctx, cert = self_signed
+    s = stub(reply(200, OK), tls=ctx)
+    refused = await poll(f"prometheus+https://127.0.0.1:{s.port}")
+    assert "not trusted" in refused.error and refused.nodes == ()
+    trusted = await poll(f"prometheus+https://127.0.0.1:{s.port}", ca_file=cert)
+    assert trusted.error is None and trusted.nodes[0].hostname == "gpu01"
+    assert not any("plain HTTP" in w for w in trusted.warnings)
+
+
+def test_a_bad_ca_file_is_one_line(tmp_path):
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    with pytest.raises(ValueError, match="cannot use CA file"):
+        PrometheusSource("prometheus+https://127.0.0.1:1", ca_file=str(tmp_path / "ca.pem"))
