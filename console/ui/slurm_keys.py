@@ -105,7 +105,10 @@ class SlurmKeys:
         from console.actions.slurm import drain_first
         snap = self.snapshots.get(self.current_node)
         top = top_step(snap.findings) if snap is not None else None
-        widget.update(slurm_text(reading, snap, drain_first(top.rung if top else None, reading.node)))
+        text = slurm_text(reading, snap, drain_first(top.rung if top else None, reading.node))
+        if text != getattr(self, "_slurm_drawn", None):    # an update re-lays the screen out
+            self._slurm_drawn = text
+            widget.update(text)
         if not widget.display:
             widget.display = True
             self.call_after_refresh(self.fit_panels)
