@@ -196,3 +196,24 @@ def test_a_bad_ca_file_is_one_line(tmp_path):
     (tmp_path / "ca.pem").write_text("not a certificate")
     with pytest.raises(ValueError, match="cannot use CA file"):
         PrometheusSource("prometheus+https://127.0.0.1:1", ca_file=str(tmp_path / "ca.pem"))
+
+
+async def test_the_window_queries_are_asked_every_tenth_of_the_window(stub, monkeypatch):
+    """IDLE and XID (Prometheus's costliest) are asked again after a tenth of the window, at most
+    a minute; the other queries every round."""
+    s = stub(prometheus_like)
+    target = f"prometheus://127.0.0.1:{s.port}"
+
+    def asked(word):
+        return sum(word in urllib.parse.unquote_plus(path) for path, _ in s.seen)
+    long = PrometheusSource(target, window_s=600)
+    for _ in range(3):
+        snap = await long.poll()
+        assert snap.error is None and snap.nodes[0].gpus[0].last_xid == 0
+    assert asked("min_over_time") == 1 and asked("GPU_I_ID) (DCGM_FI_DEV_FB_USED)") == 3
+    s.seen.clear()
+    from console.sources.prometheus import source
+    monkeypatch.setattr(source, "WINDOW_REFRESH_MAX_S", 0.0)     # refresh due at every round
+    for _ in range(3):
+        await long.poll()
+    assert asked("min_over_time") == 3

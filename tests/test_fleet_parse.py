@@ -187,3 +187,15 @@ def test_any_samples_build_nodes_without_crashing(values, info, idle, xid):
         for g in n.gpus:
             assert g.last_xid is None or g.last_xid >= 0
     assert all("\n" not in w for w in warnings)
+
+
+def test_idle_ends_with_this_rounds_memory_or_use_whatever_an_earlier_idle_answer_said():
+    """An idle answer may be a round old (the window queries are asked every tenth of the
+    window): memory back under the floor, or any use now, ends "idle" at once."""
+    idle = [({"Hostname": h, "gpu": "0"}, 70900.0) for h in ("held", "freed", "busy")]
+    values = [(gpu(USED, "held"), 70000.0), (gpu(UTIL, "held"), 0.0),
+              (gpu(USED, "freed"), 300.0), (gpu(UTIL, "freed"), 0.0),
+              (gpu(USED, "busy"), 70900.0), (gpu(UTIL, "busy"), 35.0)]
+    nodes, _ = nodes_from(values, idle=idle)
+    held = {n.hostname: n.gpus[0].idle_held_mib for n in nodes}
+    assert held == {"held": 70000, "freed": None, "busy": None}

@@ -20,6 +20,7 @@ import math
 from typing import Any, Iterable
 
 from console.model import FleetGpu, FleetNode
+from console.sources.prometheus.queries import IDLE_FLOOR_MIB
 from console.textsafe import one_line
 
 #: label values longer than this are cut (a hostile exporter cannot grow the console's memory
@@ -237,10 +238,15 @@ def build_nodes(used: list[Sample], free: list[Sample] = (), util: list[Sample] 
         gpus = by_host.get(host)
         if gpus is None:
             gpus = by_host[host] = []
+        util_now, idle_held = _max(t.get(key)), _sum(held.get(key))
+        if idle_held is not None and mem_used is not None:
+            # the window ends now: memory back under the floor, or any use now, ends "idle" at
+            # once (what an idle answer kept from an earlier round must not outlive)
+            idle_held = None if mem_used <= IDLE_FLOOR_MIB or (util_now or 0) > 0 else min(idle_held, mem_used)
         gpus.append(FleetGpu(index=index, uuid=uuid, model=model, memory_used_mib=mem_used,
-                             memory_total_mib=total, utilization_pct=_max(t.get(key)),
+                             memory_total_mib=total, utilization_pct=util_now,
                              last_xid=quiet_xid if x is None else _xid(x), pod=pod,
-                             idle_held_mib=_sum(held.get(key))))
+                             idle_held_mib=idle_held))
     warnings = []
     if counts[0]:
         warnings.append(f"{counts[0]} series without a Hostname label left out")
