@@ -4,7 +4,9 @@ their policy; the [slurm] config; the Slurm line shown literally. The real drain
 are tests/test_slurm_real.py (heavy)."""
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -252,3 +254,15 @@ def test_gpu_processes_map_to_their_jobs_through_their_cgroups():
         proc(13, "0::/system.slice/slurmstepd.scope/job_79/step_0\n", gpu=False),   # not a GPU holder
         proc(14, "0::/user.slice/user-1000.slice/session-3.scope\n")))
     assert gpu_jobs(snap) == {"77": (10, 11), "78": (12,)}
+
+
+@pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol not installed")
+@pytest.mark.skipif(os.path.exists("/etc/slurm/slurm.conf") or os.path.exists("/etc/slurm-llnl/slurm.conf"),
+                    reason="this machine has a Slurm configuration")
+async def test_a_slurm_client_without_a_configuration_shows_nothing():
+    """The real scontrol of a machine where Slurm is installed but not set up prints several
+    error lines, the telling one last: no Slurm line, not an error row."""
+    from console.sources.slurm import SlurmClient
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    reading = await SlurmClient(env=env).read("gpu07", None)
+    assert reading.present is False, reading

@@ -37,7 +37,7 @@ MAX_SHOW_JOBS = 16
 _PROGRAMS = ("scontrol", "squeue")
 #: what Slurm's clients print when the node or the job is unknown, or Slurm is not set up here
 _UNKNOWN_NODE = ("Invalid node name specified", "not found")
-_NO_SLURM = ("Could not establish a configuration source",)
+_NO_SLURM = ("Could not establish a configuration source", "Unable to process configuration file")
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,10 @@ class SlurmClient:
         node = sp.parse_show_node(res.stdout) if res.ok else None
         if node is not None:
             return node
-        why = res.error or clip(res.output) or f"rc {res.rc}"
+        # the line that says why: Slurm's clients print several, the telling one last
+        telling = next((ln for ln in (res.output or "").splitlines() if any(w in ln for w in (*_NO_SLURM, *_UNKNOWN_NODE))),
+                       None)
+        why = res.error or clip(telling or res.output) or f"rc {res.rc}"
         return SlurmNode(name=slurm_name, state="UNKNOWN", error=f"scontrol show node {slurm_name}: {why}")
 
     async def read(self, source_name: str, snap: NodeSnapshot | None) -> SlurmReading:
