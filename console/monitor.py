@@ -85,7 +85,65 @@ async def bounded_poll(source: Source, deadline: float) -> NodeSnapshot:
     return snap
 
 
-class NodeMonitor:
+class Periodic:
+    """What NodeMonitor and FleetMonitor share: ``poll_once`` every ``interval``, the wait cut
+    short by ``poll_soon``; a consumer's bug is logged and the polling goes on; ``stop`` is
+    bounded (a source that swallows the cancellation must not keep the console open)."""
+
+    KIND = "poll"          # the task's name: "poll NODE", "fleet SOURCE"
+    name: str
+    interval: float
+    source: object
+    _task: asyncio.Task[None] | None
+    _wake: asyncio.Event
+
+    async def poll_once(self) -> object:
+        raise NotImplementedError
+
+    def poll_soon(self) -> None:
+        """Cut the current wait short (after an action, to show its effect at once)."""
+        self._wake.set()
+
+    async def _loop(self, phase: float = 0.0) -> None:
+        if phase > 0:
+            try:
+                await asyncio.wait_for(self._wake.wait(), phase)
+            except asyncio.TimeoutError:
+                pass
+        while True:
+            started = time.monotonic()
+            self._wake.clear()        # a poll_soon() during this poll still cuts the next wait
+            try:
+                await self.poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a bug in a consumer must not stop the polling
+                log.exception("%s loop of %s", self.KIND, self.name)
+            delay = max(0.0, self.interval - (time.monotonic() - started))
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+
+    def start(self, phase: float = 0.0) -> None:
+        """Poll every ``interval`` from now on, the first time after ``phase`` seconds."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(phase), name=f"{self.KIND} {self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            done, _ = await asyncio.wait({self._task}, timeout=STOP_TIMEOUT_S)
+            if not done:
+                log.warning("%s task of %s did not stop within %s s", self.KIND, self.name, STOP_TIMEOUT_S)
+            self._task = None
+        try:
+            await asyncio.wait_for(self.source.close(), 5)
+        except Exception:  # noqa: BLE001
+            log.exception("closing %s", self.name)
+
+
+class NodeMonitor(Periodic):
     def __init__(self, source: Source, *, interval: float = 1.0,
                  on_update: Callable[[NodeSnapshot], Awaitable[None] | None] | None = None) -> None:
         self.source = source
@@ -94,7 +152,7 @@ class NodeMonitor:
         self.history = History(HISTORY)
         self.actions: list[ActionRecord] = []
         self.latest: NodeSnapshot | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._task = None
         self._wake = asyncio.Event()
         #: diagnosed every poll (the node on screen); else unchanged input is diagnosed only
         #: every REDIAGNOSE_S
@@ -141,50 +199,6 @@ class NodeMonitor:
         self._diagnosed = (snap, len(self.actions))
         return snap
 
-    def poll_soon(self) -> None:
-        """Cut the current wait short (after an action, to show its effect at once)."""
-        self._wake.set()
-
-    async def _loop(self, phase: float = 0.0) -> None:
-        if phase > 0:
-            try:
-                await asyncio.wait_for(self._wake.wait(), phase)
-            except asyncio.TimeoutError:
-                pass
-        while True:
-            started = time.monotonic()
-            self._wake.clear()        # a poll_soon() during this poll still cuts the next wait
-            try:
-                await self.poll_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - a bug in a consumer must not stop this node's polling
-                log.exception("poll loop of %s", self.name)
-            delay = max(0.0, self.interval - (time.monotonic() - started))
-            try:
-                await asyncio.wait_for(self._wake.wait(), delay)
-            except asyncio.TimeoutError:
-                pass
-
-    def start(self, phase: float = 0.0) -> None:
-        """Poll every ``interval`` from now on, the first time after ``phase`` seconds."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop(phase), name=f"poll {self.name}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            # bounded: a source that swallows the cancellation must not keep the console open
-            done, _ = await asyncio.wait({self._task}, timeout=STOP_TIMEOUT_S)
-            if not done:
-                log.warning("poll task of %s did not stop within %s s", self.name, STOP_TIMEOUT_S)
-            self._task = None
-        try:
-            await asyncio.wait_for(self.source.close(), 5)
-        except Exception:  # noqa: BLE001
-            log.exception("closing %s", self.name)
-
-
 def start_all(monitors: Sequence[NodeMonitor]) -> None:
     """Start every monitor, their first polls spread over one interval: many nodes then poll
     evenly through each second instead of all at once (the engine's work, and the screen's
@@ -205,12 +219,14 @@ async def snapshot_all(sources: Sequence[Source]) -> list[NodeSnapshot]:
         await asyncio.gather(*(m.stop() for m in monitors), return_exceptions=True)
 
 
-class FleetMonitor:
+class FleetMonitor(Periodic):
     """One fleet source (``prometheus://…``) polled every ``interval`` (15 s by default), each
     round bounded like a node's poll and assessed (console/diagnosis/fleet.py: suspicion, rank,
     suspects first): a source that hangs or fails gives a FleetSnapshot whose ``error`` says
     why, never a stuck console. ``source``: anything with ``async poll() ->
     FleetSnapshot`` and ``async close()`` (console/sources/prometheus/)."""
+
+    KIND = "fleet"
 
     def __init__(self, source, *, name: str, interval: float = FLEET_INTERVAL_S,
                  on_update: Callable[[FleetSnapshot], Awaitable[None] | None] | None = None,
@@ -222,7 +238,7 @@ class FleetMonitor:
         #: a round's deadline: ``timeout``, else the source's own timeout and slack for connecting
         self.deadline = timeout if timeout is not None else getattr(source, "timeout_s", 10.0) + POLL_SLACK_S
         self.latest: FleetSnapshot | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._task = None
         self._wake = asyncio.Event()
 
     async def poll_once(self) -> FleetSnapshot:
@@ -248,37 +264,3 @@ class FleetMonitor:
             if asyncio.iscoroutine(result):
                 await result
         return snap
-
-    def poll_soon(self) -> None:
-        self._wake.set()
-
-    async def _loop(self) -> None:
-        while True:
-            started = time.monotonic()
-            self._wake.clear()
-            try:
-                await self.poll_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - a consumer's bug must not stop the polling
-                log.exception("fleet loop of %s", self.name)
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(0.0, self.interval - (time.monotonic() - started)))
-            except asyncio.TimeoutError:
-                pass
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"fleet {self.name}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            done, _ = await asyncio.wait({self._task}, timeout=STOP_TIMEOUT_S)
-            if not done:
-                log.warning("fleet task of %s did not stop within %s s", self.name, STOP_TIMEOUT_S)
-            self._task = None
-        try:
-            await asyncio.wait_for(self.source.close(), 5)
-        except Exception:  # noqa: BLE001
-            log.exception("closing %s", self.name)
