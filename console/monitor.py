@@ -97,8 +97,20 @@ class Periodic:
     _task: asyncio.Task[None] | None
     _wake: asyncio.Event
 
+    on_update: Callable | None
+    latest: object
+
     async def poll_once(self) -> object:
         raise NotImplementedError
+
+    async def _publish(self, snap):
+        """Keep ``snap`` as the latest and hand it to ``on_update`` (awaited when it is a coroutine)."""
+        self.latest = snap
+        if self.on_update is not None:
+            result = self.on_update(snap)
+            if asyncio.iscoroutine(result):
+                await result
+        return snap
 
     def poll_soon(self) -> None:
         """Cut the current wait short (after an action, to show its effect at once)."""
@@ -176,12 +188,7 @@ class NodeMonitor(Periodic):
         except Exception:  # noqa: BLE001 - a history bug must not stop the polling
             log.exception("history of %s", self.name)
             self.history.clear()
-        self.latest = snap
-        if self.on_update is not None:
-            result = self.on_update(snap)
-            if asyncio.iscoroutine(result):
-                await result
-        return snap
+        return await self._publish(snap)
 
     async def _diagnose(self, snap: NodeSnapshot) -> NodeSnapshot:
         last = self._diagnosed
@@ -258,9 +265,4 @@ class FleetMonitor(Periodic):
                                  error=f"query failed: {type(exc).__name__}: {exc}")
         log.debug("fleet poll %s took %.1f ms nodes=%d error=%s", self.name,
                   (time.monotonic() - started) * 1000, len(snap.nodes), snap.error)
-        self.latest = snap
-        if self.on_update is not None:
-            result = self.on_update(snap)
-            if asyncio.iscoroutine(result):
-                await result
-        return snap
+        return await self._publish(snap)

@@ -32,3 +32,14 @@ def gpu_incident_cmd() -> list[str]:
 
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """Clock times in UTC, whatever the machine's zone (snapshots show the status line's time)."""
+    import time
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

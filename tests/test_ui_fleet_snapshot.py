@@ -4,7 +4,6 @@ the same table when the source stopped answering (stale, the error on the second
 Deterministic: a FakeClock shown in UTC, fleet rounds posted as the FleetMonitor posts them. Update on
 purpose with `pytest tests/test_ui_fleet_snapshot.py --snapshot-update` and look at the SVGs."""
 import dataclasses
-import time
 
 import pytest
 
@@ -16,14 +15,7 @@ from console.ui.fleet_mode import FleetSetup, FleetUpdated
 from tests.fleet_fixtures import SOURCE, assessed, mixed_fleet, node
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    """The status line's clock time in UTC, whatever the machine's zone."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")     # the clock in UTC (tests/conftest.py)
 
 
 class PostedOnly:

@@ -8,7 +8,6 @@ snapshot_report.html) before committing.
 """
 import asyncio
 import dataclasses
-import time
 
 import pytest
 
@@ -23,13 +22,7 @@ SIZES = [(80, 24), (120, 36)]
 INCIDENT = "20251129-095320-demo"
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")     # the clock in UTC (tests/conftest.py)
 
 
 def poll(src: SimSource) -> NodeSnapshot:
