@@ -29,6 +29,8 @@ def prometheus_like(h):
     g = {"Hostname": "gpu01", "gpu": "0"}
     if query.startswith("count by"):
         body = vector(({**g, "UUID": "GPU-a", "modelName": "NVIDIA H100 80GB HBM3"}, "1"))
+    elif query == "max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)":
+        body = vector((g, "97000"))
     elif query.startswith("max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_USED)"):
         body = vector((g, "71000"))
     elif query.startswith("max by (Hostname, gpu, GPU_I_ID) (DCGM_FI_DEV_FB_FREE)"):
@@ -217,3 +219,16 @@ async def test_the_window_queries_are_asked_every_tenth_of_the_window(stub, monk
     for _ in range(3):
         await long.poll()
     assert asked("min_over_time") == 3
+
+
+async def test_the_memory_total_is_asked_with_the_uuids_not_every_round(stub):
+    """FB_USED + FB_FREE (the framebuffer's size) does not change: asked with INFO; a round asks
+    FB_USED and GPU_UTIL, and every round still has the total."""
+    s = stub(prometheus_like)
+    src = PrometheusSource(f"prometheus://127.0.0.1:{s.port}", window_s=600)
+    for _ in range(3):
+        snap = await src.poll()
+        assert snap.nodes[0].gpus[0].memory_total_mib == 97000 and not snap.warnings[1:], snap.warnings
+    queries = [urllib.parse.unquote_plus(path) for path, _ in s.seen]
+    assert sum("FB_USED + DCGM_FI_DEV_FB_FREE" in q for q in queries) == 1
+    assert not any("(DCGM_FI_DEV_FB_FREE)" in q for q in queries)

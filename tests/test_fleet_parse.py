@@ -199,3 +199,13 @@ def test_idle_ends_with_this_rounds_memory_or_use_whatever_an_earlier_idle_answe
     nodes, _ = nodes_from(values, idle=idle)
     held = {n.hostname: n.gpus[0].idle_held_mib for n in nodes}
     assert held == {"held": 70000, "freed": None, "busy": None}
+
+
+def test_the_total_answer_gives_the_memory_total_without_fb_free():
+    values = [(gpu(USED), 71000.0), (gpu(UTIL), 0.0)]
+    total = [({"Hostname": "gpu01", "gpu": "0"}, 97887.0)]
+    by = {m: [(lab, v) for lab, v in values if lab.get("__name__") == m] for m in (USED, UTIL)}
+    (node,), warnings = build_nodes(by[USED], (), by[UTIL], total=total)
+    assert node.gpus[0].memory_total_mib == 97887 and not warnings
+    (node,), warnings = build_nodes(by[USED], (), by[UTIL])
+    assert node.gpus[0].memory_total_mib is None and "total is unknown" in warnings[0]

@@ -115,7 +115,7 @@ def _measure(nodes: int, rounds: int, progress, head: dict, scrape_s: float,
                 fleet_query_ms_p99=round(percentile(times, 99), 1), fleet_rss_mib=got["rss_mib"],
                 fleet_suspects=got["suspects"])
     result = Result("fleet.round", f"one round of PrometheusSource.poll() + assess over {got['nodes']} nodes / "
-                    f"{got['gpus']} GPUs (6 queries, parse, suspicion), real Prometheus on loopback",
+                    f"{got['gpus']} GPUs (its queries, parse, suspicion), real Prometheus on loopback",
                     times, extra={"nodes": got["nodes"], "gpus": got["gpus"], "rss_mib": got["rss_mib"],
                                   "ingest_s": round(ingest_s, 1)})
     return [result], head, [f"fleet: {e}" for e in got["errors"]]

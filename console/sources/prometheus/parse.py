@@ -188,17 +188,20 @@ def _xid(value: float | None) -> int | None:
 
 def build_nodes(used: list[Sample], free: list[Sample] = (), util: list[Sample] = (),
                 info: list[Sample] = (), idle: list[Sample] = (),
-                xid: list[Sample] | None = ()) -> tuple[tuple[FleetNode, ...], list[str]]:
+                xid: list[Sample] | None = (), total: list[Sample] = ()
+                ) -> tuple[tuple[FleetNode, ...], list[str]]:
     """The round's answers (console/sources/prometheus/queries.py) -> nodes sorted by hostname,
     each with its GPUs sorted by index, and warnings (printable lines).
 
     A GPU is any (Hostname, gpu) that USED, FREE or UTIL names. Memory used is the sum over its
-    MIG instances, total FB_USED + FB_FREE (None when either is missing); utilisation the
+    MIG instances, total FB_USED + FB_FREE (``total``'s answer, else FREE's plus USED; None when
+    neither says); utilisation the
     highest of its instances; ``idle_held_mib`` the least memory held over the window by a GPU
     idle for all of it (None when it was not); ``last_xid`` the highest Xid of the window, 0
     when there was none (None when ``xid`` is None: that query failed)."""
     counts = [0]
     u, f, t = _per_instance(used, counts), _per_instance(free, counts), _per_instance(util, counts)
+    size = _per_instance(total, [0])
     held = _per_instance(idle, [0])
     xids: dict[GpuKey, float | None] = {}
     for labels, v in xid or ():
@@ -224,8 +227,10 @@ def build_nodes(used: list[Sample], free: list[Sample] = (), util: list[Sample] 
     quiet_xid = 0 if xid is not None else None
     for key in {**u, **f, **t}:
         host, label = key
-        mem_used, mem_free = _sum(u.get(key)), _sum(f.get(key))
-        if mem_used is None or mem_free is None:
+        mem_used, mem_free, mem_size = _sum(u.get(key)), _sum(f.get(key)), _sum(size.get(key))
+        if mem_size is not None:
+            total = mem_size
+        elif mem_used is None or mem_free is None:
             partial += 1
             total = None
         else:

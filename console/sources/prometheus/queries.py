@@ -6,9 +6,11 @@ the same GPU scraped by two jobs comes back once, and the answers carry only the
 console reads (at 4096 nodes x 8 GPUs a metric's answer is ~2.5 MB, not the 12 MB of the raw
 series). The GPU's ``UUID`` comes once per GPU, with its model and pod, in INFO.
 
-- USED, FREE, UTIL: the current FB_USED, FB_FREE, GPU_UTIL per GPU (one query each: Prometheus
-  evaluates them side by side; one regex query over the three names was slower, measured).
-- INFO: the UUID, the model and the pod (``namespace``/``pod``, when dcgm-exporter maps pods).
+- USED, UTIL: the current FB_USED and GPU_UTIL per GPU (one query each: Prometheus evaluates
+  them side by side; one regex query over several names was slower, measured).
+- INFO and TOTAL: the UUID, the model and the pod (``namespace``/``pod``, when dcgm-exporter
+  maps pods), and FB_USED + FB_FREE (the framebuffer's size): what does not change, asked with
+  the INFO cadence (console/sources/prometheus/source.py), not every round.
 - IDLE: per GPU whose utilisation stayed 0 for the whole window and that held more than
   IDLE_FLOOR_MIB all along, the least memory it held (``min_over_time`` of FB_USED); "the whole
   window" also needs a sample from the window's start (``offset``), so a GPU whose series is
@@ -64,6 +66,10 @@ def info_query() -> str:
     return f"count by ({_GPU}, UUID, modelName, namespace, pod) ({USED})"
 
 
+def total_query() -> str:
+    return f"max by ({GPU_KEY}) ({USED} + {FREE})"
+
+
 def idle_query(window_s: float) -> str:
     w = duration(window_s)
     return (f"max by ({GPU_KEY}) (min_over_time({USED}[{w}])) > {IDLE_FLOOR_MIB}"
@@ -77,5 +83,5 @@ def xid_query(window_s: float) -> str:
 
 def round_queries(window_s: float) -> dict[str, str]:
     """The queries of one round, by name (build_nodes's argument names)."""
-    return {"used": value_query(USED), "free": value_query(FREE), "util": value_query(UTIL),
-            "info": info_query(), "idle": idle_query(window_s), "xid": xid_query(window_s)}
+    return {"used": value_query(USED), "util": value_query(UTIL),
+            "info": info_query(), "total": total_query(), "idle": idle_query(window_s), "xid": xid_query(window_s)}

@@ -98,6 +98,7 @@ class PrometheusSource:
         self._info: list | None = None
         self._info_at = 0.0
         self._info_missing = 0
+        self._total: list = []          # FB_USED + FB_FREE per GPU, asked with INFO
         #: (when, idle samples, xid samples) of the last round that asked the window queries
         self._window_answers: tuple[float, list, list] | None = None
 
@@ -127,7 +128,7 @@ class PrometheusSource:
         named = queries.round_queries(self.window_s)
         age = time.monotonic() - self._info_at
         if self._info is not None and age < INFO_REFRESH_S and not (self._info_missing and age >= INFO_MISSING_S):
-            del named["info"]
+            del named["info"], named["total"]
         kept = self._window_answers
         if kept is not None and time.monotonic() - kept[0] < min(WINDOW_REFRESH_MAX_S, self.window_s / 10):
             del named["idle"], named["xid"]
@@ -146,6 +147,8 @@ class PrometheusSource:
                 warnings.extend(warns)
                 if name == "info":
                     self._info, self._info_at = samples, time.monotonic()
+                elif name == "total":
+                    self._total = samples
             elif name in ("idle", "xid"):
                 self._window_answers = None              # asked again next round
                 warnings.append(f"{name} query failed: {one_line(exc, 200)}")
@@ -161,8 +164,8 @@ class PrometheusSource:
             answers["idle"], answers["xid"] = kept[1], kept[2]
         try:
             nodes, more = await asyncio.to_thread(
-                build_nodes, answers["used"], answers.get("free", []), answers.get("util", []),
-                self._info or [], answers.get("idle", []), answers.get("xid"))
+                build_nodes, answers["used"], (), answers.get("util", []),
+                self._info or [], answers.get("idle", []), answers.get("xid"), total=self._total)
         except Exception as exc:  # noqa: BLE001 - a parser bug must not take the console down
             return failed(f"cannot read Prometheus's answer: {one_line(repr(exc), 200)}")
         warnings.extend(more)
