@@ -232,3 +232,20 @@ async def test_the_memory_total_is_asked_with_the_uuids_not_every_round(stub):
     queries = [urllib.parse.unquote_plus(path) for path, _ in s.seen]
     assert sum("FB_USED + DCGM_FI_DEV_FB_FREE" in q for q in queries) == 1
     assert not any("(DCGM_FI_DEV_FB_FREE)" in q for q in queries)
+
+
+async def test_a_failed_total_is_asked_again_the_next_round_not_a_minute_later(stub):
+    failures = []
+
+    def flaky(h):
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(h.path).query)["query"][0]
+        if "FB_USED + DCGM_FI_DEV_FB_FREE" in query and not failures:
+            failures.append(query)
+            return reply(500, b"busy")(h)
+        return prometheus_like(h)
+    s = stub(flaky)
+    src = PrometheusSource(f"prometheus://127.0.0.1:{s.port}", window_s=600)
+    first = await src.poll()
+    assert first.nodes[0].gpus[0].memory_total_mib is None and any("total query failed" in w for w in first.warnings)
+    second = await src.poll()
+    assert second.nodes[0].gpus[0].memory_total_mib == 97000 and second.nodes[0].gpus[0].uuid == "GPU-a"

@@ -35,6 +35,11 @@ INFO_MISSING_S = 15.0
 #: suspect may lag by that much; ending it does not (build_nodes ends "idle" on this round's
 #: memory and utilisation)
 WINDOW_REFRESH_MAX_S = 60.0
+#: the queries not asked every round, by group: a group is asked when due, all its queries
+#: together, and kept only when all answered (else asked again the next round); "slow" answers
+#: stand in for a failed query of their own (the UUIDs of a minute ago beat none), "window"
+#: answers do not (a failed XID query is "unknown", never an old "none")
+KEPT = {"slow": ("info", "total"), "window": ("idle", "xid")}
 TIMEOUT_S = (0.1, 300.0)
 _TOKEN_MAX = 16 << 10
 _API = "/api/v1/query"
@@ -95,12 +100,11 @@ class PrometheusSource:
         context = client.tls_context(ca_file) if self.endpoint.scheme == "https" else None
         self._opener = client.make_opener(context)
         self._closed = False
-        self._info: list | None = None
-        self._info_at = 0.0
         self._info_missing = 0
-        self._total: list = []          # FB_USED + FB_FREE per GPU, asked with INFO
-        #: (when, idle samples, xid samples) of the last round that asked the window queries
-        self._window_answers: tuple[float, list, list] | None = None
+        #: a group of KEPT: when all its queries last answered (absent: ask it this round)
+        self._answered_at: dict[str, float] = {}
+        #: the last answer of each KEPT query
+        self._last: dict[str, list] = {}
 
     @property
     def name(self) -> str:
@@ -126,12 +130,10 @@ class PrometheusSource:
         if self._closed:
             return failed("source closed")
         named = queries.round_queries(self.window_s)
-        age = time.monotonic() - self._info_at
-        if self._info is not None and age < INFO_REFRESH_S and not (self._info_missing and age >= INFO_MISSING_S):
-            del named["info"], named["total"]
-        kept = self._window_answers
-        if kept is not None and time.monotonic() - kept[0] < min(WINDOW_REFRESH_MAX_S, self.window_s / 10):
-            del named["idle"], named["xid"]
+        not_due = [group for group in KEPT if not self._due(group)]
+        for group in not_due:
+            for name in KEPT[group]:
+                del named[name]
         tasks = {name: asyncio.ensure_future(self._query(q)) for name, q in named.items()}
         try:
             await asyncio.wait_for(asyncio.gather(*tasks.values(), return_exceptions=True), self.timeout_s)
@@ -145,27 +147,17 @@ class PrometheusSource:
                 samples, warns = task.result()
                 answers[name] = samples
                 warnings.extend(warns)
-                if name == "info":
-                    self._info, self._info_at = samples, time.monotonic()
-                elif name == "total":
-                    self._total = samples
-            elif name in ("idle", "xid"):
-                self._window_answers = None              # asked again next round
-                warnings.append(f"{name} query failed: {one_line(exc, 200)}")
             elif name == "used":
                 if isinstance(exc, (client.FetchError, ApiError)):
                     return failed(str(exc))
                 return failed(f"Prometheus query failed: {one_line(repr(exc), 200)}")
             else:
                 warnings.append(f"{name} query failed: {one_line(exc, 200)}")
-        if "idle" in named and "idle" in answers and "xid" in answers:
-            self._window_answers = (time.monotonic(), answers["idle"], answers["xid"])
-        elif "idle" not in named and kept is not None:
-            answers["idle"], answers["xid"] = kept[1], kept[2]
+        self._keep(answers, not_due)
         try:
             nodes, more = await asyncio.to_thread(
                 build_nodes, answers["used"], (), answers.get("util", []),
-                self._info or [], answers.get("idle", []), answers.get("xid"), total=self._total)
+                answers.get("info", []), answers.get("idle", []), answers.get("xid"), total=answers.get("total", []))
         except Exception as exc:  # noqa: BLE001 - a parser bug must not take the console down
             return failed(f"cannot read Prometheus's answer: {one_line(repr(exc), 200)}")
         warnings.extend(more)
@@ -176,6 +168,31 @@ class PrometheusSource:
             warnings.append("no dcgm-exporter series (DCGM_FI_DEV_FB_USED and friends) in Prometheus")
         return FleetSnapshot(source=self.target, taken_at=taken, nodes=nodes, warnings=tuple(warnings),
                              query_ms=(time.monotonic() - started) * 1000, window_s=self.window_s)
+
+    def _due(self, group: str) -> bool:
+        at = self._answered_at.get(group)
+        if at is None:
+            return True
+        age = time.monotonic() - at
+        if group == "slow":
+            return age >= INFO_REFRESH_S or (self._info_missing > 0 and age >= INFO_MISSING_S)
+        return age >= min(WINDOW_REFRESH_MAX_S, self.window_s / 10)
+
+    def _keep(self, answers: dict[str, list], not_due: list[str]) -> None:
+        """Note what this round's KEPT queries answered, and complete ``answers`` with the kept
+        answers of the groups not asked (and, for "slow", of its queries that failed)."""
+        now = time.monotonic()
+        for group, names in KEPT.items():
+            if group in not_due:
+                answers.update((n, self._last[n]) for n in names)
+                continue
+            self._last.update((n, answers[n]) for n in names if n in answers)
+            if all(n in answers for n in names):
+                self._answered_at[group] = now
+            else:
+                self._answered_at.pop(group, None)
+                if group == "slow":
+                    answers.update((n, self._last[n]) for n in names if n not in answers and n in self._last)
 
     async def close(self) -> None:
         self._closed = True
