@@ -86,17 +86,15 @@ def snapshot_to_data(snap: NodeSnapshot, procs_seen: dict[int, tuple[Proc, dict]
     is the same object as last time is not turned into data again."""
     procs = _interesting(snap)
     data = dataclasses.asdict(dataclasses.replace(snap, processes=()))
-    seen = dict(procs_seen or {})
-    if procs_seen is not None:
-        procs_seen.clear()
-    out = []
+    seen = procs_seen if procs_seen is not None else {}
+    now: dict[int, tuple[Proc, dict]] = {}
     for p in procs:
         hit = seen.get(p.pid)
-        item = hit[1] if hit is not None and hit[0] is p else dataclasses.asdict(p)
-        if procs_seen is not None:
-            procs_seen[p.pid] = (p, item)
-        out.append(item)
-    data["processes"] = out
+        now[p.pid] = hit if hit is not None and hit[0] is p else (p, dataclasses.asdict(p))
+    if procs_seen is not None:
+        procs_seen.clear()
+        procs_seen.update(now)
+    data["processes"] = [item for _p, item in now.values()]
     data["hidden_processes"] = len(snap.processes) - len(procs)
     return data
 

@@ -71,6 +71,7 @@ class SlurmKeys:
 
     def start_slurm(self) -> None:
         self.slurm_readings: dict = {}
+        self._slurm_drawn = None            # the Slurm line's text on screen
         if self.slurm is None:
             return
         self.set_interval(SLURM_POLL_S, self.refresh_slurm)
@@ -106,7 +107,7 @@ class SlurmKeys:
         snap = self.snapshots.get(self.current_node)
         top = top_step(snap.findings) if snap is not None else None
         text = slurm_text(reading, snap, drain_first(top.rung if top else None, reading.node))
-        if text != getattr(self, "_slurm_drawn", None):    # an update re-lays the screen out
+        if text != self._slurm_drawn:       # an update re-lays the screen out
             self._slurm_drawn = text
             widget.update(text)
         if not widget.display:
