@@ -157,14 +157,16 @@ def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
             "echo \"$p $(readlink /proc/$p/ns/pid 2>/dev/null)\"; done")
 
 
-CGROUP_HEAD = f"for p in $(printf '%s\\n' ${HOLDERS}"
-CGROUP_TAIL = (" | sort -un); do printf '%s %s\\0' \"$p\" \"$(cat /proc/$p/cgroup 2>/dev/null)\"; done")
+CGROUP_HEAD = f"s=' '; for p in ${HOLDERS}"
+CGROUP_TAIL = ("; do case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; "
+               "printf '%s %s\\0' \"$p\" \"$(cat /proc/$p/cgroup 2>/dev/null)\"; done")
 
 
 def cgroup_command(pids: tuple[int, ...] | list[int] = ()) -> str:
     """/proc/PID/cgroup of the device holders (HOLDERS) and of ``pids`` (the driver's list of the
     previous probe: a process the driver lists may hold no device file, a zombie for one), as
-    NUL-terminated "PID CONTENT" records. No new find over /proc: the holders come from pidns."""
+    NUL-terminated "PID CONTENT" records, each PID once (the shell itself drops a repeat: no
+    ``sort`` process). No new find over /proc: the holders come from pidns."""
     extra = sorted({int(p) for p in pids if 0 < int(p) < 1 << 31})[:MAX_CGROUP_PIDS]
     return CGROUP_HEAD + "".join(f" {p}" for p in extra) + CGROUP_TAIL
 
@@ -237,14 +239,24 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
 
 
 #: sections a probe may leave out when the console already has their answer (console/sources/
-#: shell.py decides, parse.parse_probe keeps the last answer): ``meta`` while the same
-#: long-lived shell answers (its PID, the boot time, clock ticks, host name, user and PID
-#: namespace do not change while it lives), ``driver`` for DRIVER_EVERY polls (the version
-#: changes only with a driver reload), ``list`` while no GPU is in MIG mode (``nvidia-smi -L``
-#: adds only MIG devices to what the GPU query says): on a GPU node that is one nvidia-smi
-#: call (one NVML initialisation) in three, and six processes of the probe's ~30, per poll
-STICKY = ("meta", "driver", "list")
+#: shell.py decides, parse.parse_probe keeps the last answer):
+#: - ``meta`` while the same long-lived shell answers (its PID, the boot time, clock ticks, host
+#:   name, user and PID namespace do not change while it lives);
+#: - ``driver`` and ``sys`` for DRIVER_EVERY polls (the version, DRM modeset and the NVSwitch
+#:   device files change only with a driver reload);
+#: - ``list`` while no GPU is in MIG mode (``nvidia-smi -L`` adds only MIG devices to what the
+#:   GPU query says): on a GPU node that is one nvidia-smi call (one NVML initialisation) in three;
+#: - ``xid`` for XID_EVERY polls (dmesg reads the whole kernel ring buffer: an Xid shows at most
+#:   XID_EVERY polls late);
+#: - ``ps`` (user and command line) for PS_EVERY polls while every process the last poll's stat
+#:   listed is one ps described (same PID, same start time): a new process, or a reused PID, has
+#:   ps asked at the next poll; a process that renames itself (setproctitle) shows its new
+#:   command line at most PS_EVERY polls late. ps is the probe's dearest command (procps reads
+#:   the whole machine's state to start, ~6 ms even on an idle node).
+STICKY = ("meta", "driver", "sys", "list", "xid", "ps")
 DRIVER_EVERY = 60
+XID_EVERY = 5
+PS_EVERY = 10
 
 
 def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB,

@@ -26,7 +26,7 @@ fuzz = examples(60, suppress_health_check=[HealthCheck.too_slow])
 def test_a_cache_never_changes_what_a_whole_probe_reads(texts):
     cache: dict = {}
     for i, text in enumerate(texts):
-        sticky = [name for name in ("meta", "driver") if f"{MARK} begin {name}" not in text]
+        sticky = [name for name in parse._KEPT if f"{MARK} begin {name}" not in text]
         whole = "".join(f"{MARK} begin {name}\n{MARK} end {name} 0\n" for name in sticky) + text
         assert parse._parse_probe("n1", whole, MARK, float(i), None, cache) == \
             parse._parse_probe("n1", whole, MARK, float(i), None)
@@ -98,3 +98,29 @@ def test_a_forged_record_line_is_read_by_the_stream_reader_not_from_memory():
     got = parse_stat(forger + victim, seen)
     assert (got[4242].comm, got[4242].start_ticks) == ("sleep", 777)
     assert got[100].comm == "a\n4242 (fake"
+
+
+def _probe(mark: str, **bodies: str) -> str:
+    return "".join(f"{mark} begin {name}\n{body}{mark} end {name} 0\n" for name, body in bodies.items())
+
+
+def test_a_probe_without_ps_keeps_each_command_line_only_for_the_same_process():
+    mark = "::gi-t::"
+    meta = "1700000000.5\n100\nbtime 1699990000\nnode1\n0\npid:[4026531836]\n900\n"
+    first = _probe(mark, meta=meta, stat=record(100, "python", ticks=5) + record(200, "bash", ticks=6),
+                   ps="  100 alice    python train.py --lr 3e-4\n  200 bob      -bash\n")
+    # a second later: 200 ended and its PID went to another process; 300 is new; the probe
+    # shell's own cat, and a new kernel thread, need no ps answer
+    later = _probe(mark, stat=record(100, "python", ticks=5) + record(200, "evil", ticks=99)
+                   + record(300, "new", ticks=100) + record(301, "cat", ppid=900, ticks=101)
+                   + record(400, "kworker/0:1", ppid=2, ticks=102))
+    cache: dict = {}
+    parse.parse_probe("n1", first, mark, taken_at=1.0, cache=cache)
+    assert cache["ps_missing"] == 0
+    snap = parse.parse_probe("n1", later, mark, taken_at=2.0, cache=cache)
+    assert not any("'ps'" in w for w in snap.warnings), snap.warnings
+    assert (snap.proc(100).user, snap.proc(100).cmdline) == ("alice", "python train.py --lr 3e-4")
+    reused = snap.proc(200)
+    assert reused.name == "evil" and reused.cmdline == "" and reused.user is None, "never the old process's line"
+    assert snap.proc(300).cmdline == "" and snap.proc(300).name == "new"
+    assert cache["ps_missing"] == 2, "200 (reused) and 300 (new): the next probe asks ps"

@@ -76,7 +76,7 @@ def test_sticky_sections_are_what_a_probe_may_leave_out():
     mark = probe.new_mark()
     script = probe.build_script(mark, skip=frozenset(probe.STICKY))
     assert all(f"begin {name}'" not in script for name in probe.STICKY)
-    assert probe.last_section(skip=frozenset(probe.STICKY)) == "xid"
+    assert probe.last_section(skip=frozenset(probe.STICKY)) == "apps"
     assert probe.last_section() == "driver" and f"{mark} begin driver" in probe.build_script(mark)
 
 
@@ -94,3 +94,41 @@ def test_one_known_hosts_file_is_parsed_once_for_every_node_until_it_changes(tmp
     assert c is not a.known
     import asyncssh
     assert asyncssh.match_known_hosts(c, "127.0.0.1", "127.0.0.1", 30000)[0]
+
+
+async def test_a_new_process_shows_its_command_line_by_the_next_poll_though_ps_is_mostly_left_out(
+        sshd, node_a, tmp_path, ssh_home, gpu_workers):  # noqa: F811
+    src = SshSource(node_a.target, options(sshd, tmp_path))
+    try:
+        asked = []
+        for _ in range(2 * probe.PS_EVERY):
+            await src.poll()
+            asked.append("ps" not in src._skip)
+        assert asked.count(False) >= probe.PS_EVERY, f"ps is left out while nothing is new: {asked}"
+        (w0,) = gpu_workers(1)
+        lines = []
+        for _ in range(3):
+            p = (await src.poll()).proc(w0)
+            if p is not None:
+                lines.append(p.cmdline)
+                assert p.name == "sleep" and p.cmdline in ("", "sleep 300"), "never another process's line"
+            if lines and lines[-1] == "sleep 300":
+                break
+        assert lines[-1] == "sleep 300" and len(lines) <= 2, lines
+    finally:
+        await src.close()
+
+
+async def test_the_kernel_log_and_the_driver_files_are_read_on_their_cadence(sshd, node_a, tmp_path,
+                                                                              ssh_home):  # noqa: F811
+    src = SshSource(node_a.target, options(sshd, tmp_path))
+    try:
+        xid = []
+        for _ in range(2 * probe.XID_EVERY + 1):
+            snap = await src.poll()
+            assert snap.error is None, snap.error
+            xid.append("xid" not in src._skip)
+            assert ("sys" in src._skip) == ("driver" in src._skip)
+        assert xid.count(True) == 3 and xid[0] and xid[probe.XID_EVERY], xid
+    finally:
+        await src.close()

@@ -8,8 +8,8 @@ that answers at once (so the figures are the transport's and the probe's own com
                    OpenSSH sshd (console/bench/sshd.py) that this bench starts and stops;
 - ``fresh_ssh``    the seed's (and pdsh's, clush's) way: a new ``ssh`` process per poll.
 
-The kept shells, local and remote, are sent what the console sends a shell that has answered
-before (probe.STICKY's sections left out); a fresh ``ssh`` gets the whole probe every time.
+The kept shells, local and remote, are ShellSources: each poll leaves out what the console's
+leaves out, on its cadence (probe.STICKY); a fresh ``ssh`` gets the whole probe every time.
 
 Each is the probe's round trip: the script written until its last section's end marker
 arrived (``fresh``: until ``ssh`` exited); parsing is measured apart (probe.parse.*). The
@@ -31,7 +31,9 @@ from typing import Callable
 from console import probe
 from console.bench import sshd as loopback
 from console.bench.stats import Result, percentile
-from console.sources.capture import Capture
+from console.model import CommandResult
+from console.sources.capture import ProbeOutput
+from console.sources.shell import ShellSource
 from console.sources.ssh.options import SshOptions
 from console.sources.ssh.source import SshSource
 
@@ -86,12 +88,14 @@ def _smi_calls(root: Path) -> int:
         return 0
 
 
-class LocalShell:
-    """A long-lived local ``sh`` answering the probe, as the kept remote shell does."""
+class LocalShell(ShellSource):
+    """A long-lived local ``sh`` answering the probe, as the kept remote shell does: a ShellSource,
+    so it leaves out what the console's kept shell leaves out, on the same cadence
+    (probe.STICKY); ``probe`` is one poll's round trip, the parse left out."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        super().__init__("local-sh")
         self.proc = proc
-        self.skip: frozenset[str] = frozenset()   # what the console leaves out once the shell answered
 
     @classmethod
     async def start(cls, root: Path) -> "LocalShell":
@@ -100,22 +104,29 @@ class LocalShell:
             stderr=asyncio.subprocess.DEVNULL, env=_node_env(root), cwd=str(root / "home"))
         return cls(proc)
 
-    async def probe(self) -> float:
-        mark = probe.new_mark()
-        cap = Capture(mark, probe.last_section(skip=self.skip), probe.DEFAULT_LIMITS)
+    def _shell_token(self) -> object | None:
+        return self.proc if self.proc.returncode is None else None
+
+    async def _exec(self, script: str, timeout: float) -> CommandResult:
+        return CommandResult(script, None, error="the bench's local shell answers probes only")
+
+    async def _exec_probe(self, script: str, mark: str, timeout: float) -> ProbeOutput:
+        cap = self._capture(mark)
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        t0 = time.perf_counter()
-        self.proc.stdin.write(probe.build_script(mark, skip=self.skip).encode())
+        self.proc.stdin.write(script.encode())
         async with asyncio.timeout(POLL_TIMEOUT_S):
             while not cap.complete:
                 chunk = await self.proc.stdout.read(READ_CHUNK)
                 if not chunk:
                     raise RuntimeError("the local sh ended mid-probe")
                 cap.feed(chunk)
-        # as the console's kept shell: once it answered, the sticky sections are left out (the
-        # stand-in's GPUs are not in MIG mode, the driver was read)
-        self.skip = frozenset(probe.STICKY)
-        return (time.perf_counter() - t0) * 1000
+        return ProbeOutput(cap.data())
+
+    async def probe(self) -> float:
+        snap = await self.poll()
+        if snap.error is not None or snap.probe_ms is None:
+            raise RuntimeError(f"the local sh's probe failed: {snap.error}")
+        return snap.probe_ms
 
     async def close(self) -> None:
         if self.proc.returncode is None:

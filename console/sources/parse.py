@@ -450,12 +450,41 @@ def _keep(cache: dict | None, sec: dict, section: str, value):
     return value
 
 
+#: sticky sections (probe.STICKY) whose last answer a probe that leaves them out keeps as it was
+#: (``list`` reads as empty when left out: no GPU is in MIG mode; ``ps``: _ps_answer)
+_KEPT = ("meta", "driver", "sys", "xid", "ps")
+
+
+def _ps_answer(sec: dict, kept: dict, stats: dict, shell_pid: int | None,
+               cache: dict | None) -> dict[int, tuple[str, str]]:
+    """{pid: (user, command line)}: this probe's ps section; or, when the probe left it out,
+    what the last ps said of each PID whose start time is still the one stat showed then (a
+    reused PID is not the process ps described). Keeps in ``cache`` what ps said, with the
+    start times, and how many processes of this stat it has not described
+    (cache["ps_missing"]: the source asks ps again at the next poll when any). Kernel threads
+    (PID 2 and its children, as who.py counts them) and the probe shell's own children (the
+    ``cat`` that read stat) need no ps answer."""
+    if "ps" in kept:
+        ps = {pid: (user, args) for pid, (ticks, user, args) in kept["ps"].items()
+              if (st := stats.get(pid)) is not None and st.start_ticks == ticks}
+    else:
+        ps = parse_ps(sec.get("ps", (None, ""))[1])
+        if cache is not None and "ps" in sec:
+            said = {pid: (st.start_ticks, *ps[pid]) for pid, st in stats.items() if pid in ps}
+            cache[("kept", "ps")] = said
+    if cache is not None:
+        cache["ps_missing"] = sum(1 for pid, st in stats.items()
+                                  if pid not in ps and pid != 2 and st.ppid != 2
+                                  and (shell_pid is None or st.ppid != shell_pid))
+    return ps
+
+
 def _parse_probe(name: str, text: str, mark: str, taken_at: float,
                  probe_ms: float | None, cache: dict | None = None) -> NodeSnapshot:
     sec = split_sections(text, mark)
     warnings: list[str] = []
     # a section the probe left out (probe.STICKY) keeps its last answer, from ``cache``
-    kept = {name: cache[("kept", name)] for name in ("meta", "driver")
+    kept = {name: cache[("kept", name)] for name in _KEPT
             if cache is not None and name not in sec and ("kept", name) in cache}
     for wanted in ("meta", "gpu", "apps", "stat", "ps"):
         if wanted in kept:
@@ -493,13 +522,14 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
     stats = parse_stat(body("stat")[1], cache.setdefault("stat", {}) if cache is not None else None)
-    ps = parse_ps(body("ps")[1])
+    ps = _ps_answer(sec, kept, stats, meta.shell_pid, cache)
     dthreads = _same(cache, "dstate", parse_dstate, body("dstate")[1])
     fds = _same(cache, "fds", parse_fds, body("fds")[1])
     pidns = _same(cache, "pidns", parse_pidns, body("pidns")[1])
     cgroups = _same(cache, "cgroup", parse_cgroup_records, body("cgroup")[1])
-    sysinfo = parse_sys(body("sys")[1])
-    xid_lines, w = _same(cache, "xid", parse_xid, body("xid")[1])
+    sysinfo = kept["sys"] if "sys" in kept else _keep(cache, sec, "sys", parse_sys(body("sys")[1]))
+    xid_lines, w = kept["xid"] if "xid" in kept else _keep(cache, sec, "xid",
+                                                            _same(cache, "xid", parse_xid, body("xid")[1]))
     warnings += w
 
     # /proc/*/stat is read first: a PID only ps knows was born after it (the probe's own

@@ -34,6 +34,12 @@ PARSE_RESERVE_S = 1.0
 INLINE_PARSE_BYTES = 64 * 1024
 
 
+#: the sticky sections asked every so many polls (probe.STICKY)
+_EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY, "ps": probe.PS_EVERY}
+#: ``sys`` is asked with ``driver`` (both change only with a driver reload)
+_ASKED_WITH = {"driver": ("driver", "sys")}
+
+
 def parse_reserve(timeout: float) -> float:
     """Seconds of a ``timeout`` the read leaves to the parser: a quarter, at most PARSE_RESERVE_S."""
     return min(PARSE_RESERVE_S, timeout / 4)
@@ -62,7 +68,8 @@ class ShellSource(Source):
         # what lets a probe leave out probe.STICKY's sections (their last answers still hold)
         self._skip: frozenset[str] = frozenset()
         self._meta_shell: object | None = None     # the shell whose meta answer the console has
-        self._driver_age = probe.DRIVER_EVERY       # polls since the driver section was answered
+        #: polls since each of the sections asked every so many polls was answered
+        self._age = {name: every for name, every in _EVERY.items()}
         self._no_mig = False                        # the last poll's GPUs: none in MIG mode
 
     @abc.abstractmethod
@@ -81,21 +88,24 @@ class ShellSource(Source):
 
     def _sticky_skip(self) -> frozenset[str]:
         """probe.STICKY sections this probe can leave out."""
-        skip = set()
+        skip = {section for name, every in _EVERY.items() if self._age[name] + 1 < every
+                for section in _ASKED_WITH.get(name, (name,))}
         token = self._shell_token()
         if token is not None and token is self._meta_shell:
             skip.add("meta")
-        if self._driver_age < probe.DRIVER_EVERY:
-            skip.add("driver")
         if self._no_mig:
             skip.add("list")
+        if self._parse_cache.get("ps_missing", 1):
+            skip.discard("ps")          # a process ps has not described (new, or a reused PID)
         return frozenset(skip)
 
     def _remember(self, snap: NodeSnapshot) -> None:
         ok = snap.error is None
         if "meta" not in self._skip:
             self._meta_shell = self._shell_token() if ok else None
-        self._driver_age = (0 if ok else probe.DRIVER_EVERY) if "driver" not in self._skip else self._driver_age + 1
+        for name, every in _EVERY.items():
+            asked = all(s not in self._skip for s in _ASKED_WITH.get(name, (name,)))
+            self._age[name] = (0 if ok else every) if asked else self._age[name] + 1
         self._no_mig = ok and bool(snap.gpus) and not any(g.mig_mode for g in snap.gpus)
 
     async def _exec_probe(self, script: str, mark: str, timeout: float) -> ProbeOutput:
