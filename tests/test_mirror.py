@@ -3,6 +3,7 @@ writes for a follower, how it is written (atomically, 0600, never through a link
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -115,3 +116,21 @@ def test_the_state_is_encoded_node_by_node_into_one_json_document():
            "memory": {"nodes": {}}}
     assert json.loads(encode_state(doc)) == doc
     assert json.loads(encode_state({"nodes": []})) == {"nodes": []}
+
+
+def test_a_follower_asks_by_touching_a_file_that_goes_stale_and_a_planted_link_is_never_touched(tmp_path):
+    from console.incident.mirror import FOLLOWER_FRESH_S, ask_for_state, followed, want_path
+    want = want_path(tmp_path / "pair.jsonl")
+    assert want == tmp_path / "pair.state.want" and not followed(want)
+    ask_for_state(want)
+    assert followed(want) and oct(os.stat(want).st_mode & 0o777) == "0o600"
+    assert not followed(want, now=time.time() + FOLLOWER_FRESH_S + 5), "a follower gone quiet is gone"
+    want.unlink()
+    target = tmp_path / "elsewhere"
+    target.write_text("keep")
+    os.utime(target, (1, 1))
+    want.symlink_to(target)
+    with pytest.raises(OSError):
+        ask_for_state(want)
+    assert not followed(want), "a link is no follower"
+    assert target.read_text() == "keep" and target.stat().st_mtime == 1

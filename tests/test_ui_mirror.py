@@ -11,7 +11,7 @@ pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
 from console.incident import timeline  # noqa: E402
-from console.incident.mirror import read_state, state_path  # noqa: E402
+from console.incident.mirror import WANT_SUFFIX, ask_for_state, read_state, state_path, want_path  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
 from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
 from console.ui.mirror_view import LiveFollowApp  # noqa: E402
@@ -112,5 +112,29 @@ async def test_no_key_in_the_mirror_changes_anything(incident_dir):
             await pilot.press("x", "y", "escape")
         assert set(opened) <= {"Screen", "DetailScreen"}, opened
         assert not hasattr(app, "monitors") and not hasattr(app, "policy")   # nothing here could act
-    assert files(incident_dir) == before_files
+    after = files(incident_dir)
+    assert {n: h for n, h in after.items() if not n.endswith(WANT_SUFFIX)} == before_files
+    assert [n for n in after if n not in before_files] == ["pair" + WANT_SUFFIX], "only the follower's ask"
     assert [(p.pid, p.phase) for p in source.node.procs.values()] == before_node
+
+
+async def test_the_live_state_is_written_only_while_someone_follows(incident_dir):
+    """Nobody following, the driving console writes no state (it costs a tenth of a core at 256
+    nodes); a follower's ask has it written within seconds, and it is written at the stop."""
+    import time
+    tl = timeline.open_incident(incident_dir, "alone", by="alice@bastion")
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl, autostart=False)
+    state = state_path(tl.path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        flushed = time.monotonic() + 2.5                     # two of the feed's 1 s turns
+        while time.monotonic() < flushed:
+            await pilot.pause(0.1)
+        assert not state.exists(), "nobody follows: nothing written"
+        ask_for_state(want_path(tl.path))
+        await wait_for(pilot, state.exists)
+        assert read_state(state).running and read_state(state).node("demo").gpus
+        await pilot.press("q")
+    tl.close()
+    assert not read_state(state).running, "the stop is written"

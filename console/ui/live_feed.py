@@ -2,15 +2,16 @@
 sparklines) and the live state a follower's mirror shows (`gpu-incident follow ID --live`).
 
 Mixed into IncidentApp. The state file (console/incident/mirror.py) is written beside the
-incident after polls, at most once a second (every 2 s at 256 nodes), in a thread (a slow disk never holds a key), and
-once more when the console stops ("running": false). A write that fails is said once and the
-console keeps running.
+incident after polls while a follower asks for it (mirror.followed: nobody following, nothing is
+written), at most once a second (every 2 s at 256 nodes), in a thread (a slow disk never holds a
+key), and once more when the console stops ("running": false). A write that fails is said once
+and the console keeps running.
 """
 from __future__ import annotations
 
 import asyncio
 
-from console.incident.mirror import StateFeed, state_path
+from console.incident.mirror import StateFeed, followed, state_path, want_path
 from console.model import NodeSnapshot
 from console.output.memory_series import MemoryTrail, MemorySeries
 
@@ -30,6 +31,7 @@ class LiveFeed:
         self._feed_warned = False
         if self.timeline is not None:
             every = max(self.FEED_INTERVAL_S, len(self.sources) / self.FEED_NODES_PER_S)
+            self._want = want_path(self.timeline.path)
             self.state_feed = StateFeed(state_path(self.timeline.path), incident_id=self.timeline.incident_id,
                                         by=self.timeline.by, interval=interval, min_interval=every)
             self.set_interval(self.FEED_INTERVAL_S, self._flush_feed)
@@ -47,11 +49,15 @@ class LiveFeed:
         actions = [a for a in (monitor.actions if monitor else ()) if a.node in (None, node)]
         return trail.series(actions) if trail is not None else MemorySeries()
 
+    def memory_data(self) -> dict:
+        """Every node's memory trail as the state document holds it (the postmortem's chart)."""
+        return {n: t.as_data() for n, t in getattr(self, "trails", {}).items()}
+
     def _feed_document(self, running: bool):
         """What to write, taken on the loop (cheap: the trails' points); the snapshots are turned
         into JSON in the writer's thread (they never change)."""
         feed = self.state_feed
-        memory = {n: t.as_data() for n, t in self.trails.items()}
+        memory = self.memory_data()
         actions = [a for m in self.monitors for a in m.actions]
         order = [s.name for s in self.sources]
         activity = self.running_work() if running else []
@@ -59,7 +65,7 @@ class LiveFeed:
 
     async def _flush_feed(self, running: bool = True, force: bool = False) -> None:
         feed = self.state_feed
-        if feed is None or self._feed_busy or not (force or feed.due()):
+        if feed is None or self._feed_busy or not (force or (feed.due() and followed(self._want))):
             return
         self._feed_busy = True
         try:

@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer
 
-from console.incident.mirror import LiveState, read_state
+from console.incident.mirror import LiveState, ask_for_state, read_state, want_path
 from console.incident.safefiles import UnsafeFile
 from console.model import NodeSnapshot
 from console.output.memory_series import marks_of, series_from_data
@@ -50,6 +50,7 @@ class LiveFollowApp(FollowApp):
         kwargs = {} if poll_interval is None else {"poll_interval": poll_interval}
         super().__init__(path, theme_name=theme_name, **kwargs)
         self.state_file = state_file
+        self.want_file = want_path(path)        # touched at every read: the driver writes while we follow
         self.state: LiveState | None = None
         self.state_problem = ""
         self.chosen_node: str | None = None       # the follower's own pick (None: follow the driver's)
@@ -104,6 +105,16 @@ class LiveFollowApp(FollowApp):
         self.query_one("#live-split").set_class(not self.wide, "-narrow")
 
     # ------------------------------------------------------------------ the live state
+    def _ask_and_read(self) -> tuple[LiveState, str]:
+        """Ask the driving console for its state (mirror.ask_for_state), then read it."""
+        try:
+            ask_for_state(self.want_file)
+            problem = ""
+        except OSError as exc:
+            problem = (f"cannot ask the driving console for live state ({exc.strerror or exc}): "
+                       "what shows may be old")
+        return read_state(self.state_file), problem
+
     async def poll_state(self) -> None:
         """Read the state file (in a thread) and show it."""
         if self._state_busy:
@@ -111,11 +122,10 @@ class LiveFollowApp(FollowApp):
         self._state_busy = True
         try:
             try:
-                state = await asyncio.to_thread(read_state, self.state_file)
-                problem = ""
+                state, problem = await asyncio.to_thread(self._ask_and_read)
             except FileNotFoundError:
                 state, problem = None, ("no live state yet: the driving console writes it beside the incident "
-                                        "once it polls (is it running, with this incident?)")
+                                        "within seconds of a follower asking (is it running, with this incident?)")
             except (UnsafeFile, ValueError, OSError) as exc:
                 state, problem = None, f"live state unreadable: {exc}"
             if state is not None:

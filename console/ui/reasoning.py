@@ -257,7 +257,7 @@ class ReasoningKeys:
         path = self.timeline.path.with_suffix(".md")
         try:   # 0600, a temp file renamed over it: a symlink planted at <id>.md is never followed
             _, chart = write_postmortem(self.timeline.refresh(), self.timeline.path, path,
-                                        self.timeline.incident_id)
+                                        self.timeline.incident_id, self.memory_data())
         except OSError as exc:
             self.notify(f"export failed: {exc}", severity="error")
             return
