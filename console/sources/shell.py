@@ -24,6 +24,7 @@ from console.clock import timeout_ignoring_stalls
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_LIMITS, DEFAULT_PROBE_TIMEOUT_S, ProbeLimits
 from console.sources.base import Source, logged
 from console.sources.capture import Capture, ProbeOutput, TooMuchOutput
+from console.turns import KEYS_FIRST
 
 #: the most of the deadline kept for parsing when the read runs long
 PARSE_RESERVE_S = 1.0
@@ -149,6 +150,7 @@ class ShellSource(Source):
         error = out.error or (self._timed_out() if out.timed_out else None)
         if not out.data:
             return NodeSnapshot(name=self.name, taken_at=self.clock.now(), error=error, probe_ms=probe_ms)
+        await KEYS_FIRST.turn()               # an operator's key is answered first (console/turns.py)
         if len(out.data) <= INLINE_PARSE_BYTES:
             await asyncio.sleep(0)            # a poll always lets the others run once
             snap = _parse(self.name, out.data, mark, self.clock.now(), probe_ms, self._parse_cache)

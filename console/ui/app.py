@@ -7,7 +7,7 @@ import time
 from typing import Sequence
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -21,6 +21,7 @@ from console.monitor import NodeMonitor, start_all
 from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
 from console.sources.base import Source
+from console.turns import KEYS_FIRST
 from console.incident.timeline import Timeline
 from console.ui import activity, gc_pacing, keys, layout, tables
 from console.ui.escalation import EscalationKeys
@@ -75,6 +76,10 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#help-box").focus()
+
+
+#: a redraw that comes due while a key holds the engine is tried again this much later
+HELD_REDRAW_S = 0.02
 
 
 class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, LiveFeed, App[int]):
@@ -188,6 +193,22 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
         await asyncio.gather(*(m.stop() for m in self.monitors), self.stop_fleet(), return_exceptions=True)
 
+    def post_message(self, message: Message) -> bool:
+        """A key or a click holds the engine until the frame that answers it is drawn
+        (console/turns.py): the operator's key goes before the next node's parse."""
+        if isinstance(message, (events.Key, events.MouseDown)):
+            KEYS_FIRST.hold()
+        return super().post_message(message)
+
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """Every key binding's action: once it ran, the frame that shows it releases the
+        engine (a key that runs no action releases it after turns.HOLD_MAX_S)."""
+        try:
+            return await super().run_action(action, default_namespace, namespaces)
+        finally:
+            if KEYS_FIRST.holding and not self.call_after_refresh(KEYS_FIRST.release):
+                KEYS_FIRST.release()
+
     # ------------------------------------------------------------------ data in
     async def _on_snapshot(self, snap: NodeSnapshot) -> None:
         # taken in straight away, not posted as a message: 256 nodes' polls queued in the app's
@@ -221,6 +242,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         """Draw what the node updates since the last redraw changed: the status line, their
         rows of the node table, and the panels when the viewed node is among them."""
         self._redraw_timer = None
+        if KEYS_FIRST.holding:       # a key is being answered: its frame first (console/turns.py)
+            self._redraw_timer = self.set_timer(HELD_REDRAW_S, self._redraw_updated)
+            return
         self._last_redraw = time.monotonic()
         updated, self._updated = self._updated, {}
         self.snapshots.update(updated)

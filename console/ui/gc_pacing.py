@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import gc
 
+from console.turns import KEYS_FIRST
+
 #: how often survivors of a young collection are moved out of the collector's sight
 FREEZE_EVERY_S = 2.0
 #: how often everything is collected once (frozen cyclic garbage freed): one pause
@@ -21,6 +23,8 @@ FULL_EVERY_S = 600.0
 
 
 def freeze_survivors() -> None:
+    if KEYS_FIRST.holding:     # a key is being answered: the next turn (console/turns.py)
+        return
     gc.collect(1)          # what is young and already garbage goes first
     gc.freeze()
 
