@@ -96,8 +96,10 @@ class ShellSource(Source):
             skip.add("meta")
         if self._no_mig:
             skip.add("list")
-        if self._parse_cache.get("ps_missing", 1):
-            skip.discard("ps")          # a process ps has not described (new, or a reused PID)
+        if self._parse_cache.get("ps_missing", 1) or "meta" not in skip:
+            # a process ps has not described (new, or a reused PID); or a new shell: its own
+            # session's processes are named by their command lines (ssh/session.py)
+            skip.discard("ps")
         return frozenset(skip)
 
     def _remember(self, snap: NodeSnapshot) -> None:

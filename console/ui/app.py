@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import textwrap
 import time
 from typing import Sequence
@@ -80,6 +81,8 @@ class HelpScreen(ModalScreen[None]):
 
 #: a redraw that comes due while a key holds the engine is tried again this much later
 HELD_REDRAW_S = 0.02
+#: how long the loop keeps the interpreter while Textual's input or output thread waits for it
+SWITCH_INTERVAL_S = 0.001
 
 
 class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, LiveFeed, App[int]):
@@ -155,6 +158,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         yield FittedFooter()
 
     def on_mount(self) -> None:
+        # Textual reads keys and writes frames in threads of its own; while the loop works
+        # (256 polls a second) each waits for the interpreter: 1 ms, not Python's 5 ms
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         if self.multi_node:
             nodes = self.query_one("#nodes", DataTable)
             tables.add_columns(nodes, tables.NODE_COLUMNS)
@@ -391,9 +397,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 line.truncate(room, overflow="ellipsis")
                 line.append(" " * (width - line.cell_len - right.cell_len))
                 line.append_text(right)
-        if line != self._status_drawn:      # an update re-lays the screen out: only on a change
+        if line != self._status_drawn:      # only on a change; one row high (app.tcss): no new layout
             self._status_drawn = line
-            self.query_one("#status", LiteralStatic).update(line)
+            self.query_one("#status", LiteralStatic).update(line, layout=False)
 
     @property
     def incident_id(self) -> str | None:

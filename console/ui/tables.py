@@ -68,12 +68,27 @@ def node_order(name: str, snap: NodeSnapshot | None) -> tuple:
     return (0 if snap.error else 1, -worst, name)
 
 
+#: a probe faster than this shows as "<50ms": a healthy node's time moves every poll, and one
+#: changed cell has Textual draw the whole table again (at 256 nodes, twice a second)
+PROBE_FAST_MS = 50
+
+
+def probe_cell(ms: float | None) -> str:
+    """A node's probe time as the node table shows it: "<50ms" when healthy, else in steps
+    of 10 ms below a second, of 0.1 s above."""
+    if ms is None:
+        return ""
+    if ms < PROBE_FAST_MS:
+        return f"<{PROBE_FAST_MS}ms"
+    return f"{round(ms, -1):.0f}ms" if ms < 995 else f"{ms / 1000:.1f}s"
+
+
 def node_cells(name: str, snap: NodeSnapshot | None) -> tuple:
     """Node, state, GPUs, used, probe time, and what matters most there: the finding that
     carries its next step, or — for a node that fails — why, in one line."""
     if snap is None:
         return (literal(name, limit=28), Text("connecting…", style="dim"), "", "", "", "")
-    probe = "" if snap.probe_ms is None else f"{snap.probe_ms:.0f}ms"
+    probe = probe_cell(snap.probe_ms)
     if snap.error:          # "unreachable: connection refused …": the kind in State, the why beside it
         kind, _, why = snap.error.partition(": ")
         return (literal(name, limit=28), literal("✖ " + kind, "bold red", limit=14),
