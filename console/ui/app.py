@@ -332,9 +332,15 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                    layout.Panel("procs", tables.content_lines(self.query_one("#procs", DataTable)) + 1, least=5)]
         if room > 0:
             for name, height in layout.fit(room, panels, rest="findings").items():
-                widget = self.query_one(f"#{name}")
+                # the GPU table and the memory chart share one row: the row gets the height,
+                # and neither may grow past it (the chart's lines would push the panels below
+                # off the screen; the table scrolls, the chart follows: panels.GpuTable)
+                widget = self.query_one("#gpu-row" if name == "gpus" else f"#{name}")
                 if widget.styles.height is None or widget.styles.height.value != height:
                     widget.styles.height = height
+                    if name == "gpus":
+                        for child in widget.children:
+                            child.styles.max_height = height
         self._title_findings(room > 0 and findings.styles.height is not None)
 
     def _title_findings(self, fitted: bool) -> None:

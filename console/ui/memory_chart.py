@@ -30,10 +30,18 @@ class MemoryChart(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.series = MemorySeries()
+        self.first = 0          # the first GPU row shown: the GPU table's scroll (rows stay in line)
 
     def show(self, series: MemorySeries) -> None:
         self.series = series
         self.refresh(layout=len(series.gpus) + 1 != self.size.height)
+
+    def scroll_to_row(self, first: int) -> None:
+        """Start at the table's first visible GPU row, as the GPU table scrolled."""
+        first = max(0, int(first))
+        if first != self.first:
+            self.first = first
+            self.refresh()
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.series.gpus) + 1
@@ -50,7 +58,7 @@ class MemoryChart(Widget):
         out.append("mem", style="bold")
         for i, m in enumerate(marks):
             out.append(m[-1].letter if m else "─", style="bold reverse" if m else "dim")
-        for gpu in series.gpus:
+        for gpu in series.gpus[self.first:]:
             out.append(f"\n{gpu:>2} ")
             line = spark(per[gpu], series.scale(gpu))
             for i, ch in enumerate(line):

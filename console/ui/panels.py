@@ -54,6 +54,12 @@ class NodeTable(PanelTable):
 class GpuTable(PanelTable):
     BINDINGS = keys.bindings("gpus")
 
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        """The memory chart beside it scrolls with it (its rows line up with the table's)."""
+        super().watch_scroll_y(old, new)
+        for chart in self.app.query("#gpu-chart"):
+            chart.scroll_to_row(round(new))
+
 
 class ProcTable(PanelTable):
     BINDINGS = keys.bindings("procs")
