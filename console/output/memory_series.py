@@ -22,9 +22,11 @@ from console.model import ActionRecord, NodeSnapshot, TimelineEntry
 
 MAX_POINTS = 720
 BARS = " ▁▂▃▄▅▆▇█"
-#: one letter per rung, as the keys that send them
+#: one letter per rung, as the keys that send them (driver reload and reboot are palette-only:
+#: L and X; D and U are Slurm's drain and resume; s: a signal from the F9 menu)
 RUNG_LETTER = {"sigterm": "t", "sigkill": "k", "kill-holders": "F", "clear-blockers": "B", "reset": "R",
-               "reload-driver": "D", "reboot": "X", "custom": "$", "wait": "w"}
+               "reload-driver": "L", "reboot": "X", "custom": "$", "wait": "w", "drain": "D", "resume": "U",
+               "signal": "s"}
 
 Reading = Mapping[str, "int | None"]          # {"0": 76109, ...} as the timeline writes it
 
