@@ -6,6 +6,8 @@ Fleet rounds are posted the way the FleetMonitor posts them (FleetUpdated); the 
 source itself is console/sources/prometheus/'s to test against a real Prometheus."""
 from __future__ import annotations
 
+import re
+
 import asyncio
 import dataclasses
 
@@ -314,6 +316,9 @@ async def test_the_palette_on_the_fleet_table_offers_no_node_action_and_notes_be
             assert await eventually(lambda: isinstance(app.screen, FleetScreen))
             await pilot.pause()
             assert "gpu-0004 (opened)" in screen(app)                 # the node list has it
+            opened = [line for line in screen(app).splitlines() if re.search(r"\s(-|[0-9]+) \(opened\) ", line)]
+            assert len(opened) == 1 and opened[0].lstrip().startswith("gpu-0004"), "and its row in the table"
+            assert "1 node " in str(app.query_one("#status").render())
     finally:
         tl.close()
 

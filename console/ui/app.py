@@ -360,7 +360,8 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             snaps = [self.snapshots.get(s.name) for s in self.sources]
             failing = sum(1 for s in snaps if s is not None and s.error)
             waiting = sum(1 for s in snaps if s is None)
-            line.append(f"{len(self.sources)} nodes", style="bold")
+            count = len(self.sources)
+            line.append(f"{count} node{'' if count == 1 else 's'}" if count else "no node open yet", style="bold")
             if failing:
                 line.append(f"  {failing} failing", style="bold red")
             if waiting:

@@ -171,6 +171,7 @@ class FleetMode:
         screen = self.fleet_screen
         if screen is not None:
             screen.opened.add(node.hostname)
+            screen.table.refresh()                 # its row says "(opened)"
             screen.render_detail(screen.table.current)
         if self.on_fleet_screen:
             self.pop_screen()

@@ -31,6 +31,8 @@ UTIL = ("Util", 4)
 XID = ("Xid", 4)
 NODE_MIN, NODE_MAX = 8, 28
 SUSPICION_MIN = 12
+#: what the Suspicion cell of a node opened from the fleet starts with
+OPENED = "(opened) "
 
 
 def column_widths(width: int, longest_name: int) -> tuple[int, int]:
@@ -68,6 +70,8 @@ class FleetTable(ScrollView, can_focus=True):
         self.empty_text = "waiting for the first answer…"
         #: called with the node under the cursor when it changes (the fleet screen's detail lines)
         self.on_highlight: Callable[[FleetNode | None], None] | None = None
+        #: Hostnames opened from the fleet (the screen's set): their rows say so
+        self.opened: set[str] = set()
 
     # ------------------------------------------------------------------ data
     def show(self, nodes: Sequence[FleetNode], *, stale: bool = False, empty_text: str | None = None) -> None:
@@ -187,8 +191,12 @@ class FleetTable(ScrollView, can_focus=True):
         line.append(f"{name:<{node_w}}", style=suspect or "")
         line.append(f" {r.gpus:>{GPUS[1]}} {gib_text(r.used_gib, r.total_gib):>{MEMORY[1]}} "
                     f"{pct_text(r.util_pct):>{UTIL[1]}} {('-' if r.last_xid is None else str(r.last_xid)):>{XID[1]}} ")
-        if r.suspicion and why_w:
-            line.append(printable(" ".join(r.suspicion.split()), why_w), style=suspect or "")
+        why = " ".join(r.suspicion.split()) if r.suspicion else ""
+        if r.hostname in self.opened:
+            line.append(OPENED, style="bold cyan")
+            why_w = max(0, why_w - len(OPENED))
+        if why and why_w:
+            line.append(printable(why, why_w), style=suspect or "")
         return line
 
     def _strip(self, text: Text, width: int, style: Style | None = None) -> Strip:

@@ -107,6 +107,7 @@ class FleetScreen(Screen):
 
     def on_mount(self) -> None:
         self.table.on_highlight = self.render_detail
+        self.table.opened = self.opened            # one set: a node opened shows in its row
         self.table.focus()
         self.show_view(self.view)
         self.set_interval(1.0, self.render_header)     # the data's age
