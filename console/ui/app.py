@@ -404,9 +404,12 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 line.truncate(room, overflow="ellipsis")
                 line.append(" " * (width - line.cell_len - right.cell_len))
                 line.append_text(right)
-        if line != self._status_drawn:      # only on a change; one row high (app.tcss): no new layout
+        if line != self._status_drawn:      # only on a change
+            # the line is padded to the screen's width: the same width again needs no new
+            # layout (a whole-screen render, ~12 ms, twice a second at 256 nodes)
+            same = self._status_drawn is not None and line.cell_len == self._status_drawn.cell_len
             self._status_drawn = line
-            self.query_one("#status", LiteralStatic).update(line, layout=False)
+            self.query_one("#status", LiteralStatic).update(line, layout=not same)
 
     @property
     def incident_id(self) -> str | None:

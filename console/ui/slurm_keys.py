@@ -107,9 +107,9 @@ class SlurmKeys:
         snap = self.snapshots.get(self.current_node)
         top = top_step(snap.findings) if snap is not None else None
         text = slurm_text(reading, snap, drain_first(top.rung if top else None, reading.node))
-        if text != self._slurm_drawn:       # only on a change; one row high (app.tcss): no new layout
+        if text != self._slurm_drawn:       # an update re-lays the screen out: only on a change
             self._slurm_drawn = text
-            widget.update(text, layout=False)
+            widget.update(text)
         if not widget.display:
             widget.display = True
             self.call_after_refresh(self.fit_panels)
