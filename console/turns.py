@@ -30,7 +30,6 @@ class KeysFirst:
         self._loop: asyncio.AbstractEventLoop | None = None   # the loop of the hold
         self._timer: asyncio.TimerHandle | None = None
         self._released_at = float("-inf")
-        self.holds = 0          # holds so far (tests, bench)
 
     @property
     def holding(self) -> bool:
@@ -53,7 +52,6 @@ class KeysFirst:
             return False
         self._open, self._loop = asyncio.Event(), loop
         self._timer = loop.call_later(HOLD_MAX_S, self.release)
-        self.holds += 1
         return True
 
     def release(self) -> None:

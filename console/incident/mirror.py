@@ -51,16 +51,19 @@ READ_LIMIT = 64 << 20
 STALE_AFTER_S = 10.0      # no update for this long (past the poll interval): the driver may be gone
 
 
+def _beside(incident_file: str | os.PathLike[str], suffix: str) -> Path:
+    path = Path(incident_file)
+    return path.with_name(path.name.removesuffix(SUFFIX) + suffix)
+
+
 def state_path(incident_file: str | os.PathLike[str]) -> Path:
     """`<dir>/<id>.state.json` beside `<dir>/<id>.jsonl`."""
-    path = Path(incident_file)
-    return path.with_name(path.name.removesuffix(SUFFIX) + STATE_SUFFIX)
+    return _beside(incident_file, STATE_SUFFIX)
 
 
 def want_path(incident_file: str | os.PathLike[str]) -> Path:
     """`<dir>/<id>.state.want` beside `<dir>/<id>.jsonl`: touched by a follower."""
-    path = Path(incident_file)
-    return path.with_name(path.name.removesuffix(SUFFIX) + WANT_SUFFIX)
+    return _beside(incident_file, WANT_SUFFIX)
 
 
 def ask_for_state(want: Path) -> None:
