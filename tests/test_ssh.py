@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import psutil
@@ -384,3 +385,47 @@ async def test_keepalive_notices_a_silent_link_and_the_node_reconnects(sshd, nod
     finally:
         await src.close()
         proxy.close()
+
+
+async def test_a_connection_reset_before_the_login_is_tried_again_once(sshd, node_a, tmp_path, ssh_home):
+    """What sshd does at MaxStartups: it resets a new connection at random. A real loopback
+    listener resets the first connection (RST) and forwards the next to the real sshd."""
+    import socket
+    import struct
+    resets = []
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def handle(reader, writer):
+        if not resets:
+            resets.append(1)
+            writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", node_a.port)
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    opts = options(sshd, tmp_path)
+    kh = tmp_path / "known_hosts_proxy"
+    kh.write_text("".join(line.replace(f"[127.0.0.1]:{node_a.port}", f"[127.0.0.1]:{port}")
+                          for line in open(opts.known_hosts)))
+    user = node_a.target.rsplit("@", 1)[0] + "@" if "@" in node_a.target else ""
+    src = SshSource(f"{user}127.0.0.1:{port}", dataclasses.replace(opts, known_hosts=str(kh)))
+    try:
+        result = await src.run("echo up", 10)
+        assert resets == [1], "the first connection was reset"
+        assert result.error is None and result.stdout == "up\n", result.error
+    finally:
+        await src.close()
+        server.close()
+        await server.wait_closed()

@@ -80,6 +80,10 @@ def _secs(value: float) -> str:
     return f"{value:g}"
 
 
+#: connects to a node that reset the connection before the login (sshd's MaxStartups drop)
+RESET_TRIES = 2
+
+
 class SshSource(ShellSource):
     kind = "ssh"
 
@@ -157,13 +161,22 @@ class SshSource(ShellSource):
                 self._connection_lost(exc)
 
         async with ConnectLimiter.for_loop().slot(endpoint):
-            try:
-                conn = await asyncssh.connect(
-                    self.host, self.port or (), options=opts,
-                    config=[self.options.ssh_config] if self.options.ssh_config else (),
-                    known_hosts=known, client_factory=lambda: _Client(trust, lost))
-            except asyncssh.HostKeyNotVerifiable as exc:
-                raise _SetupError(trust.refusal(self._where, exc.reason)) from None
+            for attempt in range(RESET_TRIES):
+                try:
+                    conn = await asyncssh.connect(
+                        self.host, self.port or (), options=opts,
+                        config=[self.options.ssh_config] if self.options.ssh_config else (),
+                        known_hosts=known, client_factory=lambda: _Client(trust, lost))
+                    break
+                except asyncssh.HostKeyNotVerifiable as exc:
+                    raise _SetupError(trust.refusal(self._where, exc.reason)) from None
+                except ConnectionResetError:
+                    # sshd drops a connection at random once MaxStartups' start is reached (it
+                    # counts a login until its own child reports it done, a moment after ours
+                    # is): a reset before the login is tried again once, a moment later
+                    if attempt + 1 == RESET_TRIES:
+                        raise
+                    await asyncio.sleep(random.uniform(0.1, 0.4))
             conn_box.append(conn)
             if trust.recorded:
                 log.warning("%s: recorded new host key in %s", self._where, trust.record_file)
