@@ -5,8 +5,8 @@ The lowest layer beside console/model.py: the sources build and parse it, the si
 
 Used by the SSH source (fed to a long-lived remote ``sh``) and by the
 simulator (whose fake shell answers exactly these command lines with the real
-output formats). Needs only sh, coreutils, procps ``ps``, GNU find, grep and
-nvidia-smi on the node; no Python.
+output formats). Needs only sh, coreutils, GNU find and grep, awk and nvidia-smi on the
+node; no Python.
 
 Output layout: for every section, a line ``<MARK> begin NAME``, the command's
 output (stdout and stderr together unless the command discards stderr), then
@@ -18,25 +18,47 @@ The process sections come first: a hung driver cannot starve them. The driver se
 share one budget: once an nvidia-smi call timed out (rc 124), the later ones are skipped
 (their body is SKIPPED, their rc 124), so a wedged driver costs one NVSMI_TIMEOUT_S, not three.
 
+Two speeds (Scope): every probe reads in full what decides the verdict, the *watched* PIDs
+(the driver's, the device holders, their ancestors and descendants, zombies, processes with a
+thread in D: the client chooses them, sources/watch.py) and whatever is new since the shell's
+last listing; a *whole* probe also reads every process's stat record and every fd (the client
+asks for one every so often, and on demand). What a process shows between whole probes is
+what its last read said; a PID that left the listing is gone, one that came back is new.
+
 Framing no process can forge: what a user controls (comm, command line, link target) is
-either escaped by the tool (procps ``ps`` prints a newline in argv as a space and other
-control characters as ``?``), NUL-terminated, or in /proc/PID/stat, whose records a
-stream parser reads by the kernel's own rule (see sources/parse_proc.py). Sections:
+NUL-terminated and named by the tool that read it (grep -H, find %h), or in /proc/PID/stat,
+whose records a stream parser reads by the kernel's own rule (see sources/parse_proc.py). Sections:
 
 meta     ``date +%s.%N`` / ``getconf CLK_TCK`` / ``btime N`` from /proc/stat /
          hostname / ``id -u`` / own pid namespace (readlink /proc/self/ns/pid) /
          ``$$`` of the probe shell (its ancestors are the console's session)
-stat     cat /proc/[0-9]*/stat  (pid (comm) state ppid … field 20 num_threads, field 22
-         starttime), records concatenated; comm may hold newlines and parentheses
-ps       ps -eo pid=,user:32=,args=, each line cut to ARGS_MAX_BYTES on the node
+pids     the probe's scope (Scope: shell variables, see below), then "last N" (the PID the kernel
+         allocated last, /proc/sys/kernel/ns_last_pid), "wrapped" when that went down since this
+         shell's last probe (the PID counter wrapped, or root chose a PID: every PID may be another
+         process now, so all count as new), and the names of /proc's PID directories on one line.
+         The shell keeps that listing (LIST): the PIDs not in its last one are this probe's new
+         PIDs (NEW, worked out by one awk; none when the listing is unchanged, no awk then)
+stat     /proc/PID/stat of the watched PIDs and the new ones (a *whole* probe: of every PID),
+         records concatenated (pid (comm) state ppid … field 20 num_threads, field 22 starttime);
+         comm may hold newlines and parentheses
+args     "/proc/PID/cmdline:ARG\\0" per argument (grep -z: an argument is a NUL-free record whose
+         origin grep names; at most ARGS_PER_PROCESS arguments of ARG_MAX_BYTES each), for the
+         new PIDs and those the console asks (Scope.args)
+uids     "/proc/PID/status:Uid:\\tREAL\\tEFFECTIVE…" for the same PIDs (status escapes the name it
+         shows: one line is one field)
+users    ``getent passwd UID…``: the names of user IDs the console has not named yet (left out
+         when there are none)
 dstate   per thread in D: "/proc/PID/task/TID WCHAN STAT-RECORD" NUL-terminated (WCHAN "-"
-         if unreadable)
+         if unreadable), over the threads of the PIDs in Scope.threads (or of every process:
+         Scope.threads None, a shell's first probe)
 fds      "/proc/PID/fd TARGET" NUL-terminated, per open handle whose link matches the
-         device glob (find -lname GLOB -printf '%h %l\\0'); TARGET may hold newlines
-pidns    "PID pid:[NNNN]" for every PID with a device handle (PIDs from find's %h only, kept
-         from the fds section's walk: one walk of /proc/*/fd per probe); the PIDs stay in the
-         shell variable HOLDERS for the cgroup section
-cgroup   "PID CONTENT" NUL-terminated: /proc/PID/cgroup of every device holder and of the PIDs the
+         device glob (find -lname GLOB -printf '%h %l\\0'); TARGET may hold newlines; over the
+         watched and new PIDs' fds (a whole probe: every process's)
+pidns    "/proc/PID/ns pid:[NNNN]" for every PID with a device handle (PIDs from find's %h
+         only, kept from the fds section's walk: one walk of /proc/*/fd per probe; one find
+         reads every holder's link); the PIDs stay in the shell variable HOLDERS for the cgroup
+         section
+cgroup   "/proc/PID/cgroup:LINE" (one grep -H) of every device holder and of the PIDs the
          driver listed in the previous probe (the client names them: cgroup_command)
 sys      "modeset Y|N|" (/sys/module/nvidia_drm/parameters/modeset; empty: nvidia_drm not
          loaded) and "nvswitch" followed by the /dev/nvidia-nvswitchN device files
@@ -55,6 +77,9 @@ from __future__ import annotations
 import secrets
 import shlex
 from dataclasses import dataclass
+
+from console.probe_scope import (ARGS_SCOPED, DSTATE_SCOPED, STAT_SCOPED, UIDS_SCOPED, Scope, fd_dirs,
+                                 pids_command, users_command)
 
 GPU_FIELDS = ("index,uuid,name,pci.bus_id,memory.used,memory.total,utilization.gpu,"
               "persistence_mode,mig.mode.current")
@@ -110,7 +135,6 @@ META = ("date +%s.%N; getconf CLK_TCK; grep btime /proc/stat; cat /proc/sys/kern
         "id -u; readlink /proc/self/ns/pid; echo $$")
 STAT = "cat /proc/[0-9]*/stat 2>/dev/null"
 PS = f"timeout {NVSMI_TIMEOUT_S} ps -eo pid=,user:32=,args="
-PS_SECTION = f"{PS} 2>/dev/null | cut -c -{ARGS_MAX_BYTES}"
 DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d=${f%/stat}; "
           "w=; read -r w 2>/dev/null < $d/wchan; "
           "printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
@@ -141,9 +165,9 @@ def fds_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
     walk of every process's fds also leaves each match's ``/proc/PID/fd`` in HOLDER_DIRS (find
     writes the records to the output through fd 4 and the paths to the captured fd 3), so
     pidns needs no second walk."""
-    walk = (f"find /proc/[0-9]*/fd -lname {shlex.quote(device_glob)} -printf '%h %l\\0' "
+    walk = (f"[ $# -eq 0 ] || find \"$@\" -lname {shlex.quote(device_glob)} -printf '%h %l\\0' "
             f"-fprintf /dev/fd/3 '%h\\n' 3>&1 1>&4 2>/dev/null")
-    return f"{{ {HOLDER_DIRS}=$({walk}); }} 4>&1"
+    return f"{fd_dirs()}; {{ {HOLDER_DIRS}=$({walk}); }} 4>&1"
 
 
 def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
@@ -151,22 +175,22 @@ def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
     alone, never from a link target; each once (a process holds many device files), in the
     order find met them, cut down to the PID by the shell itself; they stay in HOLDERS for the
     cgroup section. (The ``:`` names the glob that walk used; it does nothing.)"""
-    return (f": -lname {shlex.quote(device_glob)} ; s=' '; {HOLDERS}=; for d in ${HOLDER_DIRS}; do p=${{d#/proc/}}; "
-            "p=${p%/fd}; case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; "
-            f"{HOLDERS}=\"${HOLDERS} $p\"; "
-            "echo \"$p $(readlink /proc/$p/ns/pid 2>/dev/null)\"; done")
+    return (f": -lname {shlex.quote(device_glob)} ; s=' '; {HOLDERS}=; set --; for d in ${HOLDER_DIRS}; do "
+            "p=${d#/proc/}; p=${p%/fd}; case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; "
+            f"{HOLDERS}=\"${HOLDERS} $p\"; set -- \"$@\" /proc/$p/ns/pid; done; "
+            "[ $# -eq 0 ] || find \"$@\" -maxdepth 0 -printf '%h %l\\n' 2>/dev/null")
 
 
-CGROUP_HEAD = f"s=' '; for p in ${HOLDERS}"
-CGROUP_TAIL = ("; do case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; "
-               "printf '%s %s\\0' \"$p\" \"$(cat /proc/$p/cgroup 2>/dev/null)\"; done")
+CGROUP_HEAD = f"s=' '; set --; for p in ${HOLDERS}"
+CGROUP_TAIL = ("; do case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; set -- \"$@\" /proc/$p/cgroup; done; "
+               "[ $# -eq 0 ] || grep -Hs '' \"$@\" </dev/null")
 
 
 def cgroup_command(pids: tuple[int, ...] | list[int] = ()) -> str:
     """/proc/PID/cgroup of the device holders (HOLDERS) and of ``pids`` (the driver's list of the
     previous probe: a process the driver lists may hold no device file, a zombie for one), as
-    NUL-terminated "PID CONTENT" records, each PID once (the shell itself drops a repeat: no
-    ``sort`` process). No new find over /proc: the holders come from pidns."""
+    lines grep names the file of, each PID once (the shell itself drops a repeat: no ``sort``
+    process); one grep for all of them. No new find over /proc: the holders come from pidns."""
     extra = sorted({int(p) for p in pids if 0 < int(p) < 1 << 31})[:MAX_CGROUP_PIDS]
     return CGROUP_HEAD + "".join(f" {p}" for p in extra) + CGROUP_TAIL
 
@@ -220,14 +244,21 @@ def driver_call(name: str) -> str:
 
 
 def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
-             cgroup_pids: tuple[int, ...] | list[int] = ()) -> list[tuple[str, str]]:
+             cgroup_pids: tuple[int, ...] | list[int] = (), scope: Scope | None = None,
+             users: tuple[int, ...] | list[int] = ()) -> list[tuple[str, str]]:
     """(name, command line) in probe order: the processes first, then the driver.
-    ``cgroup_pids``: the PIDs the driver listed in the previous probe (cgroup_command)."""
+    ``cgroup_pids``: the PIDs the driver listed in the previous probe (cgroup_command);
+    ``scope``: what of the process table this probe reads (probe_scope.Scope; None is a shell's
+    first probe: everything, and every user named); ``users``: user IDs to name (no users
+    section when none, but in a first probe)."""
     return [
         ("meta", META),
-        ("stat", STAT),
-        ("ps", PS_SECTION),
-        ("dstate", DSTATE),
+        ("pids", pids_command(scope if scope is not None else Scope())),
+        ("stat", STAT_SCOPED),
+        ("args", ARGS_SCOPED),
+        ("uids", UIDS_SCOPED),
+        *((("users", users_command(users)),) if users or scope is None else ()),
+        ("dstate", DSTATE_SCOPED),
         ("fds", fds_command(device_glob)),
         ("pidns", pidns_command(device_glob)),
         ("cgroup", cgroup_command(cgroup_pids)),
@@ -248,24 +279,22 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
 #:   GPU query says): on a GPU node that is one nvidia-smi call (one NVML initialisation) in three;
 #: - ``xid`` for XID_EVERY polls (dmesg reads the whole kernel ring buffer: an Xid shows at most
 #:   XID_EVERY polls late);
-#: - ``ps`` (user and command line) for PS_EVERY polls while every process the last poll's stat
-#:   listed is one ps described (same PID, same start time): a new process, or a reused PID, has
-#:   ps asked at the next poll; a process that renames itself (setproctitle) shows its new
-#:   command line at most PS_EVERY polls late. ps is the probe's dearest command (procps reads
-#:   the whole machine's state to start, ~6 ms even on an idle node).
-STICKY = ("meta", "driver", "sys", "list", "xid", "ps")
+STICKY = ("meta", "driver", "sys", "list", "xid")
 DRIVER_EVERY = 60
 XID_EVERY = 5
-PS_EVERY = 10
+#: a watched process's command line and user are read again every so many polls (a process that
+#: renames itself without changing its comm shows the new line that late)
+ARGS_EVERY = 10
 
 
 def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB,
                  cgroup_pids: tuple[int, ...] | list[int] = (),
-                 skip: frozenset[str] | set[str] = frozenset()) -> str:
+                 skip: frozenset[str] | set[str] = frozenset(), scope: Scope | None = None,
+                 users: tuple[int, ...] | list[int] = ()) -> str:
     """The whole probe as shell text, every section one line; ``cgroup_pids``: see
-    cgroup_command; ``skip``: sections of STICKY left out."""
-    return "".join(section_line(mark, name, cmd) + "\n" for name, cmd in sections(device_glob, cgroup_pids)
-                   if name not in skip)
+    cgroup_command; ``skip``: sections of STICKY left out; ``scope``, ``users``: see sections."""
+    return "".join(section_line(mark, name, cmd) + "\n"
+                   for name, cmd in sections(device_glob, cgroup_pids, scope, users) if name not in skip)
 
 
 def last_section(device_glob: str = DEFAULT_DEVICE_GLOB, skip: frozenset[str] | set[str] = frozenset()) -> str:

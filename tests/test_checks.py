@@ -198,12 +198,23 @@ HOLDERS_OUT = f"""{M} begin gpu
 72170, GPU-5a1c7e0b-3f0d-4c2e-9b1a-000000000000, 76105, sglang::scheduler_TP0
 41, GPU-5a1c7e0b-3f0d-4c2e-9b1a-000000000001, 76109, python3
 {M} end apps 0
-{M} begin ps
-      1 root                             /sbin/init
-  72170 root                             sglang::scheduler_TP0
-  81234 alice                            python3 eval.py
-  88001 root                             python3 serve.py
-{M} end ps 0
+{M} begin pids
+last 88102
+1 72170 81234 88001
+{M} end pids 0
+{M} begin args
+/proc/1/cmdline:/sbin/init\0/proc/72170/cmdline:sglang::scheduler_TP0\0/proc/81234/cmdline:python3\0\
+/proc/81234/cmdline:eval.py\0/proc/88001/cmdline:python3\0/proc/88001/cmdline:serve.py\0{M} end args 0
+{M} begin uids
+/proc/1/status:Uid:	0	0	0	0
+/proc/72170/status:Uid:	0	0	0	0
+/proc/81234/status:Uid:	1000	1000	1000	1000
+/proc/88001/status:Uid:	0	0	0	0
+{M} end uids 0
+{M} begin users
+root:x:0:0:root:/root:/bin/bash
+alice:x:1000:1000::/home/alice:/bin/bash
+{M} end users 0
 {M} begin fds
 /proc/72170/fd /dev/nvidia0\0/proc/72170/fd /dev/nvidiactl\0/proc/72170/fd /dev/nvidia-uvm\0\
 /proc/81234/fd /dev/nvidia3\0/proc/81234/fd /dev/nvidia-uvm\0/proc/88001/fd /dev/nvidia1\0{M} end fds 0
@@ -221,8 +232,8 @@ HOLDERS_OUT = f"""{M} begin gpu
 async def test_holders_finds_hidden_and_foreign_pids():
     r = await run_check(Canned(HOLDERS_OUT), "holders")
     lines = dict((ln.split("begin ")[1].split("'")[0], ln) for ln in r.command.splitlines())
-    assert list(lines) == ["ps", "fds", "pidns", "cgroup", "gpu", "apps"]       # in the probe's order
-    assert "find /proc/[0-9]*/fd -lname '/dev/nvidia*' -printf '%h %l\\0'" in lines["fds"]
+    assert list(lines) == ["pids", "args", "uids", "users", "fds", "pidns", "cgroup", "gpu", "apps"]   # probe order
+    assert "set -- /proc/[0-9]*/fd" in lines["fds"] and "-lname '/dev/nvidia*' -printf '%h %l\\0'" in lines["fds"]
     assert "nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory,process_name" in lines["apps"]
     assert r.data["hidden"] == [81234, 88001]
     assert r.data["foreign"] == [41]

@@ -153,7 +153,7 @@ def test_regression_unicode_digit_after_a_newline_in_comm():
     """A process may put a newline in its name (prctl), and what follows may start with '²' --
     isdigit() but not int(). It used to take the whole node down; now the record is read whole."""
     stat = "77 (evil\n\u00b2 (x) S 1 77 77 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 3 0 500 1 1\n"
-    text = f"{MARK} begin stat\n{stat}{MARK} end stat 0\n{MARK} begin ps\n\u00b2 root x\n{MARK} end ps 0\n"
+    text = f"{MARK} begin stat\n{stat}{MARK} end stat 0\n{MARK} begin args\n/proc/\u00b2/cmdline:x\0{MARK} end args 0\n"
     snap = parse._parse_probe("n1", text, MARK, 1.0, None)
     assert [(p.pid, p.name, p.start_ticks) for p in snap.processes] == [(77, "evil\n\u00b2 (x", 500)]
 

@@ -1,9 +1,11 @@
-"""The probe parser on real-format text: nvidia-smi CSV and failures, /proc stat lines, ps."""
+"""The probe parser on real-format text: nvidia-smi CSV and failures, /proc stat lines, command
+lines and users."""
 import subprocess
 import time
 
 from console.sources import parse
 from console import probe
+from tests.probe_sections import ps_sections
 
 MARK = "::gi-test::"
 GPU_ROWS = """\
@@ -21,7 +23,7 @@ def probe_text(gpu=GPU_ROWS, gpu_rc=0, apps="", stat="", ps="", dstate="", fds="
                listing=""):
     meta = "1795954121.776342613\n100\nbtime 1795953977\nnode7\n0\npid:[4026531836]\n4242"
     return (section("meta", meta) + section("gpu", gpu, gpu_rc) + section("apps", apps)
-            + section("list", listing) + section("stat", stat) + section("ps", ps)
+            + section("list", listing) + section("stat", stat) + ps_sections(ps, MARK)
             + section("dstate", dstate) + section("fds", fds) + section("pidns", pidns)
             + section("xid", xid) + section("driver", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 30 00:00:00 UTC 2025"))
 
@@ -125,9 +127,9 @@ def test_cut_short_probe_still_gives_what_arrived():
 
 
 def test_forged_marker_in_a_process_name_cannot_end_a_section():
-    ps = "  72169 root     echo '::gi-other:: end ps 0'\n"
+    ps = "  72169 root     echo '::gi-other:: end args 0'\n"
     snap = parse.parse_probe("n", probe_text(stat=STAT_72169, ps=ps), MARK, taken_at=0)
-    assert snap.proc(72169).cmdline == "echo '::gi-other:: end ps 0'"
+    assert snap.proc(72169).cmdline == "echo '::gi-other:: end args 0'"
 
 
 def test_real_probe_on_this_machine_lists_our_own_process():

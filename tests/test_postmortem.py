@@ -78,7 +78,7 @@ async def test_summaries_come_before_dumps_and_dumps_are_folded(seed_incident):
            "driver on GPU 3" in holders
     assert holders.index("- PID 1563") < holders.index("<details><summary>output (")
     assert "\\x0a" not in md
-    assert md.count("echo '::gi-check:: begin ps'") == 1 and "`$` the same command as #" in md
+    assert md.count("echo '::gi-check:: begin pids'") == 1 and "`$` the same command as #" in md
     states = md.split("states: ")[1].split("### ")[0]
     assert "- PID 72230 sglang::schedul: Z, 2 threads (1 Z, 1 D); in D: 72293 " in states
     assert "_nv043417rm" in states.split("<details>")[0]           # the D threads' wchan, before the dump

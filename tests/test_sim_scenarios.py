@@ -97,7 +97,7 @@ async def test_hidden_holders_memory_without_listed_process_freed_only_by_killin
     apps = await sh(node, probe.timed(probe.QUERY_APPS))
     assert apps.rc == 0 and apps.stdout == ""
     assert [u > 50000 for u in await used(node)] == [True] * 4 + [False] * 4
-    fds = await sh(node, probe.fds_command())
+    fds = await sh(node, "gi_k=whole\n" + probe.fds_command())          # a whole probe's walk
     assert fds.stdout.endswith("\0") and "\n" not in fds.stdout     # find -printf '%h %l\0'
     holders = sorted({int(rec.split("/")[2]) for rec in fds.stdout.split("\0")[:-1]})
     workers = [p for p in holders if node.proc(p).comm == "pt_data_worker"]
@@ -126,8 +126,9 @@ async def test_container_driver_pids_absent_holders_found_through_device_files()
     meta = await sh(node, probe.META)
     own_ns = meta.stdout.splitlines()[5]
     assert own_ns != "pid:[4026531836]"
-    pidns = await sh(node, probe.pidns_command())
-    assert pidns.stdout == f"23 {own_ns}\n24 {own_ns}\n"
+    walk = await sh(node, f"gi_k=whole\n{probe.fds_command()}\n{probe.pidns_command()}")   # pidns: the walk's holders
+    pidns = walk.stdout.rsplit("\0", 1)[-1]
+    assert pidns == f"/proc/23/ns {own_ns}\n/proc/24/ns {own_ns}\n"
     assert "Operation not permitted" in (await sh(node, probe.XID)).stdout
     assert (await sh(node, "systemctl stop nvidia-persistenced")).rc == 1
     await sh(node, "kill -s TERM 23 24; sleep 2")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from console.diagnosis.xid import bus_key, fallen_off_bus, parse_xid_line
+from console.sources.proc_table import command_line, parse_args, parse_listing, parse_uids, parse_users
 from console.sources.parse import (clip, csv_rows, na_or_int, nvsmi_failure, on_off, parse_compute_apps,
                             parse_fds, parse_gpu_query, parse_pidns, parse_ps, parse_stat_line,
                             program_name)
@@ -140,12 +141,13 @@ def parse_reread(text: str) -> dict:
 # ---------------------------------------------------------------- holders
 
 HOLDERS_MARK = "::gi-check::"
-HOLDERS_SECTIONS = ("gpu", "apps", "ps", "fds", "pidns", "cgroup")
+HOLDERS_SECTIONS = ("pids", "args", "uids", "users", "gpu", "apps", "fds", "pidns", "cgroup")
 
 
 def parse_holders(text: str, mark: str = HOLDERS_MARK) -> dict:
-    """Probe-format sections gpu, apps, ps, fds, pidns, cgroup -> who holds what (and in which
-    container or unit); who is hidden or foreign.
+    """Probe-format sections (HOLDERS_SECTIONS: the listing, command lines and users, the driver,
+    fds, pidns, cgroup) -> who holds what (and in which container or unit); who is hidden or
+    foreign.
 
     ``hidden``: PIDs with a device file open that the driver does not list;
     ``foreign``: PIDs the driver lists that /proc does not have (another PID namespace).
@@ -157,7 +159,10 @@ def parse_holders(text: str, mark: str = HOLDERS_MARK) -> dict:
 
     gp = parse_gpu_query(body("gpu"), sec.get("gpu", (0, ""))[0])
     apps, warnings = parse_compute_apps(body("apps"), {g.uuid: g.index for g in gp.gpus})
-    ps = parse_ps(body("ps"))
+    listing = parse_listing(body("pids"), sec.get("pids", (None, ""))[0] is not None).pids or frozenset()
+    args, uids, names = parse_args(body("args")), parse_uids(body("uids")), parse_users(body("users"))
+    ps = {pid: (names.get(uids[pid], str(uids[pid])) if pid in uids else None, command_line(args.get(pid, [])))
+          for pid in listing}
     fds = parse_fds(body("fds"))
     ns = parse_pidns(body("pidns"))
     cgroups = parse_cgroup_records(body("cgroup"))
@@ -170,7 +175,7 @@ def parse_holders(text: str, mark: str = HOLDERS_MARK) -> dict:
                for pid, files in sorted(fds.items())}
     return {"holders": holders, "driver": driver,
             "hidden": sorted(pid for pid in fds if pid not in listed),
-            "foreign": sorted(pid for pid in listed if ps and pid not in ps),
+            "foreign": sorted(pid for pid in listed if listing and pid not in listing),
             "pid_namespaces": sorted(set(ns.values())),
             "error": gp.error if not gp.gpus else None,
             "warnings": warnings + gp.warnings}

@@ -102,11 +102,22 @@ def same_process(a: Proc | Track, b: Proc | Track) -> bool:
     return not (a.start_ticks != b.start_ticks or a.create_time != b.create_time)
 
 
-def advance(tracks: dict[int, Track], snap: NodeSnapshot) -> dict[int, Track]:
-    """The tracks after one more poll that read the processes: one pass over its processes."""
+def advance(tracks: dict[int, Track], snap: NodeSnapshot,
+            seen: dict[int, Proc] | None = None) -> dict[int, Track]:
+    """The tracks after one more poll that read the processes: one pass over its processes.
+    ``seen``: the Procs the last call saw, by PID (kept by the caller): a process that is the
+    very same object has the same track (only time passed), and is not looked at again."""
     t = snap.taken_at
     out: dict[int, Track] = {}
-    for p in snap.processes:
+    procs = snap.processes
+    if seen is not None:
+        same = [p.pid for p in procs if seen.get(p.pid) is p]
+        if len(same) > len(procs) // 2:
+            out = {pid: tracks[pid] for pid in same if pid in tracks}
+            procs = [p for p in procs if p.pid not in out]
+        seen.clear()
+        seen.update((p.pid, p) for p in snap.processes)
+    for p in procs:
         z, d, v = _conditions(p)
         old = tracks.get(p.pid)
         if old is None or not same_process(old, p):
@@ -240,13 +251,15 @@ class History(Sequence[NodeSnapshot]):
         # error (the driver did not answer): their digests have no processes left to tell
         self._read_despite_error: set[tuple[str, float]] = set()
         self._gpus_from: tuple = ()          # the GPUs of the poll the last digest was made from
+        self._seen: dict[str, dict[int, Proc]] = {}   # per node: the Procs its tracks were made from
 
     def append(self, snap: NodeSnapshot) -> None:
         if self._polls and not snap.taken_at > self._polls[-1].taken_at:
             self.clear()
         if processes_read(snap):
             before = self._tracks.get(snap.name)
-            self._tracks[snap.name] = (advance(before[0] if before else {}, snap), snap.taken_at)
+            seen = self._seen.setdefault(snap.name, {}) if before else None
+            self._tracks[snap.name] = (advance(before[0] if before else {}, snap, seen), snap.taken_at)
             if snap.error is not None:
                 self._read_despite_error.add((snap.name, snap.taken_at))
         if len(self._polls) == self.maxlen and self._read_despite_error:
@@ -266,6 +279,7 @@ class History(Sequence[NodeSnapshot]):
 
     def clear(self) -> None:
         self._gpus_from = ()
+        self._seen.clear()
         self._polls.clear()
         self._tracks.clear()
         self._read_despite_error.clear()

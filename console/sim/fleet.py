@@ -102,16 +102,19 @@ class Fleet:
 
 
 def _is_probe_line(line: str, name: str) -> bool:
-    from console.sim.probe_answers import device_glob
+    from console.sim.probe_answers import device_glob, recognise
     glob = device_glob(line)
     if glob is None:
         return False
-    if name == "cgroup":       # names the PIDs the driver listed at the node's last probe
-        head, tail = probe.section_line(TEMPLATE_MARK, name, "\0").split("\0")
-        return (line.startswith(head) and line.endswith(tail)
-                and probe.cgroup_pids(line[len(head):len(line) - len(tail)]) is not None)
-    cmd = dict(probe.sections(glob)).get(name)
-    return cmd is not None and probe.section_line(TEMPLATE_MARK, name, cmd) == line
+    head = f"echo '{TEMPLATE_MARK} begin {name}'; "
+    rc = f"${probe.NV_RC}" if name in probe.DRIVER_SECTIONS else "$?"
+    tail = f"; echo \"{TEMPLATE_MARK} end {name} {rc}\""
+    if not (line.startswith(head) and line.endswith(tail)):
+        return False
+    command = line[len(head):len(line) - len(tail)]
+    if name in probe.DRIVER_SECTIONS:
+        return command == probe.driver_call(name)
+    return recognise(name, command, glob) is not None or command == dict(probe.sections(glob)).get(name)
 
 
 async def build_fleet(scenario: str, names: list[str], clock=None) -> tuple[list[SimNode], Fleet]:

@@ -9,7 +9,7 @@ import re
 import shlex
 from typing import Callable
 
-from console import probe
+from console import probe, probe_scope
 from console.sim import vfs
 from console.sim.node import SimNode
 from console.sim.procfs import stat_line
@@ -29,40 +29,138 @@ def device_glob(cmd: str) -> str | None:
         return None
 
 
-def dstate(node: SimNode, _glob: str) -> str:
+def _threads_of(node: SimNode, v: dict[str, str]) -> list:
+    pick = v.get(probe_scope.THREADS, "all")
+    procs = node.visible_procs()
+    if pick == "all":
+        return procs
+    want = {int(w) for w in pick.split() if w.isdecimal()}
+    return [p for p in procs if p.pid in want]
+
+
+def dstate(node: SimNode, _glob: str, v: dict[str, str] | None = None) -> str:
     """What the DSTATE loop prints: threads in D, in the glob's (string) order of their paths,
-    each record NUL-terminated (printf '%s %s %s\\0')."""
+    each record NUL-terminated (printf '%s %s %s\\0'); over Scope.threads' processes."""
     records = []
-    for p in sorted(node.visible_procs(), key=lambda q: str(q.pid)):
+    for p in sorted(_threads_of(node, v or {}), key=lambda q: str(q.pid)):
         for tid, _name, state, wchan in sorted(node.threads(p), key=lambda t: str(t[0])):
             if state == "D":
                 records.append(f"/proc/{p.pid}/task/{tid} {wchan or '-'} {stat_line(node, p, tid)}\0")
     return "".join(records)
 
 
-def _fd_lines(node: SimNode, glob: str) -> list[tuple[int, str]]:
+def _new(v: dict[str, str]) -> list[int]:
+    return [int(w) for w in v.get(probe_scope.NEW, "").split() if w.isdecimal()]
+
+
+def _listed(v: dict[str, str], *names: str) -> list[int]:
+    """The PIDs in the shell variables ``names`` (the scope's lists, the new PIDs), in order."""
+    out: list[int] = []
+    for name in names:
+        out += [int(w) for w in v.get(name, "").split() if w.isdecimal()]
+    return out + _new(v)
+
+
+def _walked(node: SimNode, v: dict[str, str]) -> list:
+    """The processes whose stat and fds this probe reads: all (whole), or the watched and new."""
+    if v.get(probe_scope.MODE) == "whole":
+        return [p for p in node.visible_procs()]
+    seen, out = set(), []
+    for pid in _listed(v, probe_scope.WATCHED):
+        p = node.proc(pid)
+        if p is not None and pid not in seen:
+            seen.add(pid)
+            out.append(p)
+    return out
+
+
+def pids(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+    """The pids section after its scope line: the last PID, "wrapped", the listing (the glob's
+    string order), and the new PIDs kept in the shell's variables."""
+    last = node._next_pid - 1
     out = []
-    for path in vfs.glob(node, "/proc/[0-9]*/fd"):
-        p = node.proc(int(path.split("/")[2]))
-        if p is None:
-            continue
+    before = v.get(probe_scope.LAST_PID, "")
+    if before.isdecimal() and last < int(before):
+        v[probe_scope.LISTING] = ""
+        out.append("wrapped\n")
+    v[probe_scope.LAST_PID] = str(last)
+    listing = " ".join(sorted((str(p.pid) for p in node.visible_procs()), key=str))
+    out.append(f"last {last}\n{listing}\n")
+    old = v.get(probe_scope.LISTING, "")
+    if listing == old:
+        v[probe_scope.NEW] = ""
+    else:
+        had = set(old.split())
+        v[probe_scope.NEW] = "".join(f"{w} " for w in listing.split() if w not in had)
+    v[probe_scope.LISTING] = listing
+    return "".join(out)
+
+
+def stat(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+    if v.get(probe_scope.MODE) == "whole":
+        procs = sorted(node.visible_procs(), key=lambda p: str(p.pid))
+    else:
+        procs = [p for pid in _listed(v, probe_scope.WATCHED, probe_scope.ARGS) if (p := node.proc(pid)) is not None]
+    return "".join(stat_line(node, p) + "\n" for p in procs)
+
+
+def args(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+    out = []
+    for pid in _listed(v, probe_scope.ARGS):
+        text = vfs.read_file(node, f"/proc/{pid}/cmdline") or ""
+        words = [w for w in text.split("\0") if w][:probe_scope.ARGS_PER_PROCESS]
+        out += [f"/proc/{pid}/cmdline:{w[:probe_scope.ARG_MAX_BYTES]}\0" for w in words]
+    return "".join(out)
+
+
+def uids(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+    out = []
+    for pid in _listed(v, probe_scope.ARGS):
+        text = vfs.read_file(node, f"/proc/{pid}/status")
+        line = next((ln for ln in (text or "").split("\n") if ln.startswith("Uid:")), None)
+        if line is not None:
+            out.append(f"/proc/{pid}/status:{line}\n")
+    return "".join(out)
+
+
+def users_answer(wanted: list[int]) -> Callable[[SimNode, str, dict], str]:
+    def answer(node: SimNode, _glob: str, _v: dict[str, str]) -> str:
+        names = {p.uid: p.user for p in node.visible_procs()}
+        pick = wanted or sorted(names)
+        return "".join(f"{names[u]}:x:{u}:{u}::/home/{names[u]}:/bin/sh\n" for u in pick if u in names)
+    return answer
+
+
+def _fd_lines(node: SimNode, glob: str, v: dict[str, str] | None = None) -> list[tuple[int, str]]:
+    out = []
+    procs = node.visible_procs() if v is None else _walked(node, v)
+    for p in sorted(procs, key=lambda q: str(q.pid)):
         for _n, target in vfs.fd_table(p):
             if fnmatch.fnmatch(target, glob):
                 out.append((p.pid, target))
     return out
 
 
-def fds(node: SimNode, glob: str) -> str:
-    """find -printf '%h %l\\0': one NUL-terminated record per matching handle."""
-    return "".join(f"/proc/{pid}/fd {target}\0" for pid, target in _fd_lines(node, glob))
+def fds(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
+    """find -printf '%h %l\\0': one NUL-terminated record per matching handle, over the fds
+    this probe walks; the holders stay in the shell (pidns, cgroup)."""
+    lines = _fd_lines(node, glob, v)
+    if v is not None:
+        v[probe.HOLDER_DIRS] = " ".join(dict.fromkeys(f"/proc/{pid}/fd" for pid, _ in lines))
+    return "".join(f"/proc/{pid}/fd {target}\0" for pid, target in lines)
 
 
-def pidns(node: SimNode, glob: str) -> str:
-    pids = sorted({str(pid) for pid, _ in _fd_lines(node, glob)})
+def _holders(v: dict[str, str] | None, node: SimNode, glob: str) -> list[int]:
+    if v is None:
+        return list(dict.fromkeys(pid for pid, _ in _fd_lines(node, glob)))
+    return [int(d.split("/")[2]) for d in v.get(probe.HOLDER_DIRS, "").split()]
+
+
+def pidns(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
     lines = []
-    for pid in pids:
+    for pid in sorted({str(p) for p in _holders(v, node, glob)}):
         ns = vfs.readlink(node, f"/proc/{pid}/ns/pid") or ""
-        lines.append(f"{pid} {ns}\n")
+        lines.append(f"/proc/{pid}/ns {ns}\n")
     return "".join(lines)
 
 
@@ -75,29 +173,64 @@ def cgroup_extra(line: str) -> list[int] | None:
     return probe.cgroup_pids(line[head:tail + len(probe.CGROUP_TAIL)])
 
 
-def cgroup_answer(extra: list[int] | None) -> Callable[[SimNode, str], str]:
-    """What the cgroup loop prints: "PID CONTENT\\0" for each device holder (the pidns section's
-    PIDs) and each extra PID, in numeric order; an unreadable file gives an empty content."""
-    def answer(node: SimNode, glob: str) -> str:
-        pids = sorted({pid for pid, _ in _fd_lines(node, glob)} | set(extra or ()))
-        return "".join(f"{pid} {(vfs.read_file(node, f'/proc/{pid}/cgroup') or '').rstrip(chr(10))}\0"
-                       for pid in pids)
+def cgroup_answer(extra: list[int] | None) -> Callable[[SimNode, str, dict], str]:
+    """What the cgroup section prints: grep -H's "/proc/PID/cgroup:LINE" for each device holder
+    (the pidns section's PIDs) and each extra PID, in numeric order; an unreadable file nothing."""
+    def answer(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
+        pids = sorted(set(_holders(v, node, glob)) | set(extra or ()))
+        return "".join(f"/proc/{pid}/cgroup:{line}\n" for pid in pids
+                       for line in (vfs.read_file(node, f'/proc/{pid}/cgroup') or '').split("\n") if line)
     return answer
 
 
-#: probe section name -> what its loop prints
-ANSWERS: dict[str, Callable[[SimNode, str], str]] = {"dstate": dstate, "fds": fds, "pidns": pidns}
+#: probe section name -> what it prints (the shell's variables at hand)
+ANSWERS: dict[str, Callable[[SimNode, str, dict], str]] = {
+    "pids": pids, "stat": stat, "args": args, "uids": uids, "dstate": dstate, "fds": fds, "pidns": pidns}
 
 
-def loop_command(cmd: str) -> tuple[Callable[[SimNode, str], str], str] | None:
-    """(answer, glob) when ``cmd`` is exactly one of the probe's loop commands, else None."""
+def recognise(name: str, command: str, glob: str) -> Callable[[SimNode, str, dict], str] | None:
+    """The answer for a probe section ``name`` whose command line is exactly ``command``, the
+    probe's own for it (a scope, user IDs or cgroup PIDs where the section takes them); None
+    for a driver section or anything else."""
+    if name == "pids":
+        got = probe_scope.scope_of(command)
+        if got is None or got[1] != probe_scope.LISTING_COMMAND:
+            return None
+        scope = got[0]
+        def answer(node: SimNode, g: str, v: dict[str, str]) -> str:
+            v[probe_scope.WATCHED] = " ".join(map(str, scope.watched))
+            v[probe_scope.THREADS] = "all" if scope.threads is None else " ".join(map(str, scope.threads))
+            v[probe_scope.ARGS] = " ".join(map(str, scope.args))
+            v[probe_scope.MODE] = "whole" if scope.whole else "light"
+            return pids(node, g, v)
+        return answer
+    if name == "users":
+        wanted = probe_scope.users_uids(command)
+        return users_answer(wanted) if wanted is not None and command == probe_scope.users_command(wanted) else None
+    if name == "cgroup":
+        extra = probe.cgroup_pids(command)
+        return cgroup_answer(extra) if extra is not None else None
+    if name in probe.DRIVER_SECTIONS:
+        return None
+    want = dict(probe.sections(glob)).get(name)
+    return ANSWERS.get(name) if want == command else None
+
+
+#: the process sections a command line may be on its own (a check, a test), outside a probe
+STANDALONE = ("pids", "stat", "args", "uids", "users", "dstate", "fds", "pidns", "cgroup")
+
+
+def loop_command(cmd: str) -> tuple[Callable[[SimNode, str, dict], str], str] | None:
+    """(answer, glob) when ``cmd`` is exactly one of the probe's process-section commands, or
+    the whole-table D-state loop (a check runs it), else None. The answer reads the shell's
+    variables as the real command would (a scope set before it, the fds walk's holders)."""
     glob = device_glob(cmd)
     if glob is None:
         return None
     if cmd == probe.DSTATE:
-        return dstate, glob
-    if cmd == probe.fds_command(glob):
-        return fds, glob
-    if cmd == probe.pidns_command(glob):
-        return pidns, glob
+        return (lambda node, g, _v: dstate(node, g, {})), glob
+    for name in STANDALONE:
+        answer = recognise(name, cmd, glob)
+        if answer is not None:
+            return answer, glob
     return None

@@ -157,7 +157,7 @@ class Shell:
             loop = probe_answers.loop_command(line.strip())
             if loop is not None:
                 answer, glob = loop
-                self.out.append(answer(self.node, glob))
+                self.out.append(answer(self.node, glob, self.vars))
                 self.status = 0
                 continue
             await self.run_line(line)
@@ -389,19 +389,21 @@ class Shell:
         if not m:
             return False
         mark, name = m.group("mark"), m.group("name")
-        glob = probe_answers.device_glob(line)
-        extra = probe_answers.cgroup_extra(line) if name == "cgroup" else ()
-        cmd = dict(probe.sections(glob, extra)).get(name) if glob is not None and extra is not None else None
-        if cmd is None or probe.section_line(mark, name, cmd) != line:
+        head = f"echo '{mark} begin {name}'; "
+        rc = f"${probe.NV_RC}" if name in probe.DRIVER_SECTIONS else "$?"
+        tail = f"; echo \"{mark} end {name} {rc}\""
+        if not line.endswith(tail):
             return False
-        answer = probe_answers.ANSWERS.get(name)
-        if name == "cgroup":
-            answer = probe_answers.cgroup_answer(extra)
-        if answer is None and name not in probe.DRIVER_SECTIONS:
+        command = line[len(head):len(line) - len(tail)]
+        glob = probe_answers.device_glob(line)
+        if glob is None:
+            return False
+        answer = probe_answers.recognise(name, command, glob)
+        if answer is None and not (name in probe.DRIVER_SECTIONS and command == probe.driver_call(name)):
             return False                 # an ordinary command line: run it the ordinary way
         self.out.append(f"{mark} begin {name}\n")
         if answer is not None:
-            self.out.append(answer(self.node, glob))
+            self.out.append(answer(self.node, glob, self.vars))
             self.status = 0
         else:
             await self._driver_section(name)

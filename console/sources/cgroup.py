@@ -107,10 +107,15 @@ def parse_cgroup(text: str) -> Cgroup | None:
 
 
 def parse_cgroup_records(text: str) -> dict[int, Cgroup]:
-    """The probe's cgroup section: NUL-terminated records "PID CONTENT" (the file as it is, lines
-    and all) -> {pid: Cgroup}; the first record of a PID wins, an empty one says nothing."""
+    """The probe's cgroup section: lines "/proc/PID/cgroup:LINE" (grep -H names the file of
+    every line, so a line a cgroup's name broke in two still belongs to its PID) -> {pid:
+    Cgroup}; or (older probes, and checks) NUL-terminated records "PID CONTENT" (the file as it
+    is, lines and all), the first record of a PID winning. An empty file says nothing."""
+    text = str(text)
+    if "\0" not in text:
+        return _cgroup_lines(text)
     out: dict[int, Cgroup] = {}
-    for rec in str(text).split("\0")[:-1]:
+    for rec in text.split("\0")[:-1]:
         pid_text, sep, body = rec.lstrip("\n").partition(" ")
         if not sep or not (pid_text.isascii() and pid_text.isdecimal()) or len(pid_text) > 10:
             continue
@@ -118,6 +123,23 @@ def parse_cgroup_records(text: str) -> dict[int, Cgroup]:
         if pid in out:
             continue
         cg = parse_cgroup(body)
+        if cg is not None:
+            out[pid] = cg
+    return out
+
+
+def _cgroup_lines(text: str) -> dict[int, Cgroup]:
+    files: dict[int, list[str]] = {}
+    for line in text.split("\n"):
+        path, sep, rest = line.partition(":")
+        parts = path.split("/")
+        if not sep or len(parts) != 4 or parts[0] or parts[1] != "proc" or parts[3] != "cgroup" \
+                or not (parts[2].isascii() and parts[2].isdecimal()) or len(parts[2]) > 10:
+            continue
+        files.setdefault(int(parts[2]), []).append(rest)
+    out: dict[int, Cgroup] = {}
+    for pid, lines in files.items():
+        cg = parse_cgroup("\n".join(lines))
         if cg is not None:
             out[pid] = cg
     return out

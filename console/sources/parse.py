@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, recovery_token
 from console.textsafe import one_line
 from console.probe import RECOVERY_FIELD, split_sections
+from console.probe_scope import Scope
+from console.sources.proc_table import command_line
+from console.sources.proc_read import NO_EXTRA, read_table
 from console.sources.cgroup import parse_cgroup_records
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
 # that read probe-format text import them from here too
@@ -419,11 +422,14 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
 # ---------------------------------------------------------------- the whole probe
 
 def parse_probe(name: str, text: str, mark: str, *, taken_at: float,
-                probe_ms: float | None = None, cache: dict | None = None) -> NodeSnapshot:
+                probe_ms: float | None = None, cache: dict | None = None,
+                scope: Scope | None = None) -> NodeSnapshot:
     """Probe output -> NodeSnapshot. Never raises. ``cache``: one dict per node, kept from poll
-    to poll: a section whose text is the same as at the last poll is not parsed again."""
+    to poll: a section whose text is the same as at the last poll is not parsed again, and the
+    process table a light probe reads part of is kept there (proc_table.py). ``scope``: what the
+    probe read (probe_scope.Scope; None: a shell's first probe, everything)."""
     try:
-        return _parse_probe(name, text, mark, taken_at, probe_ms, cache)
+        return _parse_probe(name, text, mark, taken_at, probe_ms, cache, scope or Scope())
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the node down
         return NodeSnapshot(name=name, taken_at=taken_at, probe_ms=probe_ms,
                             error=f"could not parse the node's probe output: {clip(repr(exc))}")
@@ -451,42 +457,71 @@ def _keep(cache: dict | None, sec: dict, section: str, value):
 
 
 #: sticky sections (probe.STICKY) whose last answer a probe that leaves them out keeps as it was
-#: (``list`` reads as empty when left out: no GPU is in MIG mode; ``ps``: _ps_answer)
-_KEPT = ("meta", "driver", "sys", "xid", "ps")
+#: (``list`` reads as empty when left out: no GPU is in MIG mode)
+_KEPT = ("meta", "driver", "sys", "xid")
 
 
-def _ps_answer(sec: dict, kept: dict, stats: dict, shell_pid: int | None,
-               cache: dict | None) -> dict[int, tuple[str, str]]:
-    """{pid: (user, command line)}: this probe's ps section; or, when the probe left it out,
-    what the last ps said of each PID whose start time is still the one stat showed then (a
-    reused PID is not the process ps described). Keeps in ``cache`` what ps said, with the
-    start times, and how many processes of this stat it has not described
-    (cache["ps_missing"]: the source asks ps again at the next poll when any). Kernel threads
-    (PID 2 and its children, as who.py counts them) and the probe shell's own children (the
-    ``cat`` that read stat) need no ps answer."""
-    if "ps" in kept:
-        ps = {pid: (user, args) for pid, (ticks, user, args) in kept["ps"].items()
-              if (st := stats.get(pid)) is not None and st.start_ticks == ticks}
-    else:
-        ps = parse_ps(sec.get("ps", (None, ""))[1])
-        if cache is not None and "ps" in sec:
-            said = {pid: (st.start_ticks, *ps[pid]) for pid, st in stats.items() if pid in ps}
-            cache[("kept", "ps")] = said
+def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
+    """The Procs of the table, in PID order; a process none of whose inputs changed since the
+    last poll is the same Proc object (cache), and only the PIDs the table says it touched are
+    looked at (the list itself is the last one when none was)."""
+    before = cache.get("procs", {}) if cache is not None else {}
+    clock = (meta.btime, meta.clk_tck)
+    touched = table.touched if cache is not None and cache.get("procs_clock") == clock else None
+    if touched is not None and not touched and cache.get("procs_list") is not None:
+        return cache["procs_list"]
+    made = dict(before) if touched is not None else {}
+    users = table.users
+    for pid in (touched if touched is not None else table.stats):
+        st = table.stats.get(pid)
+        if st is None:
+            made.pop(pid, None)
+            continue
+        ident = table.idents.get(pid)
+        extra = table.extras.get(pid, NO_EXTRA)
+        user = None if ident is None or ident.uid is None else users.get(ident.uid, str(ident.uid))
+        inputs = (st, ident, user, extra, table.dthreads.get(pid), meta.btime, meta.clk_tck)
+        hit = before.get(pid)
+        if hit is not None and hit[0] == inputs:
+            made[pid] = hit
+            continue
+        made[pid] = (inputs, _proc(pid, st, ident, user, extra, table.dthreads.get(pid, ()), meta))
+    if touched is not None:
+        for pid in made.keys() - table.stats.keys():
+            del made[pid]
+    procs = [made[pid][1] for pid in sorted(made)]
     if cache is not None:
-        cache["ps_missing"] = sum(1 for pid, st in stats.items()
-                                  if pid not in ps and pid != 2 and st.ppid != 2
-                                  and (shell_pid is None or st.ppid != shell_pid))
-    return ps
+        cache["procs"], cache["procs_list"], cache["procs_clock"] = made, procs, clock
+    return procs
+
+
+def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta) -> Proc:
+    create_time = None
+    if st.start_ticks is not None and meta.btime is not None:
+        try:
+            create_time = round(meta.btime + st.start_ticks / meta.clk_tck, 2)
+        except OverflowError:       # absurd numbers: no start time rather than no node
+            create_time = None
+    if st.state == "Z":
+        args = f"[{st.comm}] <defunct>"
+    elif ident is None:
+        args = ""
+    else:
+        args = command_line(list(ident.args)) or f"[{st.comm}]"
+    return Proc(pid=pid, ppid=st.ppid, state=st.state, user=user, name=st.comm, cmdline=args,
+                create_time=create_time, start_ticks=st.start_ticks, device_files=extra[1],
+                d_threads=tuple(dthreads), num_threads=st.num_threads, pid_ns=extra[2], cgroup=extra[3])
 
 
 def _parse_probe(name: str, text: str, mark: str, taken_at: float,
-                 probe_ms: float | None, cache: dict | None = None) -> NodeSnapshot:
+                 probe_ms: float | None, cache: dict | None = None, scope: Scope | None = None) -> NodeSnapshot:
+    scope = scope or Scope()
     sec = split_sections(text, mark)
     warnings: list[str] = []
     # a section the probe left out (probe.STICKY) keeps its last answer, from ``cache``
     kept = {name: cache[("kept", name)] for name in _KEPT
             if cache is not None and name not in sec and ("kept", name) in cache}
-    for wanted in ("meta", "gpu", "apps", "stat", "ps"):
+    for wanted in ("meta", "gpu", "apps", "pids", "stat"):
         if wanted in kept:
             continue
         if wanted not in sec:
@@ -521,55 +556,27 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     if gpus and body("list")[0] == 124:
         warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
-    stats = parse_stat(body("stat")[1], cache.setdefault("stat", {}) if cache is not None else None)
-    ps = _ps_answer(sec, kept, stats, meta.shell_pid, cache)
-    dthreads = _same(cache, "dstate", parse_dstate, body("dstate")[1])
-    fds = _same(cache, "fds", parse_fds, body("fds")[1])
-    pidns = _same(cache, "pidns", parse_pidns, body("pidns")[1])
-    cgroups = _same(cache, "cgroup", parse_cgroup_records, body("cgroup")[1])
+    table = read_table(sec, cache if cache is not None else {}, scope)
     sysinfo = kept["sys"] if "sys" in kept else _keep(cache, sec, "sys", parse_sys(body("sys")[1]))
     xid_lines, w = kept["xid"] if "xid" in kept else _keep(cache, sec, "xid",
                                                             _same(cache, "xid", parse_xid, body("xid")[1]))
     warnings += w
 
-    # /proc/*/stat is read first: a PID only ps knows was born after it (the probe's own
-    # `timeout`/`ps` among them) and shows up in the next poll. Without stat lines, ps alone.
-    pids = sorted(stats) if stats else sorted(ps)
-    procs = []
-    # a process whose lines read as at the last poll is the same Proc object (cache)
-    before = cache.get("procs", {}) if cache is not None else {}
-    made: dict[int, tuple[tuple, Proc]] = {}
-    for pid in pids:
-        st = stats.get(pid)
-        user, args = ps.get(pid, (None, ""))
-        inputs = (st, user, args, fds.get(pid, ()), dthreads.get(pid), pidns.get(pid), cgroups.get(pid),
-                  meta.btime, meta.clk_tck)
-        hit = before.get(pid)
-        if hit is not None and hit[0] == inputs:
-            procs.append(hit[1])
-            made[pid] = hit
-            continue
-        create_time = None
-        if st is not None and st.start_ticks is not None and meta.btime is not None:
-            try:
-                create_time = round(meta.btime + st.start_ticks / meta.clk_tck, 2)
-            except OverflowError:       # absurd numbers: no start time rather than no node
-                create_time = None
-        procs.append(Proc(
-            pid=pid, ppid=st.ppid if st else 0, state=st.state if st else "?", user=user,
-            name=st.comm if st else (args.split()[0] if args.split() else "?"), cmdline=args,
-            create_time=create_time, start_ticks=st.start_ticks if st else None,
-            device_files=fds.get(pid, ()),
-            d_threads=tuple(dthreads.get(pid, ())), num_threads=st.num_threads if st else None,
-            pid_ns=pidns.get(pid), cgroup=cgroups.get(pid)))
-        made[pid] = (inputs, procs[-1])
-    if cache is not None:
-        cache["procs"] = made
-    procs, driver_procs = credit_driver_memory(procs, driver_procs, cache)
+    procs = _processes(table, meta, cache)
+    # the same processes and the same driver list (objects the caches handed back): the same answer
+    memo = cache.get("credit_memo") if cache is not None else None
+    if memo is not None and memo[0] is procs and memo[1] is driver_procs:
+        processes, credited_driver = memo[2], memo[3]
+    else:
+        credited, credited_driver = credit_driver_memory(procs, driver_procs, cache)
+        processes = tuple(credited)
+        if cache is not None:
+            cache["credit_memo"] = (procs, driver_procs, processes, credited_driver)
+    driver_procs = credited_driver
     own = (meta.shell_pid,) if meta.shell_pid else ()
     return NodeSnapshot(
         name=name, taken_at=taken_at, error=error, warnings=tuple(dict.fromkeys(warnings)),
-        probe_ms=probe_ms, gpus=tuple(gpus), processes=tuple(procs),
+        probe_ms=probe_ms, gpus=tuple(gpus), processes=processes,
         driver_processes=tuple(driver_procs), lost_gpus=tuple(gp.lost), kernel_log=tuple(xid_lines),
         hostname=meta.hostname, own_pids=own,
         driver_version=kept["driver"] if "driver" in kept else _keep(cache, sec, "driver",

@@ -212,10 +212,16 @@ def parse_fds(text: str) -> dict[int, tuple[str, ...]]:
 
 
 def parse_pidns(text: str) -> dict[int, str]:
-    """Lines "PID pid:[NNNN]" -> {pid: namespace}; the first line of a PID wins."""
+    """Lines "/proc/PID/ns pid:[NNNN]" (find's %h %l) or "PID pid:[NNNN]" -> {pid: namespace};
+    the first line of a PID wins."""
     out: dict[int, str] = {}
     for line in text.split("\n"):
         parts = line.split(" ")
-        if len(parts) == 2 and parts[0].isascii() and parts[0].isdecimal() and parts[1]:
-            out.setdefault(int(parts[0]), parts[1])
+        if len(parts) != 2 or not parts[1]:
+            continue
+        where = parts[0]
+        if where.startswith("/proc/") and where.endswith("/ns"):
+            where = where[6:-3]
+        if where.isascii() and where.isdecimal() and len(where) <= 10:
+            out.setdefault(int(where), parts[1])
     return out

@@ -23,7 +23,9 @@ from console import probe
 from console.clock import timeout_ignoring_stalls
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_LIMITS, DEFAULT_PROBE_TIMEOUT_S, ProbeLimits
 from console.sources.base import Source, logged
+from console.probe_scope import Scope
 from console.sources.capture import Capture, ProbeOutput, TooMuchOutput
+from console.sources.watch import scope_for, snap_driver, unread
 from console.turns import KEYS_FIRST
 
 #: the most of the deadline kept for parsing when the read runs long
@@ -36,7 +38,15 @@ INLINE_PARSE_BYTES = 64 * 1024
 
 
 #: the sticky sections asked every so many polls (probe.STICKY)
-_EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY, "ps": probe.PS_EVERY}
+_EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY}
+#: a whole probe (every stat record, every fd: probe_scope.py) comes at least every WHOLE_MAX_S,
+#: so a zombie or a hidden holder outside the watched set shows within that; more often where
+#: it is cheap: its extra cost on the node (the whole probe's time over a light one's), spread
+#: over the seconds between two, stays within WHOLE_BUDGET_MS_PER_S (1.2% of a core), but it
+#: never comes more often than every WHOLE_MIN_S
+WHOLE_MAX_S = 10.0
+WHOLE_MIN_S = 2.0
+WHOLE_BUDGET_MS_PER_S = 12.0
 #: ``sys`` is asked with ``driver`` (both change only with a driver reload)
 _ASKED_WITH = {"driver": ("driver", "sys")}
 
@@ -47,10 +57,10 @@ def parse_reserve(timeout: float) -> float:
 
 
 def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float | None,
-           cache: dict | None = None) -> NodeSnapshot:
+           cache: dict | None = None, scope: Scope | None = None) -> NodeSnapshot:
     from console.sources.parse import parse_probe
     return parse_probe(name, data.decode("utf-8", "replace"), mark, taken_at=taken_at, probe_ms=probe_ms,
-                       cache=cache)
+                       cache=cache, scope=scope)
 
 
 class ShellSource(Source):
@@ -72,6 +82,52 @@ class ShellSource(Source):
         #: polls since each of the sections asked every so many polls was answered
         self._age = {name: every for name, every in _EVERY.items()}
         self._no_mig = False                        # the last poll's GPUs: none in MIG mode
+        # the two speeds (probe_scope.py): what the next probe reads of the process table
+        self._scope: Scope | None = None            # None: a shell's first probe (everything)
+        self._users: tuple[int, ...] = ()
+        self._table_snap: NodeSnapshot | None = None   # the last poll that read a process table
+        self._whole_at: float | None = None            # when the last whole probe answered
+        self._whole_wanted = True
+        self._light_ms: float | None = None            # a light probe's time, smoothed
+        self._whole_extra_ms = 0.0                     # what a whole probe takes on top of it
+        self._args_age = 0
+
+    def request_whole(self) -> None:
+        """Read every process at the next poll (the operator looks at all of them, searches for
+        holders, or is about to confirm an action)."""
+        self._whole_wanted = True
+
+    def whole_period_s(self) -> float:
+        """Seconds between two whole probes now (see WHOLE_MAX_S)."""
+        return min(WHOLE_MAX_S, max(WHOLE_MIN_S, self._whole_extra_ms / WHOLE_BUDGET_MS_PER_S))
+
+    def _next_scope(self) -> Scope | None:
+        prev = self._table_snap
+        if prev is None or "meta" not in self._skip:
+            return None                     # a shell's first probe: everything, every thread
+        whole = (self._whole_wanted or self._whole_at is None
+                 or time.monotonic() - self._whole_at >= self.whole_period_s())
+        cache = self._parse_cache
+        idents = cache.get("idents", {})
+        table = cache.get("table", {})
+        listing = cache.get("listing")
+        ask = set(unread(prev, listing, set(idents)))
+        # a renamed process (a kernel worker renames itself with every work item: not those)
+        ask.update(pid for pid, ident in idents.items() if pid in table and table[pid].comm != ident.comm
+                   and table[pid].ppid != 2 and pid != 2)
+        self._args_age += 1
+        scope = scope_for(prev, whole=whole, memo=self._parse_cache)
+        if self._args_age >= probe.ARGS_EVERY:
+            self._args_age = 0
+            ask.update(scope.watched)
+        return dataclasses.replace(scope, args=tuple(ask)) if ask else scope
+
+    def _unnamed_users(self) -> tuple[int, ...]:
+        cache = self._parse_cache
+        users = cache.get("users", {})
+        asked = cache.setdefault("users_asked", set())
+        want = sorted({i.uid for i in cache.get("idents", {}).values() if i.uid is not None} - set(users) - asked)
+        return tuple(want[:64])
 
     @abc.abstractmethod
     async def _exec(self, script: str, timeout: float) -> CommandResult:
@@ -81,6 +137,9 @@ class ShellSource(Source):
 
     def _capture(self, mark: str) -> Capture:
         return Capture(mark, probe.last_section(self.device_glob, self._skip), self.limits)
+
+    def _script(self, mark: str) -> str:
+        return probe.build_script(mark, self.device_glob, self._driver_pids, self._skip, self._scope, self._users)
 
     def _shell_token(self) -> object | None:
         """The long-lived shell the probe goes to, while the transport keeps one (what the
@@ -96,14 +155,12 @@ class ShellSource(Source):
             skip.add("meta")
         if self._no_mig:
             skip.add("list")
-        if self._parse_cache.get("ps_missing", 1) or "meta" not in skip:
-            # a process ps has not described (new, or a reused PID); or a new shell: its own
-            # session's processes are named by their command lines (ssh/session.py)
-            skip.discard("ps")
         return frozenset(skip)
 
     def _remember(self, snap: NodeSnapshot) -> None:
         ok = snap.error is None
+        if snap.processes:
+            self._note_table(snap)
         if "meta" not in self._skip:
             self._meta_shell = self._shell_token() if ok else None
         for name, every in _EVERY.items():
@@ -128,8 +185,29 @@ class ShellSource(Source):
     def _timed_out(self, why: str = "") -> str:
         return f"probe timed out after {self.probe_timeout:g} s{why}"
 
+    def _note_table(self, snap: NodeSnapshot) -> None:
+        """After a poll that read a process table: when the next whole probe is due, and what it
+        costs."""
+        scope = self._scope or Scope()
+        whole = scope.whole or bool(self._parse_cache.get("wrapped"))
+        ms = snap.probe_ms
+        if whole:
+            self._whole_at = time.monotonic()
+            self._whole_wanted = False
+            if ms is not None and self._light_ms is not None:
+                self._whole_extra_ms = max(0.0, ms - self._light_ms)
+        elif ms is not None:
+            self._light_ms = ms if self._light_ms is None else 0.8 * self._light_ms + 0.2 * ms
+        # a process the driver charges that this probe did not watch: its family is unknown
+        if self._table_snap is not None and not whole and snap_driver(snap) - set(scope.watched):
+            self._whole_wanted = True
+        self._table_snap = snap
+
     async def poll(self) -> NodeSnapshot:
         self._skip = self._sticky_skip()
+        self._scope = self._next_scope()
+        self._users = self._unnamed_users()
+        self._parse_cache.setdefault("users_asked", set()).update(self._users)
         snap = await self._poll()
         self._remember(snap)
         return snap
@@ -146,8 +224,7 @@ class ShellSource(Source):
                                     error=self._timed_out(" (still parsing the previous probe's output)"))
         mark = probe.new_mark()
         budget = max(0.0, deadline - time.monotonic() - parse_reserve(self.probe_timeout))
-        out = await self._exec_probe(probe.build_script(mark, self.device_glob, self._driver_pids, self._skip),
-                                     mark, budget)
+        out = await self._exec_probe(self._script(mark), mark, budget)
         probe_ms = round((time.monotonic() - started) * 1000, 1)
         error = out.error or (self._timed_out() if out.timed_out else None)
         if not out.data:
@@ -155,12 +232,12 @@ class ShellSource(Source):
         await KEYS_FIRST.turn()               # an operator's key is answered first (console/turns.py)
         if len(out.data) <= INLINE_PARSE_BYTES:
             await asyncio.sleep(0)            # a poll always lets the others run once
-            snap = _parse(self.name, out.data, mark, self.clock.now(), probe_ms, self._parse_cache)
+            snap = _parse(self.name, out.data, mark, self.clock.now(), probe_ms, self._parse_cache, self._scope)
             return self._note_driver_pids(snap if error is None else dataclasses.replace(snap, error=error))
         done: list[NodeSnapshot] = []        # set by the worker: a late event loop is no late parse
 
         def work(taken_at: float) -> NodeSnapshot:
-            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms, self._parse_cache))
+            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms, self._parse_cache, self._scope))
             return done[0]
 
         self._parsing = asyncio.get_running_loop().run_in_executor(None, work, self.clock.now())

@@ -1,0 +1,115 @@
+"""One probe's process sections read into the table kept from probe to probe (proc_table.py).
+
+What a light probe did not read of a process is what an earlier probe read of the same
+process (PID and start time): its device files, PID namespace and cgroup where the probe did
+not walk its fds. What it read is authoritative: a watched process whose fd walk found no
+device file holds none now; a process whose threads were read and showed none in D has none.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from console.model import ThreadInfo
+from console.probe_scope import Scope
+from console.sources.cgroup import Cgroup, parse_cgroup_records
+from console.sources.parse_proc import StatLine, parse_dstate, parse_fds, parse_pidns, parse_stat
+from console.sources.proc_table import (Ident, Listing, merge_idents, merge_table, parse_args, parse_listing,
+                                        parse_uids, parse_users)
+
+#: (start ticks, device files, PID namespace, cgroup) of a process
+Extra = tuple[int | None, tuple[str, ...], str | None, Cgroup | None]
+NO_EXTRA: Extra = (None, (), None, None)
+#: user names kept per node (a node has few users; a hostile one cannot grow this past it)
+MAX_USERS = 4096
+
+
+@dataclass
+class Table:
+    stats: dict[int, StatLine] = field(default_factory=dict)
+    idents: dict[int, Ident] = field(default_factory=dict)
+    users: dict[int, str] = field(default_factory=dict)
+    extras: dict[int, Extra] = field(default_factory=dict)
+    dthreads: dict[int, list[ThreadInfo]] = field(default_factory=dict)
+    listing: Listing = Listing()
+    #: this probe read every stat record and every fd (asked for, or the PID counter wrapped)
+    whole: bool = True
+    #: the PIDs whose process may differ from the last probe's (None: any)
+    touched: set[int] | None = None
+
+
+def _section(sec: dict, name: str) -> tuple[bool, str]:
+    rc, body = sec.get(name, (None, ""))
+    return rc is not None, body
+
+
+def _cached(cache: dict, key: str, parse, text: str):
+    hit = cache.get(key)
+    if hit is not None and hit[0] == text:
+        return hit[1]
+    out = parse(text)
+    cache[key] = (text, out)
+    return out
+
+
+def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
+    """The process table after this probe's sections ``sec`` (probe.split_sections), merged with
+    what ``cache`` kept of the last ones; ``cache`` keeps this one. The work is in proportion
+    to what the probe read, but for a few set operations over the table."""
+    whole_ok, listing_text = _section(sec, "pids")
+    listing = _cached(cache, "listing_text", lambda t: parse_listing(t, whole_ok), listing_text) \
+        if whole_ok else parse_listing(listing_text, False)
+    before_table: dict[int, StatLine] = cache.get("table", {})
+    whole = scope.whole or listing.wrapped or not before_table
+    stat_ok, stat_text = _section(sec, "stat")
+    seen = cache.setdefault("stat_whole" if whole else "stat_light", {})
+    fresh = parse_stat(stat_text, seen)
+    table = merge_table(before_table, listing, fresh, whole and stat_ok)
+    gone = before_table.keys() - table.keys()
+    changed = {pid for pid, st in fresh.items() if before_table.get(pid) is not st}
+    args = _cached(cache, "args", parse_args, _section(sec, "args")[1])
+    uids = _cached(cache, "uids", parse_uids, _section(sec, "uids")[1])
+    idents = merge_idents(cache.get("idents", {}), table, args, uids, changed)
+    users = cache.get("users", {})
+    if "users" in sec:
+        users = dict(users)
+        for uid, name in parse_users(sec["users"][1]).items():
+            if len(users) < MAX_USERS:
+                users[uid] = name
+    dthreads = _cached(cache, "dstate", parse_dstate, _section(sec, "dstate")[1])
+    fds_ok, fds_text = _section(sec, "fds")
+    fds = _cached(cache, "fds", parse_fds, fds_text)
+    pidns = _cached(cache, "pidns", parse_pidns, _section(sec, "pidns")[1])
+    cgroups = _cached(cache, "cgroup", parse_cgroup_records, _section(sec, "cgroup")[1])
+    walk_all = whole and fds_ok
+    before: dict[int, Extra] = cache.get("extras", {})
+    extras = dict(before)
+    for pid in extras.keys() - table.keys():
+        del extras[pid]
+    look = table.keys() if walk_all else (set(scope.watched) | fds.keys() | pidns.keys() | cgroups.keys()
+                                          | changed | (before.keys() & changed))
+    for pid in look:
+        st = table.get(pid)
+        if st is None:
+            continue
+        old = before.get(pid)
+        same = old is not None and old[0] == st.start_ticks
+        files = fds.get(pid)
+        if files is None and (walk_all or pid in scope.watched or not same):
+            files = ()
+        elif files is None:
+            files = old[1]
+        # a whole walk read every holder's namespace and cgroup; a light one keeps what an
+        # earlier probe read of a process it did not walk
+        ns = pidns.get(pid) or (old[2] if same and files and not walk_all else None)
+        cg = cgroups.get(pid) or (old[3] if same and not walk_all else None)
+        if files or ns or cg:
+            extras[pid] = (st.start_ticks, files, ns, cg)
+        else:
+            extras.pop(pid, None)
+    touched: set[int] | None = None
+    if users is cache.get("users") and not walk_all:
+        touched = (changed | gone | set(uids) | set(look) | dthreads.keys() | cache.get("dthreads_pids", set()))
+    cache["table"], cache["idents"], cache["users"], cache["extras"] = table, idents, users, extras
+    cache["listing"], cache["wrapped"], cache["dthreads_pids"] = listing.pids, listing.wrapped, set(dthreads)
+    return Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads,
+                 listing=listing, whole=whole, touched=touched)

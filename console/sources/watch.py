@@ -1,0 +1,88 @@
+"""The watched set: the processes every probe reads in full, and what the next probe asks.
+
+What can change the verdict on a GPU node is a small part of its process table: the processes
+the driver charges, the holders of the device files, their ancestors (who would reap them,
+who respawns them) and descendants (workers that inherit the memory), zombies, and every
+process with a thread in D (``watched``). Every probe reads their stat record and fds; the
+threads of those with more than one thread, or in D or Z, every probe too (``threads``: where
+a D-state that matters lives). A process outside the set is read when it is new, and at every
+whole probe.
+
+Pure: a snapshot in, PIDs out.
+"""
+from __future__ import annotations
+
+from console.model import NodeSnapshot
+from console.probe_scope import MAX_SCOPE_PIDS, Scope
+
+#: leader states that put a process in the watched set by themselves
+_STATES = ("Z", "D")
+#: kernel threads: kthreadd (PID 2) and its children never hold a device file
+_KTHREADD = 2
+
+
+def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(watched PIDs, PIDs whose threads to read), the most important first, at most
+    MAX_SCOPE_PIDS each: the driver's and the holders, zombies and D, then their families."""
+    procs = {p.pid: p for p in snap.processes}
+    first: dict[int, None] = {}
+    for d in snap.driver_processes:
+        if d.local is not False and d.pid in procs:
+            first[d.pid] = None
+    for p in snap.processes:
+        if p.device_files or p.state in _STATES or p.d_threads:
+            first[p.pid] = None
+    roots = [pid for pid in first if procs[pid].device_files or pid in snap_driver(snap)]
+    family: dict[int, None] = {}
+    for pid in first:                  # ancestors: the parent reaps, a supervisor respawns
+        seen = 0
+        ppid = procs[pid].ppid
+        while ppid in procs and ppid not in first and ppid not in family and seen < 64:
+            family[ppid] = None
+            ppid = procs[ppid].ppid
+            seen += 1
+    if roots:                          # descendants of the GPU's processes
+        children: dict[int, list[int]] = {}
+        for p in snap.processes:
+            if p.ppid != _KTHREADD and p.pid != _KTHREADD:
+                children.setdefault(p.ppid, []).append(p.pid)
+        todo = list(roots)
+        while todo and len(first) + len(family) < 4 * MAX_SCOPE_PIDS:
+            for child in children.get(todo.pop(), ()):
+                if child not in first and child not in family:
+                    family[child] = None
+                    todo.append(child)
+    pids = [*first, *family][:MAX_SCOPE_PIDS]
+    threads = [pid for pid in pids if (procs[pid].num_threads or 1) > 1 or procs[pid].state in _STATES
+               or procs[pid].d_threads]
+    return tuple(pids), tuple(threads[:MAX_SCOPE_PIDS])
+
+
+def snap_driver(snap: NodeSnapshot) -> set[int]:
+    return {d.pid for d in snap.driver_processes if d.local is not False}
+
+
+def unread(snap: NodeSnapshot, listed: frozenset[int] | None, known: set[int]) -> tuple[int, ...]:
+    """PIDs the listing shows that the console has no record or command line of (a probe was
+    lost, or the shell's own idea of what is new was not the console's): asked at once."""
+    if listed is None:
+        return ()
+    return tuple(sorted(pid for pid in listed if pid not in known))[:MAX_SCOPE_PIDS]
+
+
+def scope_for(snap: NodeSnapshot | None, *, whole: bool, args: tuple[int, ...] = (),
+              memo: dict | None = None) -> Scope:
+    """The next probe's scope after ``snap`` (None, or a snapshot with no process: a shell's
+    first probe, everything). ``memo``: a dict kept per node; the same processes and driver list
+    (the very objects of the last call) give the same watched set without a pass over them."""
+    if snap is None or not snap.processes:
+        return Scope()
+    hit = memo.get("watched") if memo is not None else None
+    if hit is not None and hit[0] is snap.processes and hit[1] is snap.driver_processes:
+        pids, threads = hit[2]
+    else:
+        pids, threads = watched(snap)
+        if memo is not None:
+            memo["watched"] = (snap.processes, snap.driver_processes, (pids, threads))
+    return Scope(whole=whole, watched=pids, threads=threads, args=args)
+
