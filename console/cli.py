@@ -180,6 +180,11 @@ def build_sub_parser(name: str) -> Parser:
                        help="serve only the metrics (no SSH), up to 4096 nodes on one endpoint")
         p.add_argument("--exporter-bind", metavar="ADDR", default="127.0.0.1",
                        help="the exporter's listen address (default 127.0.0.1: loopback only)")
+        p.add_argument("--procs", type=_table_size, default=None, metavar="N",
+                       help="give every node a real-size process table of N processes around the "
+                            "scenario's own (2000 is an ordinary GPU node; default: the scenario's own only)")
+        p.add_argument("--threads", type=_table_size, default=None, metavar="T",
+                       help="threads in all with --procs (default 5 a process)")
     elif name == "timeline":
         p.add_argument("verb", choices=("list", "show", "export"))
         p.add_argument("ref", nargs="?", metavar="FILE|ID")
@@ -398,6 +403,16 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _table_size(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= n <= 100_000:
+        raise argparse.ArgumentTypeError(f"{n} is out of range (0 to 100000)")
+    return n
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 WATCHED = "gi_W"      # PIDs whose stat and fds every probe reads
 THREADS = "gi_T"      # PIDs whose threads every probe reads ("all": every process's)
 ARGS = "gi_A"         # PIDs whose command line and user this probe reads (besides the new ones)
+FDS = "gi_H"          # PIDs whose fds every probe walks (the GPU's own: holders, the driver's, Z, D)
 MODE = "gi_k"         # "whole": every stat record and every fd; "light"
 #: ... and what the shell keeps from probe to probe, or works out for the others
 LISTING = "gi_p"      # the names of /proc's PID directories at this shell's last probe
@@ -49,9 +50,13 @@ class Scope:
     #: PIDs whose threads are read; None: every process's threads
     threads: tuple[int, ...] | None = None
     args: tuple[int, ...] = ()
+    #: PIDs whose fds every probe walks: the GPU's own processes (a family member that comes to
+    #: hold a device file does so at its birth, inheriting it, and is new then; or later, and
+    #: the next whole probe finds it)
+    fds: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("watched", "threads", "args"):
+        for name in ("watched", "threads", "args", "fds"):
             pids = getattr(self, name)
             if pids is not None:
                 object.__setattr__(self, name, _pids(pids))
@@ -68,7 +73,7 @@ def _words(pids: tuple[int, ...]) -> str:
 #: the path lists the scope line derives from its PID lists, each (variable, PIDs, leaf): the
 #: sections use them as they are (word splitting, and a task glob's expansion), so no shell loop
 #: and no process builds them on the node
-_PATH_VARS = (("gi_Ws", "watched", "stat"), ("gi_Wf", "watched", "fd"), ("gi_As", "args", "stat"),
+_PATH_VARS = (("gi_Ws", "watched", "stat"), ("gi_Wf", "fds", "fd"), ("gi_As", "args", "stat"),
               ("gi_Ac", "args", "cmdline"), ("gi_Au", "args", "status"), ("gi_Tt", "threads", "task/[0-9]*/stat"))
 
 
@@ -77,14 +82,14 @@ def scope_line(scope: Scope) -> str:
     paths derived from them."""
     threads = "all" if scope.threads is None else _words(scope.threads)
     head = (f"{WATCHED}='{_words(scope.watched)}'; {THREADS}='{threads}'; {ARGS}='{_words(scope.args)}'; "
-            f"{MODE}={'whole' if scope.whole else 'light'}; ")
+            f"{FDS}='{_words(scope.fds)}'; {MODE}={'whole' if scope.whole else 'light'}; ")
     paths = "".join(f"{var}='{' '.join(f'/proc/{p}/{leaf}' for p in (getattr(scope, name) or ()))}'; "
                     for var, name, leaf in _PATH_VARS)
     return head + paths
 
 
 _SCOPE_RE = re.compile(rf"^{WATCHED}='([0-9 ]*)'; {THREADS}='(all|[0-9 ]*)'; {ARGS}='([0-9 ]*)'; "
-                       rf"{MODE}=(whole|light); ")
+                       rf"{FDS}='([0-9 ]*)'; {MODE}=(whole|light); ")
 
 
 def scope_of(command: str) -> tuple[Scope, str] | None:
@@ -97,7 +102,8 @@ def scope_of(command: str) -> tuple[Scope, str] | None:
     def nums(text: str) -> tuple[int, ...]:
         return tuple(int(w) for w in text.split())
     threads = None if m.group(2) == "all" else nums(m.group(2))
-    scope = Scope(whole=m.group(4) == "whole", watched=nums(m.group(1)), threads=threads, args=nums(m.group(3)))
+    scope = Scope(whole=m.group(5) == "whole", watched=nums(m.group(1)), threads=threads, args=nums(m.group(3)),
+                  fds=nums(m.group(4)))
     line = scope_line(scope)
     if not command.startswith(line):
         return None

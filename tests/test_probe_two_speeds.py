@@ -2,7 +2,8 @@
 sshd, with real processes that appear outside the watched set or change inside it.
 
 - a zombie, or a hidden holder (a real mknod device), outside the watched set shows at the
-  first whole probe after it appeared (the bound: one whole period, shell.WHOLE_MAX_S);
+  first whole probe after it appeared (the bound: one whole period, shell.WHOLE_MIN_S on an
+  ordinary node);
 - a thread of a watched process that goes into D (the vfork recipe, from a second thread)
   shows at the next poll, a light one;
 - a PID the driver starts listing is credited at once, and watched from the next poll on

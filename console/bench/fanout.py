@@ -117,11 +117,13 @@ class Rep:
     keys: list[float] = field(default_factory=list)
 
 
-async def _start_simulator(state: Path, nodes: int, env: dict[str, str]) -> asyncio.subprocess.Process:
+async def _start_simulator(state: Path, nodes: int, env: dict[str, str],
+                           size: tuple[int, int] | None = None) -> asyncio.subprocess.Process:
     err = open(state / "simulate.err", "wb")
+    table = ["--procs", str(size[0]), "--threads", str(size[1])] if size else []
     try:
         proc = await asyncio.create_subprocess_exec(
-            *console_argv(), "simulate", "--nodes", str(nodes), "--state-dir", str(state / "sim"),
+            *console_argv(), "simulate", "--nodes", str(nodes), "--state-dir", str(state / "sim"), *table,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=err, env=env)
     finally:
         err.close()
@@ -174,10 +176,33 @@ async def _keys(term: Terminal, count: int, showing_all: bool) -> tuple[list[flo
     return times, showing_all, misses
 
 
+async def _bare_cpu_pct(state: Path, env: dict[str, str], window_s: float, nodes: int) -> float:
+    """The bare poller's CPU (console/bench/bare.py) over the same nodes, % of one core."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "console.bench.bare", str(state / "targets.txt"), str(state / "known_hosts"),
+        str(state / "client_key"), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, env=env)
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60 + nodes * 0.25)
+        if not line.startswith(b"ready"):
+            raise RuntimeError("the bare poller did not start")
+        await asyncio.sleep(SETTLE_S)
+        p = psutil.Process(proc.pid)
+        c0, w0 = cpu_s(p), time.perf_counter()
+        await asyncio.sleep(window_s)
+        return (cpu_s(p) - c0) * 100 / (time.perf_counter() - w0)
+    finally:
+        await _stop(proc)
+
+
 async def measure(nodes: int, reps: int, window_s: float, keys_per_rep: int, interval: float | None = None,
-                  progress: Callable[[str], None] = lambda _m: None, settle_s: float = SETTLE_S
+                  progress: Callable[[str], None] = lambda _m: None, settle_s: float = SETTLE_S,
+                  size: tuple[int, int] | None = None, bare: bool = True
                   ) -> tuple[list[Result], dict, list[str]]:
-    """(results, headline figures, error lines) for ``nodes`` simulated nodes."""
+    """(results, headline figures, error lines) for ``nodes`` simulated nodes; ``size``: their
+    process tables' (processes, threads) (simulate --procs/--threads); ``bare``: then the bare
+    poller over the same nodes."""
     errors: list[str] = []
     root = Path(tempfile.mkdtemp(prefix="gpu-incident-bench-fanout-"))
     env = bench_env()
@@ -186,9 +211,11 @@ async def measure(nodes: int, reps: int, window_s: float, keys_per_rep: int, int
     runs: list[Rep] = []
     connect_s = None
     chosen_interval = None
+    bare_pct: float | None = None
     try:
-        progress(f"fan-out: gpu-incident simulate --nodes {nodes}")
-        sim = await _start_simulator(root, nodes, env)
+        progress(f"fan-out: gpu-incident simulate --nodes {nodes}"
+                 + (f" --procs {size[0]} --threads {size[1]}" if size else ""))
+        sim = await _start_simulator(root, nodes, env, size)
         state = root / "sim"
         (root / "ssh_config").write_text("")
         log = root / "console.log"
@@ -235,6 +262,11 @@ async def measure(nodes: int, reps: int, window_s: float, keys_per_rep: int, int
                 errors.append(f"fan-out: a key's effect did not show within {KEY_TIMEOUT_S:g} s")
             polls.read()
             runs.append(rep)
+        await asyncio.to_thread(term.stop)
+        term = None
+        if bare:
+            progress(f"fan-out: the bare poller over the same {nodes} nodes ({window_s:g} s)")
+            bare_pct = await _bare_cpu_pct(state, env, window_s, nodes)
     except RuntimeError as exc:
         errors.append(f"fan-out: {exc}")
     finally:
@@ -243,7 +275,13 @@ async def measure(nodes: int, reps: int, window_s: float, keys_per_rep: int, int
         if sim is not None:
             await _stop(sim)
         shutil.rmtree(root, ignore_errors=True)
-    return _results(runs, nodes), _headline(runs, nodes, connect_s, chosen_interval), errors
+    head = _headline(runs, nodes, connect_s, chosen_interval)
+    head["fanout_procs_per_node"] = size[0] if size else None
+    head["fanout_realsize_cpu_pct"] = head["fanout_cpu_pct"] if size else None
+    head["fanout_bare_cpu_pct"] = round(bare_pct, 2) if bare_pct is not None else None
+    head["fanout_vs_bare_ratio"] = (round(head["fanout_cpu_pct"] / bare_pct, 2)
+                                    if bare_pct and head["fanout_cpu_pct"] is not None else None)
+    return _results(runs, nodes), head, errors
 
 
 def _interval_from_log(log: Path) -> float | None:

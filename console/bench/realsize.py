@@ -3,11 +3,13 @@
 The node is this machine: a loopback OpenSSH sshd (console/bench/sshd.py) with a ``sh``
 stand-in for nvidia-smi that charges eight GPU workers. Measured side by side in one run:
 
-- ``small``: the machine's own table (~100 processes here) and a GPU job: eight workers of
-  WORKER_THREADS threads, each holding a device file (a file the probe's device glob names)
-  and listed by the stand-in as a GPU's process, with four data loaders each;
+- ``small``: the machine's own table (~100 processes here), the stand-in listing no GPU process
+  (the issue's setup: what the table's size costs);
 - ``realsize``: the same with 2,000 more processes and 10,000 more threads of real processes
-  (console/bench/crowd.py) that have nothing to do with the GPUs.
+  (console/bench/crowd.py) that have nothing to do with the GPUs;
+- ``job``: the real-size table and a GPU job: eight workers of WORKER_THREADS threads, each
+  holding a device file (a file the probe's device glob names) and listed by the stand-in as a
+  GPU's process, with four data loaders each (what the watched set costs: ``realsize_job_*``).
 
 For each, an SshSource polls once a second for POLLS polls (a multiple of the whole probe's
 longest period, so whole probes are in it as often as in the console's steady run), and each
@@ -30,6 +32,7 @@ from console.bench.crowd import DATALOADERS, WORKER_THREADS, WORKERS, Crowd
 from console.bench.stats import Result, percentile
 from console.bench.transport import STANDIN, _node_env
 from console.monitor import NodeMonitor
+from console.ui.gc_pacing import freeze_survivors
 from console.sources.capture import ProbeOutput
 from console.sources.ssh.options import SshOptions
 from console.sources.ssh.source import SshSource
@@ -93,6 +96,8 @@ async def _measure_one(dest: str, options: SshOptions, server: loopback.Loopback
         for i in range(polls):
             due = t0 + (i + 1) * POLL_S
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            if i % 2 == 0:
+                freeze_survivors()               # the console's collector pacing (ui/gc_pacing.py)
             snap = await monitor.poll_once()
             if snap.error is not None:
                 raise RuntimeError(f"realsize: a poll failed: {snap.error}")
@@ -141,11 +146,6 @@ async def measure(polls: int = 20, procs: int = PROCS, threads: int = THREADS,
         (root / "ssh_config").write_text("")
         options = SshOptions(known_hosts=str(known), identity=(str(key),), ssh_config=str(root / "ssh_config"),
                              connect_timeout=10.0)
-        job = await asyncio.to_thread(Crowd.start, WORKERS * (1 + DATALOADERS),
-                                      WORKERS * (WORKER_THREADS + 2 * DATALOADERS), device=str(device))
-        apps.write_text("".join(f"{pid}, GPU-0bench00-0000-0000-0000-00000000000{i % 8}, 60000, "
-                                f"{Path(f'/proc/{pid}/comm').read_text().strip()}\n"
-                                for i, pid in enumerate(job.workers)))
         dest = f"{loopback.login_user()}@127.0.0.1:{port}"
         progress(f"realsize: the small table, {polls} polls at 1 Hz")
         out["small"] = await _measure_one(dest, options, server, polls, str(device.parent / "nvidia*"))
@@ -153,6 +153,13 @@ async def measure(polls: int = 20, procs: int = PROCS, threads: int = THREADS,
         crowd = await asyncio.to_thread(Crowd.start, procs, threads, 0)
         progress(f"realsize: the real-size table, {polls} polls at 1 Hz")
         out["realsize"] = await _measure_one(dest, options, server, polls, str(device.parent / "nvidia*"))
+        progress(f"realsize: and a GPU job ({WORKERS} workers of {WORKER_THREADS} threads), {polls} polls")
+        job = await asyncio.to_thread(Crowd.start, WORKERS * (1 + DATALOADERS),
+                                      WORKERS * (WORKER_THREADS + 2 * DATALOADERS), device=str(device))
+        apps.write_text("".join(f"{pid}, GPU-0bench00-0000-0000-0000-00000000000{i % 8}, 60000, "
+                                f"{Path(f'/proc/{pid}/comm').read_text().strip()}\n"
+                                for i, pid in enumerate(job.workers)))
+        out["job"] = await _measure_one(dest, options, server, polls, str(device.parent / "nvidia*"))
     except RuntimeError as exc:
         errors.append(str(exc))
     finally:
@@ -182,6 +189,9 @@ def _headline(out: dict) -> dict:
         "small_poll_bytes_p50": small.get("bytes_p50"),
         "realsize_processes": real.get("processes"),
         "realsize_whole_period_s": _r(real.get("whole_period_s")),
+        "realsize_job_node_cpu_pct": _r(out.get("job", {}).get("node_cpu_pct")),
+        "realsize_job_console_cpu_pct": _r(out.get("job", {}).get("console_cpu_pct")),
+        "realsize_job_poll_bytes_p50": out.get("job", {}).get("bytes_p50"),
     }
     return head
 

@@ -78,8 +78,17 @@ TARGETS = {
     "local_probe_ms_p50": ("<=", 15.0),
     "fleet_query_ms_p99": ("<=", 1000.0),
     "fleet_rss_mib": ("<=", 300.0),
+    # issue 17: real-size nodes (2,000 processes, 10,000 threads)
+    "realsize_node_cpu_pct": ("<=", 3.0),
+    "realsize_node_cpu_ratio": ("<=", 2.0),
+    "realsize_console_cpu_ratio": ("<=", 2.0),
+    "realsize_poll_bytes_p50": ("<=", 65536.0),
+    "fanout_realsize_cpu_pct": ("<=", 100.0),
+    "fanout_vs_bare_ratio": ("<=", 3.0),
 }
 FANOUT_CPU_MAX = 100.0
+#: the fan-out's simulated nodes have real-size process tables (processes, threads; issue 17)
+FANOUT_TABLE = (2000, 10000)
 #: the top-level keys of the document, in the order the human view lists them
 HEADLINE = ("probe_local_ms_p50", "ssh_poll_ms_p50", "ssh_poll_ms_p99", "fresh_ssh_ms_p50",
             "speedup_vs_fresh_ssh", "transport_overhead_ms", "node_cpu_ms_per_poll",
@@ -87,7 +96,10 @@ HEADLINE = ("probe_local_ms_p50", "ssh_poll_ms_p50", "ssh_poll_ms_p99", "fresh_s
             "fanout_cpu_pct", "fanout_rss_mib", "fanout_round_ms_p99", "fanout_sim_cpu_pct",
             "key_to_frame_ms_p99", "big_all_update_ms_p99", "startup_ms", "local_probe_ms_p50",
             "fleet_nodes", "fleet_query_ms_p50", "fleet_query_ms_p99", "fleet_rss_mib", "fleet_suspects",
-            "fleet_key_to_frame_ms_p99", "fleet_ui_rss_mib")
+            "fleet_key_to_frame_ms_p99", "fleet_ui_rss_mib",
+            "realsize_node_cpu_pct", "realsize_node_cpu_ratio", "realsize_console_cpu_ratio",
+            "realsize_poll_bytes_p50", "fanout_procs_per_node", "fanout_realsize_cpu_pct",
+            "fanout_bare_cpu_pct", "fanout_vs_bare_ratio", "nvidia_smi_starts_per_poll")
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,7 @@ class Plan:
     fleet_scrape_s: float = 5.0    # Prometheus's scrape interval
     fleet_window_s: float = 10.0   # the suspicion window (waited out before measuring)
     fleet_keys: int = 60           # keys typed on the fleet table (fleet_ui.py)
+    realsize_polls: int = 30       # per table (small, real-size), at 1 Hz (realsize.py)
 
     @classmethod
     def make(cls, quick: bool, nodes: int | None) -> "Plan":
@@ -121,7 +134,8 @@ class Plan:
         if quick:
             return cls(True, nodes or FANOUT_NODES, QUICK_SSH_NODES, sim_polls=20, seed_iterations=30,
                        big_iterations=6, rounds=5, cpu_seconds=3, ui_updates=3, transport_polls=20,
-                       fresh_polls=5, fanout_window_s=5.0, keys=10, fleet_rounds=5, fleet_keys=30)
+                       fresh_polls=5, fanout_window_s=5.0, keys=10, fleet_rounds=5, fleet_keys=30,
+                       realsize_polls=20)
         return cls(False, nodes or FANOUT_NODES, DEFAULT_SSH_NODES, sim_polls=100, seed_iterations=200,
                    big_iterations=30, rounds=20, cpu_seconds=10, ui_updates=7, transport_polls=50,
                    fresh_polls=10, fanout_window_s=10.0, keys=20)
@@ -156,7 +170,7 @@ def machine() -> dict:
 
 
 async def _run(plan: Plan, target, progress) -> tuple[list[Result], dict, list[str]]:
-    from console.bench import fanout, fleet, fleet_ui, startup, transport
+    from console.bench import fanout, fleet, fleet_ui, realsize, startup, transport
     from console.bench import ui as bench_ui
     from console.bench import ssh as bench_ssh
     from console.bench import probe as bench_probe
@@ -166,13 +180,14 @@ async def _run(plan: Plan, target, progress) -> tuple[list[Result], dict, list[s
     # the fan-out first: the machine has just been idle (what runs before it -- thousands of
     # processes started by the transport part -- leaves a 2-core machine slower for a while)
     for part in (fanout.measure(plan.nodes, REPS, plan.fanout_window_s, plan.keys, progress=progress,
-                                settle_s=plan.fanout_settle_s),
+                                settle_s=plan.fanout_settle_s, size=FANOUT_TABLE),
                  fleet.measure(plan.fleet_nodes, plan.fleet_rounds, progress, scrape_s=plan.fleet_scrape_s,
                                window_s=plan.fleet_window_s),
                  fleet_ui.measure(plan.fleet_nodes, plan.fleet_keys, progress),
                  startup.measure_startup(REPS, progress),
                  startup.measure_local(REPS, plan.transport_polls, progress),
-                 transport.measure(REPS, plan.transport_polls, plan.fresh_polls, progress)):
+                 transport.measure(REPS, plan.transport_polls, plan.fresh_polls, progress),
+                 realsize.measure(plan.realsize_polls, progress=progress)):
         part_results, part_head, part_errors = await part
         results += part_results
         head.update(part_head)

@@ -298,5 +298,7 @@ def _headline(runs: list[Rep]) -> dict:
         "speedup_vs_fresh_ssh": _med(speedup),
         "transport_overhead_ms": _med(overhead),
         "node_cpu_ms_per_poll": _med([r.node_cpu_ms for r in runs]),
+        # each call is a start (no loop mode yet): NVML is initialised once a call
+        "nvidia_smi_starts_per_poll": _med([r.smi_calls for r in runs]),
         "nvidia_smi_calls_per_poll": _med([r.smi_calls for r in runs]),
     }

@@ -156,6 +156,15 @@ class Situation:
         return self._per_proc("holds_gpu", proc, lambda p: p.is_gpu_holder or p.pid in self.driver_pids()
                               or bool(p.d_threads and self.gpus_of(p)))
 
+    def gpu_holders(self) -> list[Proc]:
+        """The processes holds_gpu says yes to, in /proc order, found once per call (a cheap
+        test of each process's own fields first: most of a node's processes have none)."""
+        def build() -> list[Proc]:
+            drv = self.driver_pids()
+            return [p for p in self.snap.processes
+                    if (p.gpu_memory_mib or p.device_files or p.d_threads or p.pid in drv) and self.holds_gpu(p)]
+        return self._once("gpu_holders", build)
+
     def _blocker(self, proc: Proc) -> bool:
         return self._per_proc("blocker", proc, lambda p: blocker_daemon(p) is not None)
 
@@ -167,7 +176,7 @@ class Situation:
     def blocker_daemons(self) -> list[Proc]:
         """Reset-blocker daemons running (persistenced, MPS, DCGM, fabric manager), in /proc order."""
         return list(self._once("blocker_daemons", lambda: [
-            p for p in self.snap.processes if self._blocker(p) and p.state != "Z"]))
+            p for p in self.snap.processes if blocker_daemon(p) is not None and p.state != "Z"]))
 
     def holder_pids(self, gpus: Iterable[int] = ()) -> list[int]:
         """who.holder_pids(self.snap, gpus), worked out once per call for each set of GPUs."""

@@ -19,6 +19,9 @@ snapshot remembered for as long as the snapshot lives.  Pure: no clock, no I/O.
 """
 from __future__ import annotations
 
+import itertools
+import operator
+
 import collections
 import dataclasses
 import weakref
@@ -102,6 +105,9 @@ def same_process(a: Proc | Track, b: Proc | Track) -> bool:
     return not (a.start_ticks != b.start_ticks or a.create_time != b.create_time)
 
 
+_PID = operator.attrgetter("pid")
+
+
 def advance(tracks: dict[int, Track], snap: NodeSnapshot,
             seen: dict[int, Proc] | None = None) -> dict[int, Track]:
     """The tracks after one more poll that read the processes: one pass over its processes.
@@ -110,13 +116,19 @@ def advance(tracks: dict[int, Track], snap: NodeSnapshot,
     t = snap.taken_at
     out: dict[int, Track] = {}
     procs = snap.processes
+    if seen is not None and seen.get(-1) is procs:
+        return tracks                         # the very processes of the last call: nothing moved
     if seen is not None:
-        same = [p.pid for p in procs if seen.get(p.pid) is p]
-        if len(same) > len(procs) // 2:
-            out = {pid: tracks[pid] for pid in same if pid in tracks}
-            procs = [p for p in procs if p.pid not in out]
+        last = seen.get(-1)
+        pids = list(map(_PID, procs))
+        if last is not None and seen.get(-2) == pids:
+            # the same PIDs as a rule: which objects changed, found in C (map), the rest kept
+            changed = list(itertools.compress(procs, map(operator.is_not, procs, last)))
+            if len(changed) < len(procs) // 2:
+                out = dict(tracks)
+                procs = changed
         seen.clear()
-        seen.update((p.pid, p) for p in snap.processes)
+        seen[-1], seen[-2] = snap.processes, pids     # (no PID is -1 or -2)
     for p in procs:
         z, d, v = _conditions(p)
         old = tracks.get(p.pid)

@@ -120,8 +120,8 @@ def _is_subreaper(sit: Situation, ppid: int) -> bool:
 def orphans(sit: Situation) -> list[Finding]:
     """Live GPU holders whose launcher is gone (adopted by PID 1 or a subreaper)."""
     groups: dict[int, list[Proc]] = defaultdict(list)
-    for p in sit.snap.processes:
-        if p.state in ("Z", "X") or in_d(p) or not sit.holds_gpu(p) or not sit.touchable(p):
+    for p in sit.gpu_holders():
+        if p.state in ("Z", "X") or in_d(p) or not sit.touchable(p):
             continue
         former = sit.former_parent(p.pid)
         reparented = former is not None and former != p.ppid and sit.proc(former) is None
@@ -259,9 +259,8 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
     memory must come back (SIGTERM the job's launcher and its GPU processes)."""
     jobs: dict[int, list[Proc]] = defaultdict(list)
     roots: dict[int, Proc] = {}
-    for p in sit.snap.processes:
-        if (p.pid in covered or p.state in ("Z", "X") or in_d(p) or not sit.holds_gpu(p)
-                or not sit.touchable(p)):
+    for p in sit.gpu_holders():
+        if (p.pid in covered or p.state in ("Z", "X") or in_d(p) or not sit.touchable(p)):
             continue
         root = _job_root(sit, p)
         roots[root.pid] = root

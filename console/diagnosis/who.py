@@ -81,14 +81,26 @@ def _matches(d: BlockerDaemon, prog: str, comm: str) -> bool:
     return prog == d.program or (bool(comm) and comm == d.program[:15])
 
 
+_UNSET = object()
+
+
 def blocker_daemon(proc: Proc | None) -> BlockerDaemon | None:
+    """The reset-blocker daemon a process is, or None. Worked out once per Proc object (the
+    parser hands back the same object while a process's lines do not change: a poll costs the
+    new and changed processes only)."""
     if proc is None:
         return None
+    known = proc.__dict__.get("_blocker_daemon", _UNSET)
+    if known is not _UNSET:
+        return known
     prog = program_of(proc)
+    found = None
     for d in BLOCKER_DAEMONS:
         if _matches(d, prog, proc.name) and (proc.holds_devices or not d.needs_device):
-            return d
-    return None
+            found = d
+            break
+    proc.__dict__["_blocker_daemon"] = found       # a frozen dataclass: its fields stay as they are
+    return found
 
 
 @dataclass(frozen=True)

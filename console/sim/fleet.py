@@ -66,9 +66,11 @@ class Fleet:
         swap = self._swap[id(node)]
         return self._rx.sub(lambda m: swap[m.group(0)], text.replace(TEMPLATE_MARK, mark))
 
-    async def answer(self, node: SimNode, line: str) -> CommandResult | None:
+    async def answer(self, node: SimNode, line: str, env: dict[str, str] | None = None) -> CommandResult | None:
         """The answer to a line of the node's long-lived shell, or None when the node must
-        run it itself (then it has left the fleet, unless the line changes nothing)."""
+        run it itself (then it has left the fleet, unless the line changes nothing). ``env``:
+        that shell's variables (its scope and listing: the template answers in that state)."""
+        env = self._env if env is None else env
         if id(node) not in self._swap:
             return None
         m = _PROBE_LINE.match(line)
@@ -85,16 +87,23 @@ class Fleet:
         tick = int(now // TICK_S)
         if tick != self._tick:
             self._tick, self._cache = tick, {}
-        hit = self._cache.get(key)
-        if hit is None:
+        # the probe's sections read and set the shell's variables (its scope, its listing): the
+        # same line in another state is another answer, and an answer served from the cache
+        # leaves the variables as running it did
+        state = (key, tuple(sorted(env.items())))
+        cached = self._cache.get(state)
+        if cached is None:
             try:
-                hit = await self.template.exec(key, 3600.0, self._env)
+                hit = await self.template.exec(key, 3600.0, env)
             except Exception:  # noqa: BLE001 - the node answers for itself (its own errors)
                 self.leave(node)
                 return None
-            self._cache[key] = hit
+            self._cache[state] = (hit, dict(env))
             self.template.history.clear()
         else:
+            hit, after = cached
+            env.clear()
+            env.update(after)
             self.shared_answers += 1
         node.history.append((now, line))
         return CommandResult(line, rc=hit.rc, stdout=self._put_back(node, hit.stdout, m.group("mark")),
@@ -117,15 +126,16 @@ def _is_probe_line(line: str, name: str) -> bool:
     return recognise(name, command, glob) is not None or command == dict(probe.sections(glob)).get(name)
 
 
-async def build_fleet(scenario: str, names: list[str], clock=None) -> tuple[list[SimNode], Fleet]:
+async def build_fleet(scenario: str, names: list[str], clock=None,
+                      size: tuple[int, int] | None = None) -> tuple[list[SimNode], Fleet]:
     """``names`` nodes of ``scenario`` built at one instant, and the fleet that answers for
     those that are the template's twins (checked on one probe each, at that instant).
     KeyError/ValueError for an unknown scenario."""
     real = clock if clock is not None else REAL_CLOCK
     start = real.now()
     frozen = FakeClock(start)
-    template = SimNode(scenario, clock=frozen, name=names[0] if names else "template")
-    nodes = [SimNode(scenario, clock=frozen, name=n) for n in names]
+    template = SimNode(scenario, clock=frozen, name=names[0] if names else "template", size=size)
+    nodes = [SimNode(scenario, clock=frozen, name=n, size=size) for n in names]
     fleet = Fleet(template, nodes)
     script = probe.build_script(TEMPLATE_MARK)
 

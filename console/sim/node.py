@@ -34,7 +34,9 @@ _STOPPING = {"STOP", "TSTP", "TTIN", "TTOU"}
 class SimNode:
     """The state of one simulated machine (see console.sim.scenarios for what is on it)."""
 
-    def __init__(self, scenario_name: str = DEFAULT_SCENARIO, clock=None, name: str = "demo", seed: int = 0) -> None:
+    def __init__(self, scenario_name: str = DEFAULT_SCENARIO, clock=None, name: str = "demo", seed: int = 0,
+                 size: tuple[int, int] | None = None) -> None:
+        """``size``: (processes, threads) of a real-size table around the scenario's (sim/crowd.py)."""
         from console.sim.scenarios import get_scenario
         self.scenario = get_scenario(scenario_name)
         self.clock = clock if clock is not None else RealClock()
@@ -68,6 +70,9 @@ class SimNode:
         self.created_at = start
         self.shell_pid = 0
         self.scenario.build(self)
+        if size is not None:
+            from console.sim.crowd import fill
+            fill(self, *size)
         self._cursor = self._next_pid    # processes started from now on get fresh, higher PIDs
 
     # ------------------------------------------------------------------ time

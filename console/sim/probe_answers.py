@@ -62,11 +62,11 @@ def _listed(v: dict[str, str], *names: str) -> list[int]:
 
 
 def _walked(node: SimNode, v: dict[str, str]) -> list:
-    """The processes whose stat and fds this probe reads: all (whole), or the watched and new."""
+    """The processes whose fds this probe walks: all (whole), or the GPU's own and the new."""
     if v.get(probe_scope.MODE) == "whole":
         return [p for p in node.visible_procs()]
     seen, out = set(), []
-    for pid in _listed(v, probe_scope.WATCHED):
+    for pid in _listed(v, probe_scope.FDS):
         p = node.proc(pid)
         if p is not None and pid not in seen:
             seen.add(pid)
@@ -201,6 +201,7 @@ def recognise(name: str, command: str, glob: str) -> Callable[[SimNode, str, dic
             v[probe_scope.WATCHED] = " ".join(map(str, scope.watched))
             v[probe_scope.THREADS] = "all" if scope.threads is None else " ".join(map(str, scope.threads))
             v[probe_scope.ARGS] = " ".join(map(str, scope.args))
+            v[probe_scope.FDS] = " ".join(map(str, scope.fds))
             v[probe_scope.MODE] = "whole" if scope.whole else "light"
             return pids(node, g, v)
         return answer

@@ -105,7 +105,7 @@ async def _long_lived_shell(node: SimNode, process: asyncssh.SSHServerProcess, f
         for line in lines:
             if not line.strip():
                 continue
-            result = await fleet.answer(node, line) if fleet is not None else None
+            result = await fleet.answer(node, line, env) if fleet is not None else None
             if result is None:              # it may take a while: what came before goes first
                 await _write(process, "".join(out), "".join(err))
                 out, err = [], []
@@ -260,7 +260,7 @@ def ssh_config_text(names: list[str], ports: list[int], client_key: Path, known_
 
 
 async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_dir: Path | str,
-                            clock=None) -> SimServers:
+                            clock=None, size: tuple[int, int] | None = None) -> SimServers:
     """Serve ``nodes`` SimNodes of ``scenario`` on 127.0.0.1 ports port..port+nodes-1
     (a free block when ``port`` is None). ValueError for a bad scenario or count,
     OSError (naming the port) when a port is taken."""
@@ -276,7 +276,7 @@ async def start_sim_servers(scenario: str, nodes: int, port: int | None, state_d
     try:
         for one in dict.fromkeys(scenarios):     # one fleet per scenario, built in node order
             group = [n for n, s in zip(names, scenarios) if s == one]
-            built, fleets[one] = await build_fleet(one, group, clock)
+            built, fleets[one] = await build_fleet(one, group, clock, size)
             by_name.update(zip(group, built))
     except (KeyError, ValueError) as exc:
         raise ValueError(f"unknown scenario {scenario!r}: {exc}") from None
@@ -360,6 +360,17 @@ def describe(servers: SimServers, scenario: str) -> str:
 MAX_EXPORTER_NODES = 4096
 
 
+def table_size(args) -> tuple[int, int] | None:
+    """(processes, threads) of the real-size table --procs/--threads ask for, or None."""
+    procs = getattr(args, "procs", None)
+    threads = getattr(args, "threads", None)
+    if procs is None:
+        if threads is not None:
+            raise ValueError("--threads needs --procs")
+        return None
+    return procs, threads if threads is not None else 5 * procs
+
+
 async def _serve(args) -> int:
     exporter_port = getattr(args, "exporter_port", None)
     exporter_only = getattr(args, "exporter_only", False)
@@ -378,7 +389,7 @@ async def _serve(args) -> int:
             raise ValueError(f"unknown scenario {args.scenario!r}: {exc}") from None
     else:
         state_dir = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="gpu-incident-sim-"))
-        servers = await start_sim_servers(args.scenario, args.nodes, args.port, state_dir)
+        servers = await start_sim_servers(args.scenario, args.nodes, args.port, state_dir, size=table_size(args))
         nodes = ex.own_nodes(servers.nodes, servers.scenarios)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -42,6 +42,16 @@ class Source(abc.ABC):
         operator is shown.
         """
 
+    def whole_is_fresh(self) -> bool:
+        """Did the last poll read every process (or one a moment before it)? A source that
+        reads everything every poll always did."""
+        return True
+
+    def request_whole(self) -> None:
+        """Read every process at the next poll, not only what the probe watches (the operator
+        looks at all of them, or is about to confirm an action). A source that reads everything
+        every poll has nothing to do."""
+
     async def signal(self, pid: int, signame: str, *, start_ticks: int | None = None,
                      create_time: float | None = None) -> CommandResult:
         """Send a signal to one process, refusing if the PID was reused.

@@ -5,6 +5,7 @@ Garbage becomes a warning line, a value the driver cannot report becomes None.
 """
 from __future__ import annotations
 
+import bisect
 import csv
 import dataclasses
 import re
@@ -382,8 +383,22 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
     DriverProc is marked ``local=False`` (a foreign PID), so no action ever targets the
     innocent local process that happens to share the number. ``cache`` (one dict per node,
     kept from poll to poll): a process credited the same as at the last poll is the same object.
+    ``procs`` is in PID order (the parser's): each credited process is found by bisection, and
+    the others are copied as they are, so a poll costs the driver's list, not the table.
     """
-    by_pid = {p.pid: p for p in procs}
+    pids = [p.pid for p in procs] if cache is None or cache.get("credit_pids", (None,))[0] is not procs \
+        else cache["credit_pids"][1]
+    if cache is not None:
+        cache["credit_pids"] = (procs, pids)
+
+    def find(pid: int) -> int | None:
+        i = bisect.bisect_left(pids, pid)
+        return i if i < len(pids) and pids[i] == pid else None
+    by_pid = {}
+    for dp in driver_procs:
+        i = find(dp.pid)
+        if i is not None:
+            by_pid[dp.pid] = procs[i]
     marked: list[DriverProc] = []
     mem: dict[int, dict[str, int | None]] = {}
     before = cache.get("credited", {}) if cache is not None else {}
@@ -404,16 +419,17 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
             per.setdefault(key, None)
         else:
             per[key] = (per.get(key) or 0) + dp.used_memory_mib
-    out = []
-    for p in procs:
-        if p.pid not in mem:
-            out.append(p)
+    out = list(procs)
+    for pid, per in mem.items():
+        i = find(pid)
+        if i is None:
             continue
-        hit = before.get(p.pid)
-        if hit is None or hit[0] is not p or hit[1] != mem[p.pid]:
-            hit = (p, mem[p.pid], dataclasses.replace(p, gpu_memory_mib=mem[p.pid]))
-        made[p.pid] = hit
-        out.append(hit[2])
+        p = procs[i]
+        hit = before.get(pid)
+        if hit is None or hit[0] is not p or hit[1] != per:
+            hit = (p, per, dataclasses.replace(p, gpu_memory_mib=per))
+        made[pid] = hit
+        out[i] = hit[2]
     if cache is not None:
         cache["credited"] = made
     return out, marked
@@ -489,6 +505,11 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
     if touched is not None:
         for pid in made.keys() - table.stats.keys():
             del made[pid]
+        last = cache.get("procs_list") if cache is not None else None
+        if last is not None and made.keys() == before.keys() and all(made[pid][1] is before[pid][1]
+                                                                      for pid in touched if pid in made):
+            cache["procs"] = made
+            return last                   # the same processes, the very objects: the same list
     procs = [made[pid][1] for pid in sorted(made)]
     if cache is not None:
         cache["procs"], cache["procs_list"], cache["procs_clock"] = made, procs, clock
@@ -569,7 +590,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         processes, credited_driver = memo[2], memo[3]
     else:
         credited, credited_driver = credit_driver_memory(procs, driver_procs, cache)
-        processes = tuple(credited)
+        processes, credited_driver = tuple(credited), tuple(credited_driver)
         if cache is not None:
             cache["credit_memo"] = (procs, driver_procs, processes, credited_driver)
     driver_procs = credited_driver
@@ -577,7 +598,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     return NodeSnapshot(
         name=name, taken_at=taken_at, error=error, warnings=tuple(dict.fromkeys(warnings)),
         probe_ms=probe_ms, gpus=tuple(gpus), processes=processes,
-        driver_processes=tuple(driver_procs), lost_gpus=tuple(gp.lost), kernel_log=tuple(xid_lines),
+        driver_processes=driver_procs, lost_gpus=tuple(gp.lost), kernel_log=tuple(xid_lines),
         hostname=meta.hostname, own_pids=own,
         driver_version=kept["driver"] if "driver" in kept else _keep(cache, sec, "driver",
                                                                    parse_driver_version(body("driver")[1])),

@@ -37,6 +37,13 @@ class Table:
     touched: set[int] | None = None
 
 
+def _shape(st: StatLine | None) -> tuple | None:
+    """What of a stat record the watched set depends on."""
+    if st is None:
+        return None
+    return st.ppid, st.state in ("Z", "D"), (st.num_threads or 1) > 1
+
+
 def _section(sec: dict, name: str) -> tuple[bool, str]:
     rc, body = sec.get(name, (None, ""))
     return rc is not None, body
@@ -85,7 +92,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     extras = dict(before)
     for pid in extras.keys() - table.keys():
         del extras[pid]
-    look = table.keys() if walk_all else (set(scope.watched) | fds.keys() | pidns.keys() | cgroups.keys()
+    look = table.keys() if walk_all else (set(scope.fds) | fds.keys() | pidns.keys() | cgroups.keys()
                                           | changed | (before.keys() & changed))
     for pid in look:
         st = table.get(pid)
@@ -94,7 +101,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         old = before.get(pid)
         same = old is not None and old[0] == st.start_ticks
         files = fds.get(pid)
-        if files is None and (walk_all or pid in scope.watched or not same):
+        if files is None and (walk_all or pid in scope.fds or not same):
             files = ()
         elif files is None:
             files = old[1]
@@ -106,10 +113,30 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
             extras[pid] = (st.start_ticks, files, ns, cg)
         else:
             extras.pop(pid, None)
+    # what the watched set is made of changed (sources/watch.py works it out again only then):
+    # PIDs came or went, a parent, a zombie or D state, a thread count, device files, threads in D
+    shape = (bool(gone) or table.keys() != before_table.keys() or extras != before
+             or dthreads is not cache.get("dthreads_seen")
+             or any(_shape(before_table.get(pid)) != _shape(table[pid]) for pid in changed))
+    if shape or "shape" not in cache:
+        cache["shape"] = cache.get("shape", 0) + 1
+    cache["dthreads_seen"] = dthreads
     touched: set[int] | None = None
     if users is cache.get("users") and not walk_all:
         touched = (changed | gone | set(uids) | set(look) | dthreads.keys() | cache.get("dthreads_pids", set()))
     cache["table"], cache["idents"], cache["users"], cache["extras"] = table, idents, users, extras
     cache["listing"], cache["wrapped"], cache["dthreads_pids"] = listing.pids, listing.wrapped, set(dthreads)
+    # processes whose comm changed since their command line was read (kernel workers rename
+    # themselves with every work item: not those)
+    renamed = cache.setdefault("renamed", set())
+    renamed &= table.keys()
+    renamed.update(pid for pid in changed if (i := idents.get(pid)) is not None and i.comm != table[pid].comm
+                   and table[pid].ppid != 2 and pid != 2)
+    renamed.difference_update(uids)
+    # what the next probe should read of processes the console knows too little of
+    cache["unread"] = (listing.pids - idents.keys()) if listing.pids is not None else set()
+    unnamed = cache.setdefault("unnamed", set())
+    unnamed.update(uid for uid in uids.values() if uid not in users)
+    unnamed.difference_update(users)
     return Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads,
                  listing=listing, whole=whole, touched=touched)

@@ -124,7 +124,10 @@ def merge_table(table: dict[int, StatLine], listing: Listing, fresh: dict[int, S
     table (a PID it read that the listing missed was born in between, and is kept)."""
     if whole or not table:
         return dict(fresh)
-    out = dict(table) if listing.pids is None else {pid: st for pid, st in table.items() if pid in listing.pids}
+    out = dict(table)
+    if listing.pids is not None:
+        for pid in out.keys() - listing.pids:
+            del out[pid]
     out.update(fresh)
     return out
 

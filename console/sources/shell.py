@@ -25,7 +25,8 @@ from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_LIMITS, DEFAULT_PRO
 from console.sources.base import Source, logged
 from console.probe_scope import Scope
 from console.sources.capture import Capture, ProbeOutput, TooMuchOutput
-from console.sources.watch import scope_for, snap_driver, unread
+from console.probe_scope import MAX_SCOPE_PIDS
+from console.sources.watch import scope_for, snap_driver
 from console.turns import KEYS_FIRST
 
 #: the most of the deadline kept for parsing when the read runs long
@@ -39,14 +40,19 @@ INLINE_PARSE_BYTES = 64 * 1024
 
 #: the sticky sections asked every so many polls (probe.STICKY)
 _EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY}
-#: a whole probe (every stat record, every fd: probe_scope.py) comes at least every WHOLE_MAX_S,
-#: so a zombie or a hidden holder outside the watched set shows within that; more often where
-#: it is cheap: its extra cost on the node (the whole probe's time over a light one's), spread
-#: over the seconds between two, stays within WHOLE_BUDGET_MS_PER_S (1.2% of a core), but it
-#: never comes more often than every WHOLE_MIN_S
-WHOLE_MAX_S = 10.0
-WHOLE_MIN_S = 2.0
-WHOLE_BUDGET_MS_PER_S = 12.0
+#: a whole probe (every stat record, every fd: probe_scope.py) comes every WHOLE_MIN_S, so a
+#: zombie or a hidden holder outside the watched set shows within that; less often on a node
+#: where it is dear: its extra cost on the node (the whole probe's time over a light one's),
+#: spread over the seconds between two, stays within WHOLE_BUDGET_MS_PER_S (1.5% of a core),
+#: up to WHOLE_MAX_S apart (the bound on the biggest nodes). On this machine class a whole probe
+#: of 2,000 processes and 10,000 threads takes ~100 ms: every 10 s. The console's side of it
+#: (~5 ms to parse 2,000 records) is why it is not more often on small nodes either: 256 nodes
+#: every 10 s are 26 whole probes a second.
+WHOLE_MIN_S = 10.0
+WHOLE_MAX_S = 30.0
+WHOLE_BUDGET_MS_PER_S = 15.0
+#: a whole probe this recent counts as the node's whole table now (whole_is_fresh)
+WHOLE_FRESH_S = 1.5
 #: ``sys`` is asked with ``driver`` (both change only with a driver reload)
 _ASKED_WITH = {"driver": ("driver", "sys")}
 
@@ -97,6 +103,9 @@ class ShellSource(Source):
         holders, or is about to confirm an action)."""
         self._whole_wanted = True
 
+    def whole_is_fresh(self) -> bool:
+        return self._whole_at is not None and time.monotonic() - self._whole_at < WHOLE_FRESH_S
+
     def whole_period_s(self) -> float:
         """Seconds between two whole probes now (see WHOLE_MAX_S)."""
         return min(WHOLE_MAX_S, max(WHOLE_MIN_S, self._whole_extra_ms / WHOLE_BUDGET_MS_PER_S))
@@ -108,13 +117,8 @@ class ShellSource(Source):
         whole = (self._whole_wanted or self._whole_at is None
                  or time.monotonic() - self._whole_at >= self.whole_period_s())
         cache = self._parse_cache
-        idents = cache.get("idents", {})
-        table = cache.get("table", {})
-        listing = cache.get("listing")
-        ask = set(unread(prev, listing, set(idents)))
-        # a renamed process (a kernel worker renames itself with every work item: not those)
-        ask.update(pid for pid, ident in idents.items() if pid in table and table[pid].comm != ident.comm
-                   and table[pid].ppid != 2 and pid != 2)
+        ask = set(sorted(cache.get("unread", ()))[:MAX_SCOPE_PIDS])
+        ask.update(cache.get("renamed", ()))        # renamed since their line was read (proc_read.py)
         self._args_age += 1
         scope = scope_for(prev, whole=whole, memo=self._parse_cache)
         if self._args_age >= probe.ARGS_EVERY:
@@ -124,9 +128,7 @@ class ShellSource(Source):
 
     def _unnamed_users(self) -> tuple[int, ...]:
         cache = self._parse_cache
-        users = cache.get("users", {})
-        asked = cache.setdefault("users_asked", set())
-        want = sorted({i.uid for i in cache.get("idents", {}).values() if i.uid is not None} - set(users) - asked)
+        want = sorted(cache.get("unnamed", set()) - cache.setdefault("users_asked", set()))
         return tuple(want[:64])
 
     @abc.abstractmethod
@@ -258,8 +260,8 @@ class ShellSource(Source):
 
     def _note_driver_pids(self, snap: NodeSnapshot) -> NodeSnapshot:
         """Note the PIDs the driver listed (the next probe reads their cgroup too)."""
-        here = {p.pid for p in snap.processes}
-        self._driver_pids = tuple(sorted({d.pid for d in snap.driver_processes if d.pid in here}))
+        table = self._parse_cache.get("table", {})
+        self._driver_pids = tuple(sorted({d.pid for d in snap.driver_processes if d.pid in table}))
         return snap
 
     async def run(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:

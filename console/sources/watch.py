@@ -3,10 +3,10 @@
 What can change the verdict on a GPU node is a small part of its process table: the processes
 the driver charges, the holders of the device files, their ancestors (who would reap them,
 who respawns them) and descendants (workers that inherit the memory), zombies, and every
-process with a thread in D (``watched``). Every probe reads their stat record and fds; the
-threads of those with more than one thread, or in D or Z, every probe too (``threads``: where
-a D-state that matters lives). A process outside the set is read when it is new, and at every
-whole probe.
+process with a thread in D (``watched``). Every probe reads their stat record; the GPU's own
+(the driver's, the holders, Z and D) every probe also have their fds walked and, with more than
+one thread, their threads read (where a D-state that matters lives: a holder's thread stuck in
+the driver). A process outside the set is read when it is new, and at every whole probe.
 
 Pure: a snapshot in, PIDs out.
 """
@@ -21,9 +21,10 @@ _STATES = ("Z", "D")
 _KTHREADD = 2
 
 
-def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(watched PIDs, PIDs whose threads to read), the most important first, at most
-    MAX_SCOPE_PIDS each: the driver's and the holders, zombies and D, then their families."""
+def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(watched PIDs, PIDs whose threads to read, PIDs whose fds to walk), the most important
+    first, at most MAX_SCOPE_PIDS each: the driver's and the holders, zombies and D (the GPU's
+    own: their threads and fds too), then their families (their stat)."""
     procs = {p.pid: p for p in snap.processes}
     first: dict[int, None] = {}
     for d in snap.driver_processes:
@@ -53,36 +54,32 @@ def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...]]:
                     family[child] = None
                     todo.append(child)
     pids = [*first, *family][:MAX_SCOPE_PIDS]
-    threads = [pid for pid in pids if (procs[pid].num_threads or 1) > 1 or procs[pid].state in _STATES
+    own = list(first)[:MAX_SCOPE_PIDS]
+    threads = [pid for pid in own if (procs[pid].num_threads or 1) > 1 or procs[pid].state in _STATES
                or procs[pid].d_threads]
-    return tuple(pids), tuple(threads[:MAX_SCOPE_PIDS])
+    return tuple(pids), tuple(threads), tuple(own)
 
 
 def snap_driver(snap: NodeSnapshot) -> set[int]:
     return {d.pid for d in snap.driver_processes if d.local is not False}
 
 
-def unread(snap: NodeSnapshot, listed: frozenset[int] | None, known: set[int]) -> tuple[int, ...]:
-    """PIDs the listing shows that the console has no record or command line of (a probe was
-    lost, or the shell's own idea of what is new was not the console's): asked at once."""
-    if listed is None:
-        return ()
-    return tuple(sorted(pid for pid in listed if pid not in known))[:MAX_SCOPE_PIDS]
-
-
 def scope_for(snap: NodeSnapshot | None, *, whole: bool, args: tuple[int, ...] = (),
               memo: dict | None = None) -> Scope:
     """The next probe's scope after ``snap`` (None, or a snapshot with no process: a shell's
-    first probe, everything). ``memo``: a dict kept per node; the same processes and driver list
-    (the very objects of the last call) give the same watched set without a pass over them."""
+    first probe, everything). ``memo``: the node's parse cache (its "shape" counts the changes
+    the set depends on)."""
     if snap is None or not snap.processes:
         return Scope()
+    # the same shape of the table (proc_read.py counts its changes) and the same driver list:
+    # the same set, without a pass over the processes
+    key = (memo.get("shape"), tuple(sorted(snap_driver(snap)))) if memo is not None and "shape" in memo else None
     hit = memo.get("watched") if memo is not None else None
-    if hit is not None and hit[0] is snap.processes and hit[1] is snap.driver_processes:
-        pids, threads = hit[2]
+    if key is not None and hit is not None and hit[0] == key:
+        pids, threads, own = hit[1]
     else:
-        pids, threads = watched(snap)
-        if memo is not None:
-            memo["watched"] = (snap.processes, snap.driver_processes, (pids, threads))
-    return Scope(whole=whole, watched=pids, threads=threads, args=args)
+        pids, threads, own = watched(snap)
+        if memo is not None and key is not None:
+            memo["watched"] = (key, (pids, threads, own))
+    return Scope(whole=whole, watched=pids, threads=threads, args=args, fds=own)
 

@@ -542,7 +542,34 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
 
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all
+        if self.show_all:
+            self.read_whole_table()
         self.refresh_node_view()
+
+    async def whole_snapshot(self, source: Source) -> NodeSnapshot | None:
+        """The node's reading once it has read every process (at once when it just did; else
+        after its next poll, which reads them all), or None when no poll came in time."""
+        monitor = next((m for m in self.monitors if m.source is source), None)
+        if monitor is None or source.whole_is_fresh():
+            return monitor.latest if monitor is not None else None
+        before = monitor.latest
+        self.read_whole_table(source)
+        deadline = time.monotonic() + monitor.deadline
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            if monitor.latest is not before and source.whole_is_fresh():
+                return monitor.latest
+        return None
+
+    def read_whole_table(self, source: Source | None = None) -> None:
+        """The node in view (or ``source``) reads its whole process table at once: its probe reads
+        only what the verdict depends on between whole reads (console/probe_scope.py)."""
+        if source is None:
+            source = self._current()[0]
+        for m in self.monitors:
+            if m.source is source:
+                source.request_whole()
+                m.poll_soon()
 
     async def action_quit(self) -> None:
         for watch in self.watches:

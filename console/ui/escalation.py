@@ -14,6 +14,10 @@ from console.actions.ladder import CUSTOM_RUNG
 from console.ui.text import printable
 
 
+#: actions planned from a reading of every process (their targets are every holder of a GPU)
+WHOLE_FIRST = ("kill-holders", "reset", "clear-blockers")
+
+
 class EscalationKeys:
     """Mixed into IncidentApp (needs: _current, selected_pids, monitors, incident, policy,
     timeline, watches, read_only, dry_run, notify, push_screen, run_worker, query_one)."""
@@ -48,12 +52,21 @@ class EscalationKeys:
         else:
             self._confirm(step.plan, source)
 
-    def action_act(self, rung: str) -> None:
+    async def action_act(self, rung: str) -> None:
         from console.actions.plan import plan_action
         source, snap = self._current()
         if source is None or snap is None:
             self.notify("no reading of this node yet", severity="warning")
             return
+        if rung in WHOLE_FIRST and not source.whole_is_fresh():
+            # every holder, not only those the probe watches (a hidden one may have come since
+            # the last whole read): the node reads all its processes first
+            self.notify(f"{source.name}: reading every process first…", timeout=3)
+            fresh = await self.whole_snapshot(source)
+            now = self._current()
+            if now[0] is not source:
+                return
+            snap = fresh or now[1] or snap
         pids = gpus = None
         if rung in ("sigterm", "sigkill"):
             pids = self.selected_pids()
@@ -109,6 +122,7 @@ class EscalationKeys:
             self.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
             return
         from console.ui.confirm import ConfirmScreen
+        self.read_whole_table(source)       # every process fresh while the operator reads Confirm
 
         def answered(answer: str | None) -> None:
             if answer:

@@ -103,6 +103,8 @@ class SshSource(ShellSource):
         self._probe_lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(self.options.max_channels)
         self._shell: asyncssh.SSHClientProcess | None = None
+        #: (table shape, the shell's own PIDs, the session's PIDs) of the last poll
+        self._own_memo: tuple | None = None
         self._shell_stderr: list[bytes] = []
         self._shell_drain: asyncio.Task | None = None
         self._failures = 0
@@ -361,7 +363,13 @@ class SshSource(ShellSource):
                 return NodeSnapshot(name=self.name, taken_at=time.time(), error=error)
             snap = await super().poll()
             if snap.own_pids:
-                snap = replace(snap, own_pids=session_pids(snap))
+                memo = self._own_memo
+                # the same shape of the table (no PID came or went, no parent changed:
+                # proc_read.py counts it) has the same session
+                shape = self._parse_cache.get("shape")
+                if memo is None or memo[0] != shape or shape is None or memo[1] != snap.own_pids:
+                    memo = self._own_memo = (shape, snap.own_pids, session_pids(snap))
+                snap = replace(snap, own_pids=memo[2])
             return snap
         except Exception as exc:  # noqa: BLE001 - poll never raises
             log.exception("%s: poll failed", self.name)
