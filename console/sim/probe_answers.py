@@ -85,13 +85,20 @@ def pids(node: SimNode, _glob: str, v: dict[str, str]) -> str:
         out.append("wrapped\n")
     v[probe_scope.LAST_PID] = str(last)
     listing = " ".join(sorted((str(p.pid) for p in node.visible_procs()), key=str))
-    out.append(f"last {last}\n{listing}\n")
+    out.append(f"last {last}\n")
     old = v.get(probe_scope.LISTING, "")
-    if listing == old:
+    unchanged = listing == old
+    if unchanged:
         v[probe_scope.NEW] = ""
     else:
         had = set(old.split())
         v[probe_scope.NEW] = "".join(f"{w} " for w in listing.split() if w not in had)
+    gen = v.get(probe_scope.GEN, "")
+    if unchanged and gen and v.get(probe_scope.ACK, "") == gen:
+        out.append("same\n")
+    else:
+        gen = v[probe_scope.GEN] = str(int(gen or 0) + 1)
+        out.append(f"gen {gen}\n{listing}\n")
     v[probe_scope.LISTING] = listing
     return "".join(out)
 
@@ -202,6 +209,7 @@ def recognise(name: str, command: str, glob: str) -> Callable[[SimNode, str, dic
             v[probe_scope.THREADS] = "all" if scope.threads is None else " ".join(map(str, scope.threads))
             v[probe_scope.ARGS] = " ".join(map(str, scope.args))
             v[probe_scope.FDS] = " ".join(map(str, scope.fds))
+            v[probe_scope.ACK] = "" if scope.ack is None else str(scope.ack)
             v[probe_scope.MODE] = "whole" if scope.whole else "light"
             return pids(node, g, v)
         return answer

@@ -65,6 +65,11 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     whole_ok, listing_text = _section(sec, "pids")
     listing = _cached(cache, "listing_text", lambda t: parse_listing(t, whole_ok), listing_text) \
         if whole_ok else parse_listing(listing_text, False)
+    if listing.same and scope.ack is not None and scope.ack == cache.get("listing_gen"):
+        # the node has the listing the console holds: the one of that generation
+        listing = Listing(cache.get("listing"), listing.last_pid, listing.wrapped, scope.ack)
+    elif listing.same:
+        listing = Listing(None, listing.last_pid, listing.wrapped)
     before_table: dict[int, StatLine] = cache.get("table", {})
     whole = scope.whole or listing.wrapped or not before_table
     stat_ok, stat_text = _section(sec, "stat")
@@ -126,6 +131,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         touched = (changed | gone | set(uids) | set(look) | dthreads.keys() | cache.get("dthreads_pids", set()))
     cache["table"], cache["idents"], cache["users"], cache["extras"] = table, idents, users, extras
     cache["listing"], cache["wrapped"], cache["dthreads_pids"] = listing.pids, listing.wrapped, set(dthreads)
+    cache["listing_gen"] = listing.gen if listing.pids is not None else None
     # processes whose comm changed since their command line was read (kernel workers rename
     # themselves with every work item: not those)
     renamed = cache.setdefault("renamed", set())

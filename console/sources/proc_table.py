@@ -28,9 +28,11 @@ _CONTROL = {c: "?" for c in range(32)} | {9: " ", 10: " ", 127: "?"}
 
 @dataclass(frozen=True)
 class Listing:
-    pids: frozenset[int] | None = None     # None: the section did not come whole
+    pids: frozenset[int] | None = None     # None: the section did not come whole (or "same")
     last_pid: int | None = None
     wrapped: bool = False
+    gen: int | None = None                 # the listing's generation ("gen N")
+    same: bool = False                     # "same": the listing of the generation the console sent
 
 
 _PIDS_LINE = re.compile(r"[0-9]{1,10}(?: [0-9]{1,10})*")
@@ -39,12 +41,18 @@ _PIDS_LINE = re.compile(r"[0-9]{1,10}(?: [0-9]{1,10})*")
 def parse_listing(text: str, complete: bool = True) -> Listing:
     """The pids section after its scope: ["wrapped"], "last N", then the PID names on a line."""
     last: int | None = None
-    wrapped = False
+    wrapped = same = False
+    gen: int | None = None
     pids: set[int] = set()
     for line in text.split("\n"):
         word = line.strip()
         if word == "wrapped":
             wrapped = True
+        elif word == "same":
+            same = True
+        elif word.startswith("gen "):
+            value = word[4:].strip()
+            gen = int(value) if value.isascii() and value.isdecimal() and len(value) <= 18 else None
         elif word.startswith("last"):
             value = word[4:].strip()
             last = int(value) if value.isascii() and value.isdecimal() and len(value) <= 10 else None
@@ -52,7 +60,9 @@ def parse_listing(text: str, complete: bool = True) -> Listing:
             pids.update(map(int, word.split(" ")))
         elif word:
             pids.update(int(w) for w in word.split() if w.isascii() and w.isdecimal() and len(w) <= 10)
-    return Listing(frozenset(pids) if complete else None, last, wrapped)
+    if same:
+        return Listing(None, last, wrapped, None, complete)
+    return Listing(frozenset(pids) if complete else None, last, wrapped, gen if complete else None)
 
 
 def _pid_of(path: str, leaf: str) -> int | None:

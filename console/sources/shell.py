@@ -124,7 +124,7 @@ class ShellSource(Source):
         if self._args_age >= probe.ARGS_EVERY:
             self._args_age = 0
             ask.update(scope.watched)
-        return dataclasses.replace(scope, args=tuple(ask)) if ask else scope
+        return dataclasses.replace(scope, args=tuple(ask), ack=cache.get("listing_gen"))
 
     def _unnamed_users(self) -> tuple[int, ...]:
         cache = self._parse_cache
