@@ -187,9 +187,13 @@ class Proc:
 
     @property
     def device_gpus(self) -> tuple[int, ...]:
-        """GPU indices of the per-GPU device files (/dev/nvidiaN) this process holds open."""
-        found = {int(m.group(1)) for f in self.device_files if (m := _GPU_DEVICE_FILE.search(f))}
-        return tuple(sorted(found))
+        """GPU indices of the per-GPU device files (/dev/nvidiaN) this process holds open
+        (worked out once per object: the parser hands back the same object while nothing changed)."""
+        known = self.__dict__.get("_device_gpus")
+        if known is None:
+            found = {int(m.group(1)) for f in self.device_files if (m := _GPU_DEVICE_FILE.search(f))}
+            known = self.__dict__["_device_gpus"] = tuple(sorted(found))
+        return known
 
     @property
     def threads_in_d(self) -> int:

@@ -506,13 +506,22 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
         for pid in made.keys() - table.stats.keys():
             del made[pid]
         last = cache.get("procs_list") if cache is not None else None
-        if last is not None and made.keys() == before.keys() and all(made[pid][1] is before[pid][1]
-                                                                      for pid in touched if pid in made):
+        if last is not None and made.keys() == before.keys():
             cache["procs"] = made
-            return last                   # the same processes, the very objects: the same list
+            if all(made[pid][1] is before[pid][1] for pid in touched if pid in made):
+                return last               # the same processes, the very objects: the same list
+            index = cache.get("procs_index")
+            if index is not None and len(index) == len(last):
+                procs = list(last)        # the same PIDs: only the changed ones replaced
+                for pid in touched:
+                    if pid in made:
+                        procs[index[pid]] = made[pid][1]
+                cache["procs_list"] = procs
+                return procs
     procs = [made[pid][1] for pid in sorted(made)]
     if cache is not None:
         cache["procs"], cache["procs_list"], cache["procs_clock"] = made, procs, clock
+        cache["procs_index"] = {p.pid: i for i, p in enumerate(procs)}
     return procs
 
 
