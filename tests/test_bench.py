@@ -46,7 +46,7 @@ def tiny(quick: bool, nodes: int | None) -> Plan:
     return Plan(True, nodes or 2, 2, sim_polls=3, seed_iterations=3, big_iterations=2, rounds=2,
                 cpu_seconds=1, ui_updates=1, transport_polls=3, fresh_polls=1, fanout_window_s=0.5, keys=1,
                 fanout_settle_s=0.2, fleet_nodes=4, fleet_rounds=2, fleet_scrape_s=1.0, fleet_window_s=2.0,
-                fleet_keys=2)
+                fleet_keys=2, realsize_polls=2, realsize_table=(50, 100), fanout_table=(60, 120))
 
 
 @pytest.mark.heavy      # several seconds: the second pass of .ci/run

@@ -41,6 +41,8 @@ SIM_START_TIMEOUT_S = 120.0
 KEY_TIMEOUT_S = 5.0
 #: after every node answered, before the first repetition (the connect storm's tail)
 SETTLE_S = 2.0
+#: the bare poller's CPU window at least (it polls once a second: a shorter window may see none)
+BARE_MIN_WINDOW_S = 3.0
 #: the process panel's title after ``a``: showing all processes / back to GPU-related only
 SHOWING_ALL = b"a: GPU-related only"
 SHOWING_GPU = b"a: all"
@@ -266,7 +268,7 @@ async def measure(nodes: int, reps: int, window_s: float, keys_per_rep: int, int
         term = None
         if bare:
             progress(f"fan-out: the bare poller over the same {nodes} nodes ({window_s:g} s)")
-            bare_pct = await _bare_cpu_pct(state, env, window_s, nodes)
+            bare_pct = await _bare_cpu_pct(state, env, max(window_s, BARE_MIN_WINDOW_S), nodes)
     except RuntimeError as exc:
         errors.append(f"fan-out: {exc}")
     finally:

@@ -87,8 +87,6 @@ TARGETS = {
     "fanout_vs_bare_ratio": ("<=", 3.0),
 }
 FANOUT_CPU_MAX = 100.0
-#: the fan-out's simulated nodes have real-size process tables (processes, threads; issue 17)
-FANOUT_TABLE = (2000, 10000)
 #: the top-level keys of the document, in the order the human view lists them
 HEADLINE = ("probe_local_ms_p50", "ssh_poll_ms_p50", "ssh_poll_ms_p99", "fresh_ssh_ms_p50",
             "speedup_vs_fresh_ssh", "transport_overhead_ms", "node_cpu_ms_per_poll",
@@ -124,7 +122,9 @@ class Plan:
     fleet_scrape_s: float = 5.0    # Prometheus's scrape interval
     fleet_window_s: float = 10.0   # the suspicion window (waited out before measuring)
     fleet_keys: int = 60           # keys typed on the fleet table (fleet_ui.py)
-    realsize_polls: int = 30       # per table (small, real-size), at 1 Hz (realsize.py)
+    realsize_polls: int = 30       # per table (small, real-size, with a GPU job), at 1 Hz (realsize.py)
+    realsize_table: tuple[int, int] = (2000, 10000)    # the real-size part's extra processes, threads
+    fanout_table: tuple[int, int] | None = (2000, 10000)   # the fan-out nodes' tables (simulate --procs)
 
     @classmethod
     def make(cls, quick: bool, nodes: int | None) -> "Plan":
@@ -180,14 +180,14 @@ async def _run(plan: Plan, target, progress) -> tuple[list[Result], dict, list[s
     # the fan-out first: the machine has just been idle (what runs before it -- thousands of
     # processes started by the transport part -- leaves a 2-core machine slower for a while)
     for part in (fanout.measure(plan.nodes, REPS, plan.fanout_window_s, plan.keys, progress=progress,
-                                settle_s=plan.fanout_settle_s, size=FANOUT_TABLE),
+                                settle_s=plan.fanout_settle_s, size=plan.fanout_table),
                  fleet.measure(plan.fleet_nodes, plan.fleet_rounds, progress, scrape_s=plan.fleet_scrape_s,
                                window_s=plan.fleet_window_s),
                  fleet_ui.measure(plan.fleet_nodes, plan.fleet_keys, progress),
                  startup.measure_startup(REPS, progress),
                  startup.measure_local(REPS, plan.transport_polls, progress),
                  transport.measure(REPS, plan.transport_polls, plan.fresh_polls, progress),
-                 realsize.measure(plan.realsize_polls, progress=progress)):
+                 realsize.measure(plan.realsize_polls, *plan.realsize_table, progress=progress)):
         part_results, part_head, part_errors = await part
         results += part_results
         head.update(part_head)
