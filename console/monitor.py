@@ -33,6 +33,11 @@ STOP_TIMEOUT_S = 5.0
 #: a node whose diagnosis input has not changed is diagnosed again at least this often
 #: (findings that depend on time: how long a zombie has lasted, a streak crossing a threshold)
 REDIAGNOSE_S = 5.0
+#: ... and a node of more than BIG_NODE_PROCESSES processes every REDIAGNOSE_BIG_S (diagnosis of
+#: 2,000 processes is ~1.6 ms: 256 such nodes every 5 s would be 51 diagnoses a second); the node
+#: on screen is diagnosed every poll all the same
+REDIAGNOSE_BIG_S = 15.0
+BIG_NODE_PROCESSES = 1000
 #: a snapshot with up to this many processes is diagnosed on the event loop (a millisecond or
 #: two, less than a thread hand-off and the GIL contention it brings); bigger ones in a
 #: worker thread (half a second on a 100,000-process node)
@@ -192,8 +197,9 @@ class NodeMonitor(Periodic):
 
     async def _diagnose(self, snap: NodeSnapshot) -> NodeSnapshot:
         last = self._diagnosed
+        again = REDIAGNOSE_BIG_S if len(snap.processes) > BIG_NODE_PROCESSES else REDIAGNOSE_S
         if (not self.watched and last is not None and last[1] == len(self.actions)
-                and 0 <= snap.taken_at - last[0].taken_at < REDIAGNOSE_S and alike(snap, last[0])):
+                and 0 <= snap.taken_at - last[0].taken_at < again and alike(snap, last[0])):
             return dataclasses.replace(snap, findings=last[0].findings)
         if len(snap.processes) <= INLINE_DIAGNOSIS_PROCESSES:
             snap = diagnosed(snap, self.history, tuple(self.actions))

@@ -38,6 +38,23 @@ async def _seed() -> NodeSnapshot:
     return await SimSource(name="n1", scenario="seed", clock=FakeClock()).poll()
 
 
+async def test_an_unchanged_real_size_node_off_screen_is_diagnosed_less_often_and_a_change_at_once():
+    from console.sim.node import SimNode
+    clock = FakeClock()
+    big = await SimSource(node=SimNode("seed", clock=clock, name="n1", size=(2000, 10000))).poll()
+    assert len(big.processes) > monitor.BIG_NODE_PROCESSES
+    off = NodeMonitor(Replay(big, FakeClock()))
+    off.watched = False
+    polls = int(monitor.REDIAGNOSE_BIG_S) + 2
+    for _ in range(polls):
+        snap = await off.poll_once()
+        assert [f.kind for f in snap.findings] == ["reset-blocker", "holder"]
+    assert off.diagnoses == 2, f"once, then once {monitor.REDIAGNOSE_BIG_S:g} s later: {off.diagnoses}"
+    off.source.snap = dataclasses.replace(big, processes=tuple(p for p in big.processes if p.pid != 72169))
+    await off.poll_once()
+    assert off.diagnoses == 3, "a change of what diagnosis reads is diagnosed at once"
+
+
 async def test_an_unchanged_node_off_screen_is_diagnosed_every_few_seconds_the_one_on_screen_every_poll():
     snap = await _seed()
     clock = FakeClock()
