@@ -312,6 +312,15 @@ def section_line(mark: str, name: str, command: str) -> str:
     return f"echo '{mark} begin {name}'; {command}; echo \"{mark} end {name} {rc}\""
 
 
+def section_command(line: str, mark: str, name: str) -> str | None:
+    """The command of a ``section_line(mark, name, command)`` line, or None when the line is
+    not one (the simulator reads probe lines back with it)."""
+    head, tail = section_line(mark, name, "\0").split("\0")
+    if len(line) >= len(head) + len(tail) and line.startswith(head) and line.endswith(tail):
+        return line[len(head):len(line) - len(tail)]
+    return None
+
+
 _HEADER_MAX = 64     # "<MARK> end NAME RC" after the mark: a longer header is not one
 
 

@@ -106,30 +106,29 @@ def same_process(a: Proc | Track, b: Proc | Track) -> bool:
 
 
 _PID = operator.attrgetter("pid")
+#: what advance saw of a node last: its processes (the parser's very tuple) and their PIDs
+Seen = tuple[tuple[Proc, ...], list[int]]
 
 
 def advance(tracks: dict[int, Track], snap: NodeSnapshot,
-            seen: dict[int, Proc] | None = None) -> dict[int, Track]:
-    """The tracks after one more poll that read the processes: one pass over its processes.
-    ``seen``: the Procs the last call saw, by PID (kept by the caller): a process that is the
-    very same object has the same track (only time passed), and is not looked at again."""
+            seen: Seen | None = None) -> tuple[dict[int, Track], Seen]:
+    """The tracks after one more poll that read the processes, and what to pass as ``seen``
+    next time. ``seen``: what the last call saw of the node: the very same tuple means nothing
+    moved; the same PIDs mean only the processes that are not the very same objects are looked
+    at (found in C, map), the others keep their tracks (only time passed)."""
     t = snap.taken_at
     out: dict[int, Track] = {}
     procs = snap.processes
-    if seen is not None and seen.get(-1) is procs:
-        return tracks                         # the very processes of the last call: nothing moved
-    if seen is not None:
-        last = seen.get(-1)
-        pids = list(map(_PID, procs))
-        if last is not None and seen.get(-2) == pids:
-            # the same PIDs as a rule: which objects changed, found in C (map), the rest kept
-            changed = list(itertools.compress(procs, map(operator.is_not, procs, last)))
-            if len(changed) < len(procs) // 2:
-                out = dict(tracks)
-                procs = changed
-        seen.clear()
-        seen[-1], seen[-2] = snap.processes, pids     # (no PID is -1 or -2)
-    for p in procs:
+    if seen is not None and seen[0] is procs:
+        return tracks, seen
+    pids = list(map(_PID, procs))
+    todo: Iterable[Proc] = procs
+    if seen is not None and seen[1] == pids:
+        changed = list(itertools.compress(procs, map(operator.is_not, procs, seen[0])))
+        if len(changed) < len(procs) // 2:
+            out = dict(tracks)
+            todo = changed
+    for p in todo:
         z, d, v = _conditions(p)
         old = tracks.get(p.pid)
         if old is None or not same_process(old, p):
@@ -145,7 +144,7 @@ def advance(tracks: dict[int, Track], snap: NodeSnapshot,
             out[p.pid] = old                  # nothing changed: share the tuple
         else:
             out[p.pid] = Track(old.start_ticks, old.create_time, zs, ds, vs, p.ppid, ps, former)
-    return out
+    return out, (procs, pids)
 
 
 def track_of(cur: Proc, newest_first: Iterable[NodeSnapshot]) -> Track:
@@ -263,15 +262,16 @@ class History(Sequence[NodeSnapshot]):
         # error (the driver did not answer): their digests have no processes left to tell
         self._read_despite_error: set[tuple[str, float]] = set()
         self._gpus_from: tuple = ()          # the GPUs of the poll the last digest was made from
-        self._seen: dict[str, dict[int, Proc]] = {}   # per node: the Procs its tracks were made from
+        self._seen: dict[str, Seen] = {}     # per node: what its tracks were made from (advance)
 
     def append(self, snap: NodeSnapshot) -> None:
         if self._polls and not snap.taken_at > self._polls[-1].taken_at:
             self.clear()
         if processes_read(snap):
             before = self._tracks.get(snap.name)
-            seen = self._seen.setdefault(snap.name, {}) if before else None
-            self._tracks[snap.name] = (advance(before[0] if before else {}, snap, seen), snap.taken_at)
+            tracks, self._seen[snap.name] = advance(before[0] if before else {}, snap,
+                                                    self._seen.get(snap.name) if before else None)
+            self._tracks[snap.name] = (tracks, snap.taken_at)
             if snap.error is not None:
                 self._read_despite_error.add((snap.name, snap.taken_at))
         if len(self._polls) == self.maxlen and self._read_despite_error:

@@ -115,12 +115,9 @@ def _is_probe_line(line: str, name: str) -> bool:
     glob = device_glob(line)
     if glob is None:
         return False
-    head = f"echo '{TEMPLATE_MARK} begin {name}'; "
-    rc = f"${probe.NV_RC}" if name in probe.DRIVER_SECTIONS else "$?"
-    tail = f"; echo \"{TEMPLATE_MARK} end {name} {rc}\""
-    if not (line.startswith(head) and line.endswith(tail)):
+    command = probe.section_command(line, TEMPLATE_MARK, name)
+    if command is None:
         return False
-    command = line[len(head):len(line) - len(tail)]
     if name in probe.DRIVER_SECTIONS:
         return command == probe.driver_call(name)
     return recognise(name, command, glob) is not None or command == dict(probe.sections(glob)).get(name)

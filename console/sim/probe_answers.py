@@ -171,15 +171,6 @@ def pidns(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
     return "".join(lines)
 
 
-def cgroup_extra(line: str) -> list[int] | None:
-    """The extra PIDs named in a probe line's cgroup section (probe.cgroup_command), or None."""
-    head = line.find(probe.CGROUP_HEAD)
-    tail = line.find(probe.CGROUP_TAIL, head)
-    if head < 0 or tail < 0:
-        return None
-    return probe.cgroup_pids(line[head:tail + len(probe.CGROUP_TAIL)])
-
-
 def cgroup_answer(extra: list[int] | None) -> Callable[[SimNode, str, dict], str]:
     """What the cgroup section prints: grep -H's "/proc/PID/cgroup:LINE" for each device holder
     (the pidns section's PIDs) and each extra PID, in numeric order; an unreadable file nothing."""

@@ -389,12 +389,9 @@ class Shell:
         if not m:
             return False
         mark, name = m.group("mark"), m.group("name")
-        head = f"echo '{mark} begin {name}'; "
-        rc = f"${probe.NV_RC}" if name in probe.DRIVER_SECTIONS else "$?"
-        tail = f"; echo \"{mark} end {name} {rc}\""
-        if not line.endswith(tail):
+        command = probe.section_command(line, mark, name)
+        if command is None:
             return False
-        command = line[len(head):len(line) - len(tail)]
         glob = probe_answers.device_glob(line)
         if glob is None:
             return False

@@ -5,7 +5,6 @@ Garbage becomes a warning line, a value the driver cannot report becomes None.
 """
 from __future__ import annotations
 
-import bisect
 import csv
 import dataclasses
 import re
@@ -17,7 +16,6 @@ from console.probe import RECOVERY_FIELD, split_sections
 from console.probe_scope import Scope
 from console.sources.proc_table import command_line
 from console.sources.proc_read import NO_EXTRA, read_table
-from console.sources.cgroup import parse_cgroup_records
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
 # that read probe-format text import them from here too
 from console.sources.parse_proc import (StatLine, parse_dstate, parse_fds, parse_pidns,  # noqa: F401
@@ -383,22 +381,14 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
     DriverProc is marked ``local=False`` (a foreign PID), so no action ever targets the
     innocent local process that happens to share the number. ``cache`` (one dict per node,
     kept from poll to poll): a process credited the same as at the last poll is the same object.
-    ``procs`` is in PID order (the parser's): each credited process is found by bisection, and
-    the others are copied as they are, so a poll costs the driver's list, not the table.
+    The credited processes are found through the parser's PID -> position index of ``procs``
+    (cache["procs_index"], kept with the list it indexes), the others copied as they are, so a
+    poll costs the driver's list, not the table; without it an index is built here.
     """
-    pids = [p.pid for p in procs] if cache is None or cache.get("credit_pids", (None,))[0] is not procs \
-        else cache["credit_pids"][1]
-    if cache is not None:
-        cache["credit_pids"] = (procs, pids)
-
-    def find(pid: int) -> int | None:
-        i = bisect.bisect_left(pids, pid)
-        return i if i < len(pids) and pids[i] == pid else None
-    by_pid = {}
-    for dp in driver_procs:
-        i = find(dp.pid)
-        if i is not None:
-            by_pid[dp.pid] = procs[i]
+    index = cache.get("procs_index") if cache is not None and cache.get("procs_list") is procs else None
+    if index is None or len(index) != len(procs):
+        index = {p.pid: i for i, p in enumerate(procs)}
+    by_pid = {dp.pid: procs[index[dp.pid]] for dp in driver_procs if dp.pid in index}
     marked: list[DriverProc] = []
     mem: dict[int, dict[str, int | None]] = {}
     before = cache.get("credited", {}) if cache is not None else {}
@@ -421,9 +411,7 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
             per[key] = (per.get(key) or 0) + dp.used_memory_mib
     out = list(procs)
     for pid, per in mem.items():
-        i = find(pid)
-        if i is None:
-            continue
+        i = index[pid]
         p = procs[i]
         hit = before.get(pid)
         if hit is None or hit[0] is not p or hit[1] != per:

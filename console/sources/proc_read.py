@@ -30,9 +30,6 @@ class Table:
     users: dict[int, str] = field(default_factory=dict)
     extras: dict[int, Extra] = field(default_factory=dict)
     dthreads: dict[int, list[ThreadInfo]] = field(default_factory=dict)
-    listing: Listing = Listing()
-    #: this probe read every stat record and every fd (asked for, or the PID counter wrapped)
-    whole: bool = True
     #: the PIDs whose process may differ from the last probe's (None: any)
     touched: set[int] | None = None
 
@@ -97,8 +94,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     extras = dict(before)
     for pid in extras.keys() - table.keys():
         del extras[pid]
-    look = table.keys() if walk_all else (set(scope.fds) | fds.keys() | pidns.keys() | cgroups.keys()
-                                          | changed | (before.keys() & changed))
+    look = table.keys() if walk_all else (set(scope.fds) | fds.keys() | pidns.keys() | cgroups.keys() | changed)
     for pid in look:
         st = table.get(pid)
         if st is None:
@@ -120,17 +116,16 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
             extras.pop(pid, None)
     # what the watched set is made of changed (sources/watch.py works it out again only then):
     # PIDs came or went, a parent, a zombie or D state, a thread count, device files, threads in D
-    shape = (bool(gone) or table.keys() != before_table.keys() or extras != before
-             or dthreads is not cache.get("dthreads_seen")
+    last_dthreads = cache.get("dthreads", {})
+    shape = (table.keys() != before_table.keys() or extras != before or dthreads is not last_dthreads
              or any(_shape(before_table.get(pid)) != _shape(table[pid]) for pid in changed))
     if shape or "shape" not in cache:
         cache["shape"] = cache.get("shape", 0) + 1
-    cache["dthreads_seen"] = dthreads
     touched: set[int] | None = None
     if users is cache.get("users") and not walk_all:
-        touched = (changed | gone | set(uids) | set(look) | dthreads.keys() | cache.get("dthreads_pids", set()))
+        touched = changed | gone | set(uids) | set(look) | dthreads.keys() | last_dthreads.keys()
     cache["table"], cache["idents"], cache["users"], cache["extras"] = table, idents, users, extras
-    cache["listing"], cache["wrapped"], cache["dthreads_pids"] = listing.pids, listing.wrapped, set(dthreads)
+    cache["listing"], cache["wrapped"], cache["dthreads"] = listing.pids, listing.wrapped, dthreads
     cache["listing_gen"] = listing.gen if listing.pids is not None else None
     # processes whose comm changed since their command line was read (kernel workers rename
     # themselves with every work item: not those)
@@ -144,5 +139,4 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     unnamed = cache.setdefault("unnamed", set())
     unnamed.update(uid for uid in uids.values() if uid not in users)
     unnamed.difference_update(users)
-    return Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads,
-                 listing=listing, whole=whole, touched=touched)
+    return Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads, touched=touched)
