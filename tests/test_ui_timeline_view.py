@@ -233,7 +233,8 @@ async def test_follow_scrolls_with_new_entries_unless_the_user_scrolled_up(incid
         await wait_for(pilot, lambda: "probe number 35" in screen(app))
         assert app.table.cursor_row == 35
         app.table.scroll_to(y=0, animate=False)    # what the mouse wheel does; the cursor stays
-        await pilot.pause()
+        # the scroll lands after the next refresh: wait until the user sees the top before appending
+        await wait_for(pilot, lambda: app.table.scroll_y == 0 and "probe number 0 " in screen(app))
         tl.append("check", "probe number 36", node="gpu07")
         await wait_for(pilot, lambda: app.table.row_count == 37)
         # the repaint may trail the row count on a loaded machine: wait for what the user sees

@@ -218,6 +218,7 @@ class FollowApp(_TimelineViewApp):
         self._seen: set[str] = set()  # identities of entries shown (a re-read file adds no duplicates)
         self._busy = False
         self._pinned = True           # following the newest entry
+        self._highlighted_row = -1    # the row the last highlight event was for
 
     def on_mount(self) -> None:
         self._setup_table()
@@ -252,7 +253,8 @@ class FollowApp(_TimelineViewApp):
         return self._pinned and self._at_last_row()
 
     def _settle(self) -> None:
-        self.table.scroll_end(animate=False, immediate=True)
+        if self._pinned:                  # the user may have scrolled up since the rows came
+            self.table.scroll_end(animate=False, immediate=True)
 
     def _scrolled(self, old: float, new: float) -> None:
         if new < old and new < self.table.max_scroll_y:
@@ -332,6 +334,9 @@ class FollowApp(_TimelineViewApp):
         index = self.table.cursor_row      # now, not when the event was posted
         if 0 <= index < len(self.entries):
             self._show_detail(detail(self.entries, index, len(self.entries), "so far"))
+        if index == self._highlighted_row:
+            return                         # a late event for a row already seen: not a move
+        self._highlighted_row = index
         self._pinned = self._at_last_row()
         if self._pinned and self.unseen:
             self.unseen = 0
