@@ -20,7 +20,7 @@ from console.config import FLEET_INTERVAL_S, INTERVAL_S, PROBE_TIMEOUT_S, device
 from console.probe import DEFAULT_DEVICE_GLOB
 from console.sim.state import DEFAULT_SCENARIO
 
-SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench")
+SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench", "gate")
 SEVERITY_WORDS = ("info", "low", "high", "critical")
 
 
@@ -46,6 +46,7 @@ def _checked(check, *bounds):
 _interval = _checked(seconds_text, *INTERVAL_S)
 _probe_timeout = _checked(seconds_text, *PROBE_TIMEOUT_S)
 _device_glob = _checked(device_glob)
+_gate_wait = _checked(seconds_text, 0.0, 3600.0)
 
 
 def _port(text: str) -> int:
@@ -135,6 +136,10 @@ SUB_DESCRIPTIONS = {
     "follow": ("Read-only live view of an incident another console is writing (FILE or an incident ID). "
                "--live adds that console's own panels (GPUs, processes, findings), mirrored from the state "
                "it writes beside the incident; nothing here probes a node or changes anything."),
+    "gate": ("Are these nodes' GPUs clean for the next job (a Slurm Prolog/Epilog, a readiness check)? "
+             "Waits up to --wait S for memory to come back to idle; exit 0 when clean, 1 when memory is "
+             "still held or a node cannot be read (an incident then holds the evidence; --drain also "
+             "drains the node in Slurm), 2 for bad usage."),
     "bench": "Measured figures: probe, diagnosis and UI timings on simulated nodes (and a real one with --target).",
 }
 
@@ -199,6 +204,18 @@ def build_sub_parser(name: str) -> Parser:
         if name == "follow":
             p.add_argument("--live", action="store_true",
                            help="also mirror the driving console's panels (GPUs, processes, findings), read-only")
+    elif name == "gate":
+        p.add_argument("targets", nargs="*", metavar="TARGET", help="as the console's (default: local)")
+        p.add_argument("--wait", type=_gate_wait, default=120.0, metavar="S",
+                       help="how long memory may take to come back, 0 to 3600 s (default 120)")
+        p.add_argument("--json", action="store_true", help="the verdict as JSON on stdout")
+        p.add_argument("--drain", action="store_true",
+                       help="a node that is not clean is drained in Slurm (Reason: gpu-incident <id>: <kind>)")
+        p.add_argument("--incident-dir", metavar="DIR", help="where the incident goes (default: the user state dir)")
+        g = p.add_argument_group("Slurm (with --drain)")
+        g.add_argument("--slurm-controller", metavar="HOST", help="run scontrol on HOST over SSH")
+        g.add_argument("--no-slurm", action="store_true", help=argparse.SUPPRESS)
+        _add_ssh_options(p)
     elif name == "bench":
         p.add_argument("--quick", action="store_true", help="a short run (seconds, not minutes)")
         p.add_argument("--json", action="store_true", help="results as JSON on stdout")
@@ -509,13 +526,43 @@ def cmd_follow(args: argparse.Namespace) -> int:
     return run_follow(str(path), args.theme)
 
 
+def cmd_gate(args: argparse.Namespace) -> int:
+    """`gpu-incident gate`: 0 clean, 1 held or unreadable (fail closed), 2 bad usage."""
+    sources = make_sources(args)
+    slurm = make_slurm(args) if args.drain else None
+    from console.incident import timeline
+    from console.session import gate
+    opened = []
+
+    def open_incident():
+        tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None)
+        opened.append(tl)
+        return tl
+    try:
+        nodes, incident = asyncio.run(gate.run(sources, wait_s=args.wait, open_incident=open_incident,
+                                               slurm=slurm, drain_nodes=args.drain))
+    finally:
+        for tl in opened:
+            tl.close()
+    if args.json:
+        json.dump(gate.document(nodes, args.wait, incident), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for node in nodes:
+            print(gate.line(node, args.wait, incident))
+        if incident:
+            print(f"gpu-incident gate: evidence in incident {incident}: gpu-incident --incident {incident} "
+                  f"{' '.join(n.name for n in nodes if not n.clean)}")
+    return 0 if all(n.clean for n in nodes) else 1
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from console.bench.run import run_bench
     return run_bench(args)
 
 
 COMMANDS = {"snapshot": cmd_snapshot, "timeline": cmd_timeline, "simulate": cmd_simulate,
-            "replay": cmd_replay, "follow": cmd_follow, "bench": cmd_bench}
+            "replay": cmd_replay, "follow": cmd_follow, "bench": cmd_bench, "gate": cmd_gate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

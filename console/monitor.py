@@ -117,6 +117,11 @@ class Periodic:
                 await result
         return snap
 
+    @property
+    def running(self) -> bool:
+        """Polling on its own (started, not stopped)."""
+        return self._task is not None and not self._task.done()
+
     def poll_soon(self) -> None:
         """Cut the current wait short (after an action, to show its effect at once)."""
         self._wake.set()

@@ -208,3 +208,26 @@ async def test_drain_and_resume_on_a_controller_host_over_ssh(slurm_node, timeli
         await client.close()
     finally:
         server.stop()
+
+
+def test_the_gate_drains_a_held_node_naming_its_incident_and_records_the_drain_first(slurm_node, tmp_path,
+                                                                                      capsys):
+    """`gpu-incident gate demo --drain`: the simulated node named like the Slurm node still holds
+    its memory after the job: exit 1, the node DRAIN with the incident in its reason."""
+    import json
+
+    from console import cli
+    from console.incident.timeline import resolve
+    rc = cli.main(["gate", "demo", "--wait", "0", "--drain", "--json", "--incident-dir", str(tmp_path)])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 1 and doc["clean"] is False
+    slurm_node.wait_for(lambda: slurm_node.sinfo_state().startswith("drain"), "the drain")
+    state = slurm_node.sinfo_state()
+    assert f"gpu-incident {doc['incident']}: " in state, state
+    assert "DRAIN" in doc["nodes"][0]["drained"] or "drain" in doc["nodes"][0]["drained"].lower()
+    entries = load(resolve(doc["incident"], tmp_path))[0]
+    action = next(e for e in entries if e.kind == "action")
+    assert action.command.startswith("scontrol update NodeName=demo State=DRAIN")
+    outcome = next(e for e in entries if e.kind == "observation" and e.action == action.seq)
+    assert outcome.seq > action.seq and outcome.outcome
+    assert [e.kind for e in entries].index("check") < entries.index(action), "evidence before the drain"

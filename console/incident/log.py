@@ -47,6 +47,10 @@ class IncidentLog:
     def note(self, node: str | None, text: str) -> TimelineEntry | None:
         return self._append("note", text.strip(), node)
 
+    def observation(self, node: str | None, text: str, output: str = "") -> TimelineEntry | None:
+        """What was seen without running a check (a headless caller's evidence: a snapshot)."""
+        return self._append("observation", text.strip(), node, **({"output": output} if output else {}))
+
     def record_check(self, result: CheckResult) -> TimelineEntry | None:
         """A check entry, linked to the open hypothesis; memory before/after when it read them."""
         fields: dict[str, Any] = {}

@@ -16,11 +16,10 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable
 
-from console.actions.plan import ActionPolicy
 from console.clock import REAL_CLOCK, Clock
-from console.monitor import NodeMonitor, start_all
-from console.incident.log import IncidentLog
 from console.model import NodeSnapshot
+from console.session import Session
+from console.session import events as ev
 from console.sources.base import Source
 from console.turns import KEYS_FIRST
 from console.incident.timeline import Timeline
@@ -29,7 +28,6 @@ from console.ui.escalation import EscalationKeys
 from console.ui.fleet_mode import FleetMode, FleetSetup
 from console.ui.footer import FittedFooter
 from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable
-from console.ui.live_feed import LiveFeed
 from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
@@ -85,7 +83,7 @@ HELD_REDRAW_S = 0.02
 SWITCH_INTERVAL_S = 0.001
 
 
-class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, LiveFeed, App[int]):
+class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -108,13 +106,15 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 raise ValueError(f"config [keys]: unknown action id(s) {', '.join(unknown)}; "
                                  f"known: {', '.join(sorted(known))}")
             self.set_keymap(keymap)
-        self.sources = list(sources)
-        self.timeline = timeline
+        # the engine: nodes, incident, policy, the action pipeline (console/session/); the App draws it
+        self.session = Session(sources, timeline=timeline, interval=interval, read_only=read_only,
+                               dry_run=dry_run, clock=clock)
+        self.session.subscribe(self._session_event)
+        self.session.activity = self.running_work
         self.read_only = read_only
         self.dry_run = dry_run
         self.autostart = autostart
         self.node_interval = interval
-        self.monitors = [NodeMonitor(s, interval=interval, on_update=self._on_snapshot) for s in self.sources]
         self.init_fleet(fleet)          # a prometheus:// target: the fleet screen (ui/fleet_mode.py)
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.current_node = self.sources[0].name if self.sources else ""
@@ -122,9 +122,6 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.proc_filter = ""
         self.tagged: set[str] = set()
         self.activity = activity.Activity(clock)
-        self.incident = IncidentLog(timeline, on_error=lambda msg: self.notify(msg, severity="error"))
-        self.policy = ActionPolicy(read_only=read_only, dry_run=dry_run)
-        self.watches: list = []           # ActionWatch handles still observing (cancelled on quit)
         self._selected_initially: set[str] = set()
         self.redraw_interval_s = REDRAW_INTERVAL_S
         self._status_drawn: Text | None = None
@@ -132,6 +129,27 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self._redraw_timer = None
         self._last_redraw = float("-inf")
         self.theme_warnings = install_themes(self, theme_name)
+
+    # the session's, as the panels and keys read them
+    @property
+    def sources(self) -> list[Source]:
+        return self.session.sources
+
+    @property
+    def monitors(self):
+        return self.session.monitors
+
+    @property
+    def timeline(self):
+        return self.session.timeline
+
+    @property
+    def incident(self):
+        return self.session.incident
+
+    @property
+    def policy(self):
+        return self.session.policy
 
     @property
     def multi_node(self) -> bool:
@@ -170,7 +188,6 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         # several nodes: the node table first (the worst node comes to its top); one: its processes
         self.query_one("#nodes" if self.multi_node else "#procs", DataTable).focus()
-        self.start_feed(self.monitors[0].interval if self.monitors else 1.0)   # ui/live_feed.py
         self._render_status()
         self._render_activity()
         for w in self.theme_warnings:
@@ -184,8 +201,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
-        if self.autostart:
-            start_all(self.monitors)        # many nodes: their polls spread over the interval
+        self.session.start(poll=self.autostart)    # many nodes: their polls spread over the interval
         self.start_fleet()                  # fleet mode: the fleet screen on top (ui/fleet_mode.py)
 
     def _mode_text(self) -> str:
@@ -197,7 +213,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
 
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
-        await asyncio.gather(*(m.stop() for m in self.monitors), self.stop_fleet(), return_exceptions=True)
+        await asyncio.gather(self.session.stop(), self.stop_fleet(), return_exceptions=True)
 
     def post_message(self, message: Message) -> bool:
         """A key or a click holds the engine until the frame that answers it is drawn
@@ -216,20 +232,34 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 KEYS_FIRST.release()
 
     # ------------------------------------------------------------------ data in
-    async def _on_snapshot(self, snap: NodeSnapshot) -> None:
-        # taken in straight away, not posted as a message: 256 nodes' polls queued in the app's
-        # messages ahead of a key held the key back (the monitors run on the app's own loop)
-        self.node_updated(snap)
+    def _session_event(self, event: ev.Event) -> None:
+        """What the session publishes. Taken in straight away, not posted as a message: 256
+        nodes' polls queued in the app's messages ahead of a key held the key back."""
+        if isinstance(event, ev.NodeUpdated):
+            self.node_updated(event.snapshot)
+        elif isinstance(event, ev.Said):
+            self.notify(event.text, severity=event.severity)
+        elif isinstance(event, ev.ActionStarted):
+            if event.verifying_s > 0:
+                plan = event.plan
+                doing = f"verifying for up to {plan.verify_s:.0f} s…" if plan.verify_s >= 1 else "running…"
+                self.notify(f"{plan.node}: {plan.title} — {doing}", timeout=5)
+        elif isinstance(event, ev.ActionFinished):
+            outcome = event.outcome
+            severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
+            self.notify(f"{outcome.plan.node}: {printable(outcome.text)}", severity=severity, timeout=10)
+            if outcome.timeline_error:
+                self.notify(f"timeline: {outcome.timeline_error}", severity="error")
 
     @on(NodeUpdated)
     def _node_updated(self, message: NodeUpdated) -> None:
+        self.session.feed.add(message.snapshot, self.current_node)
         self.node_updated(message.snapshot)
 
     def node_updated(self, snap: NodeSnapshot) -> None:
         """Draw the snapshot now, or with the others at the next redraw when the last one was
         less than ``redraw_interval_s`` ago (the node on screen: now). ``snapshots`` holds what
         is drawn: what the keys act on is what the operator sees."""
-        self.feed_snapshot(snap)           # the memory trail and the follower's live state: every poll
         self._updated[snap.name] = snap
         if snap.name == self.current_node:     # what the operator looks at: now (with the rest)
             if self._redraw_timer is not None:
@@ -292,8 +322,19 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
     def _watch_current(self) -> None:
         """The node on screen is diagnosed every poll; the others may keep the findings of
         unchanged input for a while (console/monitor.py)."""
-        for m in self.monitors:
-            m.watched = m.name == self.current_node
+        self.session.view(self.current_node)
+
+    def memory_series(self, node: str):
+        return self.session.memory_series(node)
+
+    def memory_data(self) -> dict:
+        return self.session.feed.memory_data()
+
+    async def _flush_feed(self, running: bool = True, force: bool = False) -> None:
+        """Write the follower's state now (tests; the session writes it every second)."""
+        s = self.session
+        await s.feed.flush(s.actions(), s.names(), self.running_work() if running else [],
+                           running=running, force=force)
 
     def refresh_node_view(self) -> None:
         snap = self.snapshots.get(self.current_node)
@@ -546,44 +587,16 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             self.read_whole_table()
         self.refresh_node_view()
 
-    async def whole_snapshot(self, source: Source) -> NodeSnapshot | None:
-        """The node's reading once it has read every process (at once when it just did; else
-        after its next poll, which reads them all), or None when no poll came in time."""
-        monitor = next((m for m in self.monitors if m.source is source), None)
-        if monitor is None or source.whole_is_fresh():
-            return monitor.latest if monitor is not None else None
-        before = monitor.latest
-        self.read_whole_table(source)
-        deadline = time.monotonic() + monitor.deadline
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-            if monitor.latest is not before and source.whole_is_fresh():
-                return monitor.latest
-        return None
-
     def read_whole_table(self, source: Source | None = None) -> None:
-        """The node in view (or ``source``) reads its whole process table at once: its probe reads
-        only what the verdict depends on between whole reads (console/probe_scope.py)."""
-        if source is None:
-            source = self._current()[0]
-        for m in self.monitors:
-            if m.source is source:
-                source.request_whole()
-                m.poll_soon()
+        """The node in view (or ``source``) reads its whole process table at once."""
+        source = source if source is not None else self._current()[0]
+        if source is not None:
+            self.session.read_whole(source)
 
     async def action_quit(self) -> None:
-        for watch in self.watches:
-            watch.cancel()
-        running = [w for w in self.workers if w.group == "actions" and not w.is_finished]
-        for worker in running:
-            worker.cancel()     # execute() still writes the outcome with what it saw
-        for worker in running:
-            try:
-                await asyncio.wait_for(worker.wait(), 3)
-            except Exception:  # noqa: BLE001 - cancelled or slow: quitting anyway
-                pass
-        self.incident.note(None, "console stopped")
-        await self.stop_feed()
+        # actions in flight write what they saw; the follower's last state; then the screen goes
+        self.session.viewing = self.current_node
+        await self.session.finish("console stopped")
         self.exit(0)
 
     @property

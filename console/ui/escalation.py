@@ -10,17 +10,13 @@ from textual.widgets import DataTable
 
 from console.sources.base import Source
 from console.ui import tables
-from console.actions.ladder import CUSTOM_RUNG
+from console.session.core import WHOLE_FIRST, custom_output
 from console.ui.text import printable
 
 
-#: actions planned from a reading of every process (their targets are every holder of a GPU)
-WHOLE_FIRST = ("kill-holders", "reset", "clear-blockers")
-
-
 class EscalationKeys:
-    """Mixed into IncidentApp (needs: _current, selected_pids, monitors, incident, policy,
-    timeline, watches, read_only, dry_run, notify, push_screen, run_worker, query_one)."""
+    """Mixed into IncidentApp (needs: session, _current, selected_pids, read_only, dry_run,
+    notify, push_screen, run_worker, query_one). Planning and executing are the session's."""
 
     # ---- escalation: every destructive action goes through plan -> Confirm -> execute
     @property
@@ -53,20 +49,10 @@ class EscalationKeys:
             self._confirm(step.plan, source)
 
     async def action_act(self, rung: str) -> None:
-        from console.actions.plan import plan_action
         source, snap = self._current()
         if source is None or snap is None:
             self.notify("no reading of this node yet", severity="warning")
             return
-        if rung in WHOLE_FIRST and not source.whole_is_fresh():
-            # every holder, not only those the probe watches (a hidden one may have come since
-            # the last whole read): the node reads all its processes first
-            self.notify(f"{source.name}: reading every process first…", timeout=3)
-            fresh = await self.whole_snapshot(source)
-            now = self._current()
-            if now[0] is not source:
-                return
-            snap = fresh or now[1] or snap
         pids = gpus = None
         if rung in ("sigterm", "sigkill"):
             pids = self.selected_pids()
@@ -79,11 +65,17 @@ class EscalationKeys:
                 self.notify("select a GPU first (tab to the GPU table)", severity="warning")
                 return
             gpus = [gpu]
+        if rung in WHOLE_FIRST and not source.whole_is_fresh():
+            # every holder, not only those the probe watches (a hidden one may have come since
+            # the last whole read): the node reads all its processes first
+            self.notify(f"{source.name}: reading every process first…", timeout=3)
         try:
-            plan = plan_action(snap, rung, pids=pids or (), gpus=gpus or ())
+            plan = await self.session.plan(source.name, rung, pids=pids or (), gpus=gpus or (), seen=snap)
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
+        if self._current()[0] is not source:
+            return                   # the operator moved to another node meanwhile: nothing to confirm
         self._confirm(plan, source)
 
     def action_signal_menu(self) -> None:
@@ -132,25 +124,11 @@ class EscalationKeys:
         self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
 
     def _execute(self, plan, source: Source, *, typed: str | None = None) -> None:
-        from console.actions.run import execute
-        monitor = next(m for m in self.monitors if m.source is source)
-        hyp = self.incident.open_hypothesis()
-        if self.policy.refusal(plan) is None and not self.policy.dry_run:
-            doing = f"verifying for up to {plan.verify_s:.0f} s…" if plan.verify_s >= 1 else "running…"
-            self.notify(f"{plan.node}: {plan.title} — {doing}", timeout=5)
-
+        """The session's executor (console/session/core.py); its events say what happened."""
         async def work() -> None:
-            outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline,
-                                    monitor=monitor, read=monitor.poll_once, typed=typed,
-                                    hypothesis=hyp.seq if hyp else None)
-            if outcome.watch is not None:
-                self.watches.append(outcome.watch)
-            if plan.rung == CUSTOM_RUNG and outcome.results:   # never over an open prompt
+            outcome = await self.session.execute(plan, typed=typed)
+            if custom_output(outcome):          # never over an open prompt
                 self.present(f"{plan.title} on {plan.node}: output", lambda: self._show_output(outcome))
-            severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
-            self.notify(f"{plan.node}: {printable(outcome.text)}", severity=severity, timeout=10)
-            if outcome.timeline_error:
-                self.notify(f"timeline: {outcome.timeline_error}", severity="error")
         self.run_worker(work(), group="actions", exclusive=False)
 
 

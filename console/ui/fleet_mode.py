@@ -19,7 +19,7 @@ from textual.message import Message
 
 from console.config import FLEET_INTERVAL_S
 from console.model import FleetNode, FleetSnapshot
-from console.monitor import FleetMonitor, NodeMonitor
+from console.monitor import FleetMonitor
 from console.output.fleet_rows import FleetView, next_view, opened_text
 from console.sources.base import Source
 from console.ui.fleet_view import FleetScreen
@@ -156,12 +156,8 @@ class FleetMode:
         name = source.name
         known = next((s for s in self.sources if s.name == name), None)
         if known is None:
-            self.sources.append(source)
-            monitor = NodeMonitor(source, interval=self.node_interval, on_update=self._on_snapshot)
-            self.monitors.append(monitor)
+            self.session.add_node(source)
             self.incident.note(name, opened_text(node, self.fleet.name))
-            if self.autostart:
-                monitor.start()
             self.say(opened_text(node, self.fleet.name))
         else:
             source = known

@@ -176,14 +176,6 @@ class SlurmKeys:
         self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
 
     async def _execute_slurm(self, plan, source) -> None:
-        from console.actions.run import execute
-        monitor = next((m for m in self.monitors if m.name == plan.node), None)
-        hyp = self.incident.open_hypothesis()
-        outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline, monitor=monitor,
-                                hypothesis=hyp.seq if hyp else None, poll_s=0.5)
-        severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
-        self.notify(f"{plan.node}: {printable(outcome.text)}", severity=severity, timeout=10)
-        if outcome.timeline_error:
-            self.notify(f"timeline: {outcome.timeline_error}", severity="error")
+        await self.session.execute(plan, source=source, poll_s=0.5)   # its events say the outcome
         if plan.node == self.current_node:
             await self._read_slurm(plan.node)

@@ -1,0 +1,280 @@
+"""The Session: nodes, incident, policy and the action pipeline, with no screen.
+
+    session = Session([source], timeline=tl)
+    session.subscribe(print)                 # NodeUpdated, ActionStarted, ActionFinished, Said
+    session.start()                          # polls every node, on the running event loop
+    plan = await session.plan("gpu07", "sigkill", pids=[4242])   # from a fresh reading
+    outcome = await session.execute(plan)    # record, send (guarded), verify, record the outcome
+    await session.stop()
+
+Confirm is the client's: a plan is shown (its exact commands) and only what the operator
+confirmed is handed to ``execute``. ``execute`` is the one executor every client runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable, Iterable, Sequence
+
+from console.actions.ladder import CUSTOM_RUNG
+from console.actions.plan import ActionPlan, ActionPolicy, plan_action
+from console.actions.run import ActionOutcome, ActionWatch, execute
+from console.actions.step import Step, step_for
+from console.clock import REAL_CLOCK, Clock
+from console.incident.log import IncidentLog
+from console.incident.timeline import Timeline
+from console.model import Finding, NodeSnapshot
+from console.monitor import NodeMonitor, start_all
+from console.output.memory_series import MemorySeries
+from console.session.events import ActionFinished, ActionStarted, Event, NodeUpdated, Said
+from console.session.feed import FEED_INTERVAL_S, LiveFeed
+from console.sources.base import Source
+
+log = logging.getLogger("gpu_incident.session")
+
+#: actions planned from a reading of every process (their targets are every holder of a GPU)
+WHOLE_FIRST = ("kill-holders", "reset", "clear-blockers")
+#: how long ``stop`` waits for an action in flight to write what it saw
+ACTION_STOP_S = 3.0
+
+Listener = Callable[[Event], object]
+
+
+class Session:
+    def __init__(self, sources: Sequence[Source], *, timeline: Timeline | None = None,
+                 interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
+                 clock: Clock = REAL_CLOCK) -> None:
+        self.timeline = timeline
+        self.interval = interval
+        self.clock = clock
+        self.policy = ActionPolicy(read_only=read_only, dry_run=dry_run)
+        self.incident = IncidentLog(timeline, on_error=lambda msg: self.say(msg, "error"))
+        self.sources: list[Source] = []
+        self.monitors: list[NodeMonitor] = []
+        self.watches: list[ActionWatch] = []      # observing after an action, until its deadline
+        self.viewing: str | None = None           # the node a person looks at (diagnosed every poll)
+        #: what a client is busy with, for the follower ("demo: wait-and-reread: 15 of 86 s")
+        self.activity: Callable[[], list[str]] = lambda: []
+        self._listeners: list[Listener] = []
+        self._actions: set[asyncio.Task] = set()
+        self._feed_task: asyncio.Task | None = None
+        self._finished = False
+        self.started = False
+        self.polling = False                      # the monitors poll on their own
+        for s in sources:
+            self._add(s)
+        self.feed = LiveFeed(timeline, nodes=len(self.sources), interval=interval,
+                             warn=lambda msg: self.say(msg, "warning"))
+
+    def attach(self, timeline: Timeline) -> None:
+        """Record from now on into ``timeline`` (a headless caller opens the incident only when
+        it has something to record)."""
+        self.timeline = timeline
+        self.incident.timeline = timeline
+
+    # ------------------------------------------------------------------ events
+    def subscribe(self, listener: Listener) -> None:
+        """``listener(event)`` for every event, on the session's loop, in order."""
+        self._listeners.append(listener)
+
+    def publish(self, event: Event) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # noqa: BLE001 - a client's bug must not stop the engine
+                log.exception("session listener failed on %s", type(event).__name__)
+
+    def say(self, text: str, severity: str = "information") -> None:
+        self.publish(Said(text, severity))
+
+    # ------------------------------------------------------------------ nodes
+    def _add(self, source: Source) -> NodeMonitor:
+        monitor = NodeMonitor(source, interval=self.interval, on_update=self._polled)
+        self.sources.append(source)
+        self.monitors.append(monitor)
+        return monitor
+
+    def add_node(self, source: Source) -> NodeMonitor:
+        """A node joins the session (opened from the fleet); it polls at once when running."""
+        monitor = self._add(source)
+        monitor.watched = self.viewing in (None, source.name)
+        if self.polling:
+            monitor.start()
+        return monitor
+
+    def source(self, name: str) -> Source | None:
+        return next((s for s in self.sources if s.name == name), None)
+
+    def monitor(self, node: str | Source) -> NodeMonitor | None:
+        if isinstance(node, str):
+            return next((m for m in self.monitors if m.name == node), None)
+        return next((m for m in self.monitors if m.source is node), None)
+
+    def latest(self, name: str) -> NodeSnapshot | None:
+        monitor = self.monitor(name)
+        return monitor.latest if monitor is not None else None
+
+    def view(self, name: str | None) -> None:
+        """The node a person looks at is diagnosed every poll; the others may keep the findings
+        of unchanged input for a while (console/monitor.py)."""
+        self.viewing = name
+        for m in self.monitors:
+            m.watched = name is None or m.name == name
+
+    async def _polled(self, snap: NodeSnapshot) -> None:
+        self.feed.add(snap, self.viewing)
+        self.publish(NodeUpdated(snap))
+
+    def start(self, *, poll: bool = True) -> None:
+        """Poll every node (spread over one interval) and keep the follower's state; on the running loop."""
+        if self.started:
+            return
+        self.started = True
+        self.polling = poll
+        if poll:
+            start_all(self.monitors)
+        if self.feed.state is not None:
+            self._feed_task = asyncio.get_running_loop().create_task(self._feed_loop(), name="session feed")
+
+    async def poll_all(self) -> list[NodeSnapshot]:
+        """One poll of every node now, concurrently (a headless caller's step)."""
+        return list(await asyncio.gather(*(m.poll_once() for m in self.monitors)))
+
+    async def _feed_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FEED_INTERVAL_S)
+            try:
+                await self.feed.flush(self.actions(), self.names(), self.activity())
+            except Exception:  # noqa: BLE001 - the follower's view must not stop the engine
+                log.exception("live state")
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.sources]
+
+    def actions(self):
+        return [a for m in self.monitors for a in m.actions]
+
+    def memory_series(self, node: str) -> MemorySeries:
+        """The node's memory over the incident and the actions sent to it (the sparkline's data)."""
+        monitor = self.monitor(node)
+        return self.feed.series(node, monitor.actions if monitor is not None else ())
+
+    async def finish(self, note: str | None = None) -> None:
+        """Cancel the actions in flight (each writes what it saw, within ACTION_STOP_S), record
+        ``note``, write the follower's last state. The nodes are still open (``stop`` closes them)."""
+        if self._finished:
+            return
+        self._finished = True
+        for watch in self.watches:
+            watch.cancel()
+        running = [t for t in self._actions if not t.done()]
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.wait(running, timeout=ACTION_STOP_S)
+        if self._feed_task is not None:
+            self._feed_task.cancel()
+            self._feed_task = None
+        if note:
+            self.incident.note(None, note)
+        try:
+            await self.feed.last(self.actions(), self.names(), self.viewing)
+        except Exception:  # noqa: BLE001
+            log.exception("last live state")
+
+    async def stop(self, note: str | None = None) -> None:
+        """``finish``, then close every node (each bounded: stopping never hangs on a node)."""
+        await self.finish(note)
+        await asyncio.gather(*(m.stop() for m in self.monitors), return_exceptions=True)
+        self.started = self.polling = False
+
+    # ------------------------------------------------------------------ reading every process
+    def read_whole(self, source: Source) -> None:
+        """The node reads its whole process table at once (its probe reads only what the
+        verdict depends on between whole reads: console/probe_scope.py)."""
+        monitor = self.monitor(source)
+        if monitor is not None:
+            source.request_whole()
+            monitor.poll_soon()
+
+    async def whole_snapshot(self, source: Source) -> NodeSnapshot | None:
+        """The node's reading once it has read every process (at once when it just did; else
+        after its next poll, which reads them all), or None when no poll came in time."""
+        monitor = self.monitor(source)
+        if monitor is None or source.whole_is_fresh():
+            return monitor.latest if monitor is not None else None
+        before = monitor.latest
+        self.read_whole(source)
+        if not monitor.running:            # nobody polls it: read it here
+            try:
+                return await asyncio.wait_for(monitor.poll_once(), monitor.deadline)
+            except Exception:  # noqa: BLE001 - a failed read: the caller plans from what it had
+                return None
+        deadline = time.monotonic() + monitor.deadline
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            if monitor.latest is not before and source.whole_is_fresh():
+                return monitor.latest
+        return None
+
+    # ------------------------------------------------------------------ the action pipeline
+    async def plan(self, node: str, rung: str, *, pids: Iterable[int] = (), gpus: Iterable[int] = (),
+                   signal: str | None = None, seen: NodeSnapshot | None = None) -> ActionPlan:
+        """The plan for ``rung`` on ``node``, from the reading the operator sees (``seen``; else
+        the latest) — for the rungs that act on every holder of a GPU, from a reading of every
+        process. ValueError: no reading yet, or the rung does not apply."""
+        source = self.source(node)
+        snap = seen or self.latest(node)
+        if source is None or snap is None:
+            raise ValueError(f"{node}: no reading of this node yet")
+        if rung in WHOLE_FIRST and not source.whole_is_fresh():
+            snap = await self.whole_snapshot(source) or self.latest(node) or snap
+        return plan_action(snap, rung, pids=tuple(pids), gpus=tuple(gpus), signal=signal)
+
+    def step(self, node: str, finding: Finding, *, wait_default: int) -> Step | None:
+        """A finding's next step on ``node`` (a wait is a check; anything else a plan)."""
+        snap = self.latest(node)
+        if snap is None:
+            raise ValueError(f"{node}: no reading of this node yet")
+        return step_for(finding, snap, wait_default=wait_default)
+
+    async def execute(self, plan: ActionPlan, *, typed: str | None = None, source=None,
+                      poll_s: float = 1.0, **options) -> ActionOutcome:
+        """Run a confirmed plan through the one executor (console/actions/run.py): the policy,
+        the record before the effect, guarded signals, verification, the outcome entry, and
+        the watch until the rung's deadline. ``source``: where it runs (default: the plan's
+        node; a Slurm action passes its own)."""
+        node_source = self.source(plan.node)
+        source = source or node_source
+        if source is None:
+            raise ValueError(f"{plan.node}: not a node of this session")
+        monitor = self.monitor(plan.node)
+        hyp = self.incident.open_hypothesis()
+        verifying = plan.verify_s if self.policy.refusal(plan) is None and not self.policy.dry_run else 0.0
+        self.publish(ActionStarted(plan, verifying))
+        read = monitor.poll_once if (monitor is not None and source is node_source) else None
+        task = asyncio.current_task()
+        if task is not None:
+            self._actions.add(task)
+        try:
+            outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline, monitor=monitor,
+                                    read=read, typed=typed, hypothesis=hyp.seq if hyp else None,
+                                    poll_s=poll_s, **options)
+        finally:
+            if task is not None:
+                self._actions.discard(task)
+        if outcome.watch is not None:
+            self.watches.append(outcome.watch)
+        self.publish(ActionFinished(outcome))
+        return outcome
+
+    @property
+    def acting(self) -> bool:
+        """An action is being sent or verified."""
+        return any(not t.done() for t in self._actions)
+
+
+def custom_output(outcome: ActionOutcome) -> bool:
+    """A command of the operator's own printed something worth showing."""
+    return outcome.plan.rung == CUSTOM_RUNG and bool(outcome.results)

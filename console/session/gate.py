@@ -1,0 +1,223 @@
+"""`gpu-incident gate`: are these nodes' GPUs clean, for the next job? Fail closed.
+
+A node is clean when it answered, no GPU is lost, every GPU is back at or under who.FREED_MIB
+(what an idle GPU keeps anyway), the driver lists no process on it and nothing holds a device
+file but the node's own daemons (persistenced, DCGM: who.blocker_daemon) and the gate itself.
+The gate polls every node as the console does until each is clean or ``--wait`` passes, and
+measures each one's time-to-free. A node still held, or one that could not be read, fails: the
+gate then opens an incident with what it saw (the snapshot's findings, and the read-only checks
+that name the holders, their thread states and wchan, and the kernel log) before anything is
+killed, and with ``--drain`` drains the node in Slurm through the console's own drain action.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from console.actions.slurm import SlurmActionSource, plan_drain, reason_finding
+from console.checks.registry import run_check
+from console.clock import REAL_CLOCK, Clock
+from console.diagnosis import text as t
+from console.diagnosis import who
+from console.model import Finding, NodeSnapshot, severity_rank
+from console.output.json import node_json
+from console.session.core import Session
+from console.textsafe import one_line
+
+#: how often the gate reads each node while it waits
+GATE_INTERVAL_S = 1.0
+#: at most this many processes' states, and this many holders' stacks, go into the evidence
+EVIDENCE_PIDS = 64
+EVIDENCE_STACKS = 3
+#: the snapshot kept as evidence (its GPU-related processes), cut at this many characters
+EVIDENCE_SNAPSHOT_CHARS = 20000
+#: how long one evidence check may take before the gate gives up on it
+EVIDENCE_TIMEOUT_S = 20.0
+
+
+@dataclass
+class GateNode:
+    name: str
+    clean: bool = False
+    seconds_to_free: float | None = None      # from the gate's start to its first clean reading
+    held: str | None = "not read yet"         # why it is not clean (one line)
+    snapshot: NodeSnapshot | None = None
+    evidence: list[str] = field(default_factory=list)   # the timeline entries that hold it
+    drained: str | None = None                # the drain's outcome line, with --drain
+
+
+def why_held(snap: NodeSnapshot) -> str | None:
+    """None when the node is clean, else what keeps it from being (one line)."""
+    if snap.error is not None:
+        return f"not read: {one_line(snap.error, 160)}"
+    if snap.lost_gpus:
+        return f"{t.plural(len(snap.lost_gpus), 'GPU')} lost ({', '.join(snap.lost_gpus[:4])})"
+    if not snap.gpus:
+        return "the driver lists no GPU"
+    unknown = [g.index for g in snap.gpus if g.memory_used_mib is None]
+    if unknown:
+        return f"{t.gpus(unknown)}: memory not reported"
+    parts = []
+    held = [g for g in snap.gpus if g.memory_used_mib > who.FREED_MIB]
+    if held:
+        verb = "holds" if len(held) == 1 else "hold"
+        parts.append(f"{t.gpus([g.index for g in held])} {verb} {t.mib(sum(g.memory_used_mib for g in held))}")
+    listed = sorted({d.pid for d in snap.driver_processes})
+    if listed:
+        parts.append(f"the driver lists {_pids(listed)}")
+    holders = [p for p in who.holder_pids(snap) if p not in listed]
+    if holders:
+        parts.append(f"device files held by {_pids(holders)}")
+    return "; ".join(parts) or None
+
+
+def _pids(pids: Sequence[int]) -> str:
+    shown = ", ".join(map(str, pids[:6]))
+    return f"PID{'s' if len(pids) > 1 else ''} {shown}" + (f" and {len(pids) - 6} more" if len(pids) > 6 else "")
+
+
+async def wait_clean(session: Session, wait_s: float, *, interval: float = GATE_INTERVAL_S,
+                     clock: Clock = REAL_CLOCK) -> list[GateNode]:
+    """Read every node until each is clean or ``wait_s`` passes (at least one reading each)."""
+    nodes = {name: GateNode(name) for name in session.names()}
+    started = clock.now()
+    first = True
+    while True:
+        pending = [m for m in session.monitors if not nodes[m.name].clean]
+        snaps = await asyncio.gather(*(m.poll_once() for m in pending))
+        elapsed = clock.now() - started
+        for snap in snaps:
+            node = nodes[snap.name]
+            node.snapshot = snap
+            node.held = why_held(snap)
+            if node.held is None:       # clean at the first reading: nothing had to come back
+                node.clean, node.seconds_to_free = True, 0.0 if first else round(elapsed, 1)
+        first = False
+        left = wait_s - (clock.now() - started)
+        if all(n.clean for n in nodes.values()) or left <= 0:
+            return list(nodes.values())
+        await clock.sleep(min(interval, left))
+
+
+async def record_evidence(session: Session, node: GateNode, wait_s: float) -> None:
+    """What the gate saw on a node that failed, into the incident, before anyone acts."""
+    snap = node.snapshot
+    log = session.incident
+    entry = log.hypothesis(node.name, f"the GPUs of {node.name} are not clean after the job: {node.held}")
+    if entry is not None:
+        node.evidence.append(f"#{entry.seq} hypothesis")
+    if snap is None or snap.error is not None:
+        return
+    doc = node_json(snap)
+    doc["processes"] = [p for p in doc["processes"] if p.get("gpu_memory_mib") or p.get("holds_devices")
+                        or p.get("state") in ("Z", "D") or p.get("threads_in_d")]
+    entry = log.observation(node.name, f"gate: {node.name} after {wait_s:g} s: {node.held}",
+                            output=json.dumps(doc, indent=1)[:EVIDENCE_SNAPSHOT_CHARS])
+    if entry is not None:
+        node.evidence.append(f"#{entry.seq} snapshot")
+    for f in sorted(snap.findings, key=lambda f: -severity_rank(f.severity)):
+        entry = log.note(node.name, f"finding {f.severity} {f.kind}: {f.summary} — next: {f.next_step}")
+        if entry is not None:
+            node.evidence.append(f"#{entry.seq} {f.kind}")
+    source = session.source(node.name)
+    for name, params in evidence_checks(snap):
+        try:
+            result = await asyncio.wait_for(run_check(source, name, snap, **params), EVIDENCE_TIMEOUT_S)
+        except (asyncio.TimeoutError, ValueError) as exc:
+            log.note(node.name, f"evidence {name} not taken: {one_line(exc, 120) or type(exc).__name__}")
+            continue
+        entry = log.record_check(result)
+        if entry is not None:
+            node.evidence.append(f"#{entry.seq} {name}")
+
+
+def evidence_checks(snap: NodeSnapshot) -> list[tuple[str, dict[str, Any]]]:
+    """The read-only checks that keep what a kill would destroy: who holds the device files;
+    the states and wchan of every holder, zombie and process in D; where the biggest holders
+    wait (kernel stack where root); the kernel log's NVRM lines."""
+    holders = who.holder_candidates(snap)
+    listed = {d.pid for d in snap.driver_processes_here()}
+    stuck = [p.pid for p in snap.processes if p.state in ("Z", "D") or p.threads_in_d]
+    pids = list(dict.fromkeys([p.pid for p in holders] + sorted(listed) + stuck))[:EVIDENCE_PIDS]
+    checks: list[tuple[str, dict[str, Any]]] = [("holders", {})]
+    if pids:
+        checks.append(("states", {"pids": pids}))
+    biggest = sorted(holders, key=lambda p: -p.gpu_memory_total_mib)[:EVIDENCE_STACKS]
+    checks += [("stack", {"pid": p.pid}) for p in biggest if p.state != "Z"]
+    checks.append(("kernel-log", {}))
+    return checks
+
+
+async def drain(session: Session, node: GateNode, slurm: Any) -> None:
+    """``--drain``: the console's own drain action (recorded before it is sent, verified)."""
+    if slurm is None:
+        node.drained = "not drained: no Slurm here (scontrol/squeue not found where Slurm commands run)"
+        return
+    reading = await slurm.read(node.name, node.snapshot)
+    if reading is None or not reading.present:
+        node.drained = f"not drained: {node.name} is not known to Slurm"
+        return
+    finding = reason_finding(node.snapshot) if node.snapshot is not None and node.snapshot.findings else None
+    if finding is None:        # a node that could not be read still has a cause to name
+        kind = "probe-hung" if node.snapshot is not None and node.snapshot.error else "ghost-memory"
+        finding = Finding(kind=kind, severity="high", summary=node.held or "", next_step="")
+    timeline = session.timeline
+    plan = plan_drain(node.name, reading.slurm_name, timeline.incident_id if timeline else "", finding,
+                      where=slurm.where, state=reading.node, snap=node.snapshot)
+    if not plan.commands:
+        node.drained = "not drained: " + "; ".join(plan.refusals)
+        return
+    outcome = await session.execute(plan, source=SlurmActionSource(slurm, node.name, reading.slurm_name),
+                                    poll_s=0.5)
+    node.drained = outcome.text
+
+
+def line(node: GateNode, wait_s: float, incident: str | None) -> str:
+    """One log line per node (fits a Slurm log line: no newline, bounded)."""
+    name = one_line(node.name, 80)
+    if node.clean:
+        return f"gpu-incident gate: {name}: clean (GPUs back to idle in {node.seconds_to_free:g} s)"
+    out = f"gpu-incident gate: {name}: NOT CLEAN after {wait_s:g} s: {one_line(node.held or '', 300)}"
+    if incident:
+        out += f"; incident {incident}"
+    if node.drained:
+        out += f"; {one_line(node.drained, 200)}"
+    return out
+
+
+def document(nodes: Sequence[GateNode], wait_s: float, incident: str | None) -> dict[str, Any]:
+    """``--json``: the verdict, each node's time-to-free, the incident and the findings."""
+    def findings(snap: NodeSnapshot | None) -> list[dict[str, Any]]:
+        if snap is None:
+            return []
+        return [{"kind": f.kind, "severity": f.severity, "pids": list(f.pids), "gpus": list(f.gpus),
+                 "summary": f.summary, "next_step": f.next_step} for f in snap.findings]
+    return {"clean": all(n.clean for n in nodes), "wait_s": wait_s, "incident": incident,
+            "nodes": [{"name": n.name, "clean": n.clean, "seconds_to_free": n.seconds_to_free,
+                       "held": None if n.clean else n.held, "evidence": n.evidence, "drained": n.drained,
+                       "findings": [] if n.clean else findings(n.snapshot)} for n in nodes]}
+
+
+async def run(sources: Sequence, *, wait_s: float, open_incident, slurm: Any = None, drain_nodes: bool = False,
+              interval: float = GATE_INTERVAL_S) -> tuple[list[GateNode], str | None]:
+    """The whole gate: wait for clean; on failure open the incident (``open_incident()`` -> a
+    Timeline), record the evidence, drain with ``drain_nodes``. (nodes, incident ID or None)."""
+    session = Session(sources)
+    try:
+        nodes = await wait_clean(session, wait_s, interval=interval)
+        failed = [n for n in nodes if not n.clean]
+        if not failed:
+            return nodes, None
+        timeline = open_incident()
+        session.attach(timeline)
+        session.incident.note(None, "gate: " + "; ".join(f"{n.name}: {n.held}" for n in failed))
+        for node in failed:
+            await record_evidence(session, node, wait_s)
+        if drain_nodes:
+            for node in failed:
+                await drain(session, node, slurm)
+        return nodes, timeline.incident_id
+    finally:
+        await session.stop()
