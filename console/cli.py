@@ -20,7 +20,7 @@ from console.config import FLEET_INTERVAL_S, INTERVAL_S, PROBE_TIMEOUT_S, device
 from console.probe import DEFAULT_DEVICE_GLOB
 from console.sim.state import DEFAULT_SCENARIO
 
-SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench", "gate")
+SUBCOMMANDS = ("snapshot", "simulate", "timeline", "replay", "follow", "bench", "gate", "watch")
 SEVERITY_WORDS = ("info", "low", "high", "critical")
 
 
@@ -47,6 +47,7 @@ _interval = _checked(seconds_text, *INTERVAL_S)
 _probe_timeout = _checked(seconds_text, *PROBE_TIMEOUT_S)
 _device_glob = _checked(device_glob)
 _gate_wait = _checked(seconds_text, 0.0, 3600.0)
+_watch_window = _checked(seconds_text, 0.0, 86400.0)
 
 
 def _port(text: str) -> int:
@@ -140,6 +141,10 @@ SUB_DESCRIPTIONS = {
              "Waits up to --wait S for memory to come back to idle; exit 0 when clean, 1 when memory is "
              "still held or a node cannot be read (an incident then holds the evidence; --drain also "
              "drains the node in Slurm), 2 for bad usage."),
+    "watch": ("Headless: poll the targets as the console does, and when a cause appears (memory no process "
+              "holds, hidden holders, an orphan, a thread in D too long, a serious Xid, a recovery action, "
+              "memory held at 0%% too long) open an incident with the evidence, before anyone kills "
+              "anything. Runs until SIGTERM or SIGINT (exit 0)."),
     "bench": "Measured figures: probe, diagnosis and UI timings on simulated nodes (and a real one with --target).",
 }
 
@@ -215,6 +220,23 @@ def build_sub_parser(name: str) -> Parser:
         g = p.add_argument_group("Slurm (with --drain)")
         g.add_argument("--slurm-controller", metavar="HOST", help="run scontrol on HOST over SSH")
         g.add_argument("--no-slurm", action="store_true", help=argparse.SUPPRESS)
+        _add_ssh_options(p)
+    elif name == "watch":
+        p.add_argument("targets", nargs="*", metavar="TARGET", help="as the console's (default: local)")
+        p.add_argument("--interval", type=_interval, default=None, metavar="S", help="poll interval (1.0)")
+        p.add_argument("--notify", metavar="CMD",
+                       help="run CMD (split like a shell, run without one) with the incident's JSON on stdin, "
+                            "once per new cause")
+        p.add_argument("--webhook", metavar="URL", help="POST the incident's JSON to URL, once per new cause")
+        p.add_argument("--metrics-port", type=_port, default=None, metavar="P",
+                       help="serve the watch's state as Prometheus text on 127.0.0.1:P")
+        p.add_argument("--dstate-after", type=_watch_window, default=60.0, metavar="S",
+                       help="a thread in D this long is a cause (default 60)")
+        p.add_argument("--idle-after", type=_watch_window, default=600.0, metavar="S",
+                       help="memory held at 0%% utilisation this long is a cause (default 600)")
+        p.add_argument("--clear-after", type=_watch_window, default=30.0, metavar="S",
+                       help="a cause absent this long is gone (default 30: a flapping node opens one incident)")
+        p.add_argument("--incident-dir", metavar="DIR", help="where incidents go (default: the user state dir)")
         _add_ssh_options(p)
     elif name == "bench":
         p.add_argument("--quick", action="store_true", help="a short run (seconds, not minutes)")
@@ -556,13 +578,42 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return 0 if all(n.clean for n in nodes) else 1
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    """`gpu-incident watch`: until SIGTERM/SIGINT (exit 0)."""
+    import signal
+    from console.incident import timeline
+    from console.monitor import interval_for
+    from console.session import tell, watch
+    sources = make_sources(args)
+    notify = tell.notify_argv(args.notify) if args.notify is not None else None
+    webhook = tell.webhook_url(args.webhook) if args.webhook is not None else None
+    directory = Path(args.incident_dir) if args.incident_dir else None
+    interval = args.interval if args.interval is not None else interval_for(len(sources))
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        teller = tell.Teller(notify=notify, webhook=webhook) if (notify or webhook) else None
+        await watch.run(sources, open_incident=lambda: timeline.open_incident(directory), interval=interval,
+                        dstate_after=args.dstate_after, idle_after=args.idle_after, clear_after=args.clear_after,
+                        teller=teller, metrics_port=args.metrics_port, say=say, stop=stop)
+    asyncio.run(main())
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from console.bench.run import run_bench
     return run_bench(args)
 
 
 COMMANDS = {"snapshot": cmd_snapshot, "timeline": cmd_timeline, "simulate": cmd_simulate,
-            "replay": cmd_replay, "follow": cmd_follow, "bench": cmd_bench, "gate": cmd_gate}
+            "replay": cmd_replay, "follow": cmd_follow, "bench": cmd_bench, "gate": cmd_gate,
+            "watch": cmd_watch}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -94,7 +94,8 @@ def test_a_leftover_process_fails_the_gate_and_its_state_is_in_the_evidence(sshd
     entries = load(resolve(doc["incident"], tmp_path))[0]
     states = next(e for e in entries if e.kind == "check" and e.text.startswith("states"))
     assert f"{pid} S" in states.text                  # the leftover's state, read before any kill
-    assert json.loads(next(e for e in entries if e.kind == "observation").output)["processes"][0]["pid"] == pid
+    kept = json.loads(next(e for e in entries if e.kind == "observation").output)["processes"]
+    assert pid in [p["pid"] for p in kept]
 
 
 def test_memory_that_comes_back_during_the_wait_passes_with_its_time_to_free(sshd, home, capsys, tmp_path):

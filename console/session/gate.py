@@ -12,29 +12,20 @@ killed, and with ``--drain`` drains the node in Slurm through the console's own 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from console.actions.slurm import SlurmActionSource, plan_drain, reason_finding
-from console.checks.registry import run_check
 from console.clock import REAL_CLOCK, Clock
 from console.diagnosis import text as t
 from console.diagnosis import who
-from console.model import Finding, NodeSnapshot, severity_rank
-from console.output.json import node_json
+from console.model import Finding, NodeSnapshot
+from console.session import evidence
 from console.session.core import Session
 from console.textsafe import one_line
 
 #: how often the gate reads each node while it waits
 GATE_INTERVAL_S = 1.0
-#: at most this many processes' states, and this many holders' stacks, go into the evidence
-EVIDENCE_PIDS = 64
-EVIDENCE_STACKS = 3
-#: the snapshot kept as evidence (its GPU-related processes), cut at this many characters
-EVIDENCE_SNAPSHOT_CHARS = 20000
-#: how long one evidence check may take before the gate gives up on it
-EVIDENCE_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -103,51 +94,10 @@ async def wait_clean(session: Session, wait_s: float, *, interval: float = GATE_
 
 async def record_evidence(session: Session, node: GateNode, wait_s: float) -> None:
     """What the gate saw on a node that failed, into the incident, before anyone acts."""
-    snap = node.snapshot
-    log = session.incident
-    entry = log.hypothesis(node.name, f"the GPUs of {node.name} are not clean after the job: {node.held}")
-    if entry is not None:
-        node.evidence.append(f"#{entry.seq} hypothesis")
-    if snap is None or snap.error is not None:
-        return
-    doc = node_json(snap)
-    doc["processes"] = [p for p in doc["processes"] if p.get("gpu_memory_mib") or p.get("holds_devices")
-                        or p.get("state") in ("Z", "D") or p.get("threads_in_d")]
-    entry = log.observation(node.name, f"gate: {node.name} after {wait_s:g} s: {node.held}",
-                            output=json.dumps(doc, indent=1)[:EVIDENCE_SNAPSHOT_CHARS])
-    if entry is not None:
-        node.evidence.append(f"#{entry.seq} snapshot")
-    for f in sorted(snap.findings, key=lambda f: -severity_rank(f.severity)):
-        entry = log.note(node.name, f"finding {f.severity} {f.kind}: {f.summary} — next: {f.next_step}")
-        if entry is not None:
-            node.evidence.append(f"#{entry.seq} {f.kind}")
-    source = session.source(node.name)
-    for name, params in evidence_checks(snap):
-        try:
-            result = await asyncio.wait_for(run_check(source, name, snap, **params), EVIDENCE_TIMEOUT_S)
-        except (asyncio.TimeoutError, ValueError) as exc:
-            log.note(node.name, f"evidence {name} not taken: {one_line(exc, 120) or type(exc).__name__}")
-            continue
-        entry = log.record_check(result)
-        if entry is not None:
-            node.evidence.append(f"#{entry.seq} {name}")
-
-
-def evidence_checks(snap: NodeSnapshot) -> list[tuple[str, dict[str, Any]]]:
-    """The read-only checks that keep what a kill would destroy: who holds the device files;
-    the states and wchan of every holder, zombie and process in D; where the biggest holders
-    wait (kernel stack where root); the kernel log's NVRM lines."""
-    holders = who.holder_candidates(snap)
-    listed = {d.pid for d in snap.driver_processes_here()}
-    stuck = [p.pid for p in snap.processes if p.state in ("Z", "D") or p.threads_in_d]
-    pids = list(dict.fromkeys([p.pid for p in holders] + sorted(listed) + stuck))[:EVIDENCE_PIDS]
-    checks: list[tuple[str, dict[str, Any]]] = [("holders", {})]
-    if pids:
-        checks.append(("states", {"pids": pids}))
-    biggest = sorted(holders, key=lambda p: -p.gpu_memory_total_mib)[:EVIDENCE_STACKS]
-    checks += [("stack", {"pid": p.pid}) for p in biggest if p.state != "Z"]
-    checks.append(("kernel-log", {}))
-    return checks
+    node.evidence += await evidence.record(
+        session.incident, session.source(node.name), node.name, node.snapshot,
+        hypothesis=f"the GPUs of {node.name} are not clean after the job: {node.held}",
+        seen=f"gate: {node.name} after {wait_s:g} s: {node.held}")
 
 
 async def drain(session: Session, node: GateNode, slurm: Any) -> None:

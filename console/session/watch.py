@@ -1,0 +1,262 @@
+"""`gpu-incident watch`: headless, the console's polling with nobody at the screen. When a cause
+appears on a node it opens an incident on its own, with the evidence taken before anyone acts
+(console/session/evidence.py), says so on stdout, and tells someone (``--notify CMD``,
+``--webhook URL``; console/session/tell.py).
+
+A cause is what the console's diagnosis finds and a person would be woken for:
+
+- memory held by no live process (``ghost-memory``), device holders the driver does not list
+  (``hidden-holder``), a GPU process orphaned (``orphan``), the driver asking for a recovery
+  action (``recovery-action``), and any other finding of high severity or worse but the normal
+  ones (a running job's ``holder``, the node's ``reset-blocker`` daemons);
+- a thread in D for longer than ``dstate_after`` (default 60 s: a short D is ordinary I/O);
+- a GPU holding memory at 0 % utilisation for longer than ``idle_after`` (default 600 s).
+
+A cause is keyed by node, kind and GPUs (else PIDs), and is opened once: it counts as gone only
+after it was absent ``clear_after`` seconds (hysteresis: a flapping node does not open a hundred
+incidents). One incident per node episode: the first cause opens it, later ones extend it, and
+it closes for the watch when the node has had no cause for ``clear_after``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from console.diagnosis import who
+from console.incident.log import IncidentLog
+from console.incident.timeline import Timeline
+from console.model import Finding, NodeSnapshot, severity_rank
+from console.session import evidence
+from console.session.core import Session
+from console.session.events import Event, NodeUpdated
+from console.textsafe import one_line
+
+log = logging.getLogger("gpu_incident.watch")
+
+#: finding kinds that are a cause whatever their severity
+CAUSE_KINDS = ("ghost-memory", "hidden-holder", "orphan", "recovery-action")
+#: finding kinds that never are (a running job, the node's daemons); d-state goes by its own timer
+NOT_CAUSES = ("holder", "reset-blocker", "d-state")
+DSTATE_AFTER_S = 60.0
+IDLE_AFTER_S = 600.0
+CLEAR_AFTER_S = 30.0
+
+
+@dataclass
+class Cause:
+    key: tuple
+    kind: str
+    summary: str
+    first_seen: float
+    last_seen: float
+    opened: bool = False
+
+
+@dataclass
+class NodeWatch:
+    name: str
+    timeline: Timeline | None = None
+    incident: IncidentLog | None = None
+    causes: dict[tuple, Cause] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    clear_since: float | None = None
+
+
+def _key(node: str, kind: str, gpus, pids) -> tuple:
+    return (node, kind, tuple(sorted(gpus)) if gpus else ("pids",) + tuple(sorted(pids)))
+
+
+def causes_in(snap: NodeSnapshot, *, now: float, seen: dict[tuple, Cause], dstate_after: float,
+              idle_after: float) -> list[Cause]:
+    """The causes in this reading (timed ones once they lasted long enough). ``seen``: what is
+    being tracked (its first-seen times carry the timers)."""
+    out: list[Cause] = []
+
+    def add(kind: str, summary: str, gpus=(), pids=(), after: float = 0.0, since: float | None = None) -> None:
+        key = _key(snap.name, kind, gpus, pids)
+        known = seen.get(key)
+        first = known.first_seen if known is not None else now
+        if since is not None and 0 <= now - since:
+            first = min(first, since)          # the console's history knew it before this watch
+        out.append(Cause(key, kind, summary, first, now, opened=known.opened if known else False))
+        if after and now - first < after:
+            out[-1].summary = ""               # tracked, not yet a cause
+    if snap.error is not None:
+        return out                             # an unreadable poll says nothing of causes
+    for f in snap.findings:
+        if f.kind in NOT_CAUSES:
+            continue
+        if f.kind in CAUSE_KINDS or severity_rank(f.severity) >= severity_rank("high"):
+            add(f.kind, f.summary, f.gpus, f.pids)
+    for f in snap.findings:
+        if f.kind == "d-state":
+            add("d-state", f"{f.summary} (in D for more than {dstate_after:g} s)", f.gpus, f.pids, dstate_after,
+                f.since)
+    for g in snap.gpus:
+        used = g.memory_used_mib or 0
+        if used > who.FREED_MIB and g.utilization_pct == 0:
+            add("idle-memory", f"GPU {g.index} holds {used} MiB at 0 % utilisation for more than "
+                f"{idle_after:g} s", (g.index,), (), idle_after)
+    return out
+
+
+class Watcher:
+    """Subscribes to a session; opens, extends and closes incidents as causes come and go."""
+
+    def __init__(self, session: Session, *, open_incident: Callable[[], Timeline],
+                 dstate_after: float = DSTATE_AFTER_S, idle_after: float = IDLE_AFTER_S,
+                 clear_after: float = CLEAR_AFTER_S, say: Callable[[str], None] = print,
+                 tell: Callable[[dict], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.session = session
+        self.open_incident = open_incident
+        self.dstate_after = dstate_after
+        self.idle_after = idle_after
+        self.clear_after = clear_after
+        self.say = say
+        self.tell = tell
+        self.clock = clock
+        self.nodes = {name: NodeWatch(name) for name in session.names()}
+        self.tasks: set[asyncio.Task] = set()
+        self.opened = 0
+        session.subscribe(self._event)
+
+    def _event(self, event: Event) -> None:
+        if isinstance(event, NodeUpdated):
+            task = asyncio.get_running_loop().create_task(self.update(event.snapshot))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    def open_causes(self) -> list[Cause]:
+        return [c for n in self.nodes.values() for c in n.causes.values() if c.opened]
+
+    async def update(self, snap: NodeSnapshot) -> None:
+        node = self.nodes.setdefault(snap.name, NodeWatch(snap.name))
+        async with node.lock:               # one node's readings in order; evidence before the next
+            try:
+                await self._update(node, snap)
+            except Exception:  # noqa: BLE001 - one bad reading must not stop the watch
+                log.exception("watch of %s", snap.name)
+
+    async def _update(self, node: NodeWatch, snap: NodeSnapshot) -> None:
+        now = self.clock()
+        current = causes_in(snap, now=now, seen=node.causes, dstate_after=self.dstate_after,
+                            idle_after=self.idle_after)
+        if snap.error is not None:
+            return
+        fresh = []
+        for cause in current:
+            known = node.causes.get(cause.key)
+            if known is not None:
+                known.last_seen = now
+                if cause.summary and not known.opened:
+                    known.summary = cause.summary
+                    fresh.append(known)
+            else:
+                node.causes[cause.key] = cause
+                if cause.summary:
+                    fresh.append(cause)
+        present = {c.key for c in current}
+        for key, cause in list(node.causes.items()):
+            if key not in present and now - cause.last_seen >= self.clear_after:
+                del node.causes[key]
+                if cause.opened and node.incident is not None:
+                    node.incident.note(node.name, f"watch: cause gone: {cause.kind} ({cause.summary})")
+                    self.say(f"gpu-incident watch: {node.name}: cause gone: {cause.kind}")
+        if fresh:
+            await self._open(node, snap, fresh)
+        if node.timeline is not None and not any(c.opened for c in node.causes.values()):
+            self._close(node)
+
+    async def _open(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause]) -> None:
+        new = node.timeline is None
+        if new:
+            node.timeline = self.open_incident()
+            node.incident = IncidentLog(node.timeline, on_error=lambda msg: self.say(f"gpu-incident watch: {msg}"))
+        for cause in fresh:
+            cause.opened = True
+        what = "; ".join(f"{c.kind}: {c.summary}" for c in fresh)
+        ident = node.timeline.incident_id
+        if new:
+            self.opened += 1
+            node.incident.note(node.name, f"watch opened this incident: {what}")
+        else:
+            node.incident.note(node.name, f"watch: another cause: {what}")
+        written = await evidence.record(node.incident, self.session.source(node.name), node.name, snap,
+                                        hypothesis=f"{fresh[0].kind} on {node.name}: {fresh[0].summary}",
+                                        seen=f"watch: {node.name}: {what}")
+        verb = "opened" if new else "extended"
+        self.say(f"gpu-incident watch: {one_line(node.name, 80)}: {verb} incident {ident}: "
+                 f"{one_line(what, 300)} (evidence: {len(written)} entries; continue with "
+                 f"gpu-incident --incident {ident} {node.name})")
+        if self.tell is not None:
+            self.tell(self.document(node, snap, fresh, new))
+
+    def _close(self, node: NodeWatch) -> None:
+        node.incident.note(node.name, f"watch: {node.name} has had no cause for {self.clear_after:g} s")
+        self.say(f"gpu-incident watch: {one_line(node.name, 80)}: no cause left; incident "
+                 f"{node.timeline.incident_id} stays for the postmortem")
+        node.timeline.close()
+        node.timeline = node.incident = None
+
+    def document(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause], new: bool) -> dict:
+        """What --notify and --webhook are given (JSON)."""
+        tl = node.timeline
+        return {"incident": tl.incident_id, "file": str(Path(tl.path)), "node": node.name,
+                "opened": new, "causes": [{"kind": c.kind, "summary": c.summary} for c in fresh],
+                "findings": [finding_json(f) for f in snap.findings],
+                "gpus": [{"index": g.index, "memory_used_mib": g.memory_used_mib,
+                          "utilization_pct": g.utilization_pct} for g in snap.gpus],
+                "continue": f"gpu-incident --incident {tl.incident_id} {node.name}"}
+
+    async def stop(self) -> None:
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=evidence.EVIDENCE_TIMEOUT_S)
+        for node in self.nodes.values():
+            if node.timeline is not None:
+                node.incident.note(node.name, "watch stopped")
+                node.timeline.close()
+                node.timeline = None
+
+
+def finding_json(f: Finding) -> dict:
+    return {"kind": f.kind, "severity": f.severity, "pids": list(f.pids), "gpus": list(f.gpus),
+            "summary": f.summary, "next_step": f.next_step}
+
+
+async def run(sources, *, open_incident: Callable[[], Timeline], interval: float = 1.0,
+              dstate_after: float = DSTATE_AFTER_S, idle_after: float = IDLE_AFTER_S,
+              clear_after: float = CLEAR_AFTER_S, teller=None, metrics_port: int | None = None,
+              say: Callable[[str], None] = print, stop: asyncio.Event | None = None) -> Watcher:
+    """Watch until ``stop`` is set (SIGTERM/SIGINT set it in the CLI)."""
+    from console.session import metrics
+    stop = stop or asyncio.Event()
+    session = Session(sources, interval=interval)
+    up: dict[str, bool] = {}
+    session.subscribe(lambda e: up.__setitem__(e.snapshot.name, e.snapshot.error is None)
+                      if isinstance(e, NodeUpdated) else None)
+    watcher = Watcher(session, open_incident=open_incident, dstate_after=dstate_after, idle_after=idle_after,
+                      clear_after=clear_after, say=say, tell=teller)
+    server = None
+    if metrics_port is not None:
+        server = await metrics.serve(metrics_port, lambda: metrics.page(
+            [(c.key[0], c.kind) for c in watcher.open_causes()], up, watcher.opened,
+            teller.failed if teller is not None else 0))
+    say(f"gpu-incident watch: watching {', '.join(session.names())} every {interval:g} s "
+        f"(D-state after {dstate_after:g} s, idle memory after {idle_after:g} s)")
+    session.start()
+    try:
+        await stop.wait()
+    finally:
+        if server is not None:
+            server.close()
+        await session.finish()
+        await watcher.stop()
+        if teller is not None:
+            await teller.close()
+        await session.stop()
+        say("gpu-incident watch: stopped")
+    return watcher
