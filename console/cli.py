@@ -512,7 +512,8 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     logging.getLogger("gpu_incident").debug("poll interval %g s for %d nodes", interval, len(sources))
     app = IncidentApp(sources, timeline=tl, interval=interval, read_only=args.read_only,
                       dry_run=args.dry_run, theme_name=args.theme,
-                      keymap=config.keys if config else None, slurm=slurm, fleet=fleet)
+                      keymap=config.keys if config else None, slurm=slurm, fleet=fleet,
+                      engine_thread=os.environ.get("GPU_INCIDENT_ENGINE_THREAD", "1") != "0")
     try:
         app.run()
     finally:

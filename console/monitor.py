@@ -25,6 +25,7 @@ from console.diagnosis.unchanged import alike
 from console.config import FLEET_INTERVAL_S
 from console.model import ActionRecord, FleetSnapshot, NodeSnapshot
 from console.sources.base import Source
+from console.turns import offload
 
 log = logging.getLogger("gpu_incident.engine")
 HISTORY = HISTORY_POLLS   # polls kept per node (5 min at 1 s), as digests
@@ -206,7 +207,7 @@ class NodeMonitor(Periodic):
         if (not self.watched and last is not None and last[1] == len(self.actions)
                 and 0 <= snap.taken_at - last[0].taken_at < again and alike(snap, last[0])):
             return dataclasses.replace(snap, findings=last[0].findings)
-        if len(snap.processes) <= INLINE_DIAGNOSIS_PROCESSES:
+        if len(snap.processes) <= INLINE_DIAGNOSIS_PROCESSES or not offload():
             snap = diagnosed(snap, self.history, tuple(self.actions))
         else:
             # off the event loop: on a 100,000-process node diagnosis takes half a second, which

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 
 #: the longest one key holds the engine (a frame that never comes releases it here)
 HOLD_MAX_S = 0.1
@@ -71,3 +72,23 @@ class KeysFirst:
 
 #: the one gate of the console's event loop
 KEYS_FIRST = KeysFirst()
+
+
+# ---------------------------------------------------------------- where heavy work runs
+_OWN_THREAD_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+
+
+def own_thread(loop: asyncio.AbstractEventLoop) -> None:
+    """``loop`` is the engine's own (console/session/engine.py): no screen is drawn on it."""
+    _OWN_THREAD_LOOPS.add(loop)
+
+
+def offload() -> bool:
+    """Should heavy work (a big probe's parse, a big node's diagnosis) go to a worker thread?
+    Yes on a loop that also draws the screen (keys would wait on it); no on the engine's own
+    thread, where a worker would only be one more thread contending for the interpreter (at 256
+    real-size nodes six parse workers left the screen's thread a sixth of it: keys took 0.5 s)."""
+    try:
+        return asyncio.get_running_loop() not in _OWN_THREAD_LOOPS
+    except RuntimeError:
+        return True

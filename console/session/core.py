@@ -21,6 +21,7 @@ from console.actions.ladder import CUSTOM_RUNG
 from console.actions.plan import ActionPlan, ActionPolicy, plan_action
 from console.actions.run import ActionOutcome, ActionWatch, execute
 from console.actions.step import Step, step_for
+from console.checks.registry import CheckResult, run_check
 from console.clock import REAL_CLOCK, Clock
 from console.incident.log import IncidentLog
 from console.incident.timeline import Timeline
@@ -95,11 +96,12 @@ class Session:
         self.monitors.append(monitor)
         return monitor
 
-    def add_node(self, source: Source) -> NodeMonitor:
-        """A node joins the session (opened from the fleet); it polls at once when running."""
+    def add_node(self, source: Source, *, start: bool = True) -> NodeMonitor:
+        """A node joins the session (opened from the fleet); it polls at once when the session
+        polls (``start=False``: the caller starts it, on the engine's loop)."""
         monitor = self._add(source)
         monitor.watched = self.viewing in (None, source.name)
-        if self.polling:
+        if self.polling and start:
             monitor.start()
         return monitor
 
@@ -268,6 +270,11 @@ class Session:
             self.watches.append(outcome.watch)
         self.publish(ActionFinished(outcome))
         return outcome
+
+    async def run_check(self, source: Source, name: str, snap: NodeSnapshot | None, *, progress=None,
+                        **params) -> CheckResult:
+        """A read-only check on a node (console/checks/registry.py), on the session's loop."""
+        return await run_check(source, name, snap, progress=progress, **params)
 
     @property
     def acting(self) -> bool:

@@ -27,7 +27,7 @@ from console.probe_scope import Scope
 from console.sources.capture import Capture, ProbeOutput, TooMuchOutput
 from console.probe_scope import MAX_SCOPE_PIDS
 from console.sources.watch import scope_for, snap_driver
-from console.turns import KEYS_FIRST
+from console.turns import KEYS_FIRST, offload
 
 #: the most of the deadline kept for parsing when the read runs long
 PARSE_RESERVE_S = 1.0
@@ -232,7 +232,7 @@ class ShellSource(Source):
         if not out.data:
             return NodeSnapshot(name=self.name, taken_at=self.clock.now(), error=error, probe_ms=probe_ms)
         await KEYS_FIRST.turn()               # an operator's key is answered first (console/turns.py)
-        if len(out.data) <= INLINE_PARSE_BYTES:
+        if len(out.data) <= INLINE_PARSE_BYTES or not offload():   # the engine's own thread: inline
             await asyncio.sleep(0)            # a poll always lets the others run once
             snap = _parse(self.name, out.data, mark, self.clock.now(), probe_ms, self._parse_cache, self._scope)
             return self._note_driver_pids(snap if error is None else dataclasses.replace(snap, error=error))

@@ -20,6 +20,7 @@ from console.clock import REAL_CLOCK, Clock
 from console.model import NodeSnapshot
 from console.session import Session
 from console.session import events as ev
+from console.session.engine import Engine, Mailbox
 from console.sources.base import Source
 from console.turns import KEYS_FIRST
 from console.incident.timeline import Timeline
@@ -95,7 +96,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
                  theme_name: str | None = None, autostart: bool = True,
                  keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None,
-                 fleet: FleetSetup | None = None) -> None:
+                 fleet: FleetSetup | None = None, engine_thread: bool = False) -> None:
         super().__init__()
         self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_keys.py)
         self.keymap = dict(keymap or {})
@@ -109,8 +110,10 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         # the engine: nodes, incident, policy, the action pipeline (console/session/); the App draws it
         self.session = Session(sources, timeline=timeline, interval=interval, read_only=read_only,
                                dry_run=dry_run, clock=clock)
-        self.session.subscribe(self._session_event)
         self.session.activity = self.running_work
+        # engine_thread: the session on a thread and loop of its own (console/session/engine.py),
+        # its events handed to this loop in batches; else on this loop (tests)
+        self.engine = Engine(self.session, threaded=engine_thread)
         self.read_only = read_only
         self.dry_run = dry_run
         self.autostart = autostart
@@ -176,6 +179,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         yield FittedFooter()
 
     def on_mount(self) -> None:
+        self.engine.start()
+        self.session.subscribe(Mailbox(asyncio.get_running_loop(), self._session_event).put
+                               if self.engine.running else self._session_event)
         # Textual reads keys and writes frames in threads of its own; while the loop works
         # (256 polls a second) each waits for the interpreter: 1 ms, not Python's 5 ms
         sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -201,7 +207,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
-        self.session.start(poll=self.autostart)    # many nodes: their polls spread over the interval
+        self.engine.do(lambda: self.session.start(poll=self.autostart))   # polls spread over the interval
         self.start_fleet()                  # fleet mode: the fleet screen on top (ui/fleet_mode.py)
 
     def _mode_text(self) -> str:
@@ -213,7 +219,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
 
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
-        await asyncio.gather(self.session.stop(), self.stop_fleet(), return_exceptions=True)
+        await asyncio.gather(self.engine.close(), self.stop_fleet(), return_exceptions=True)
 
     def post_message(self, message: Message) -> bool:
         """A key or a click holds the engine until the frame that answers it is drawn
@@ -322,7 +328,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
     def _watch_current(self) -> None:
         """The node on screen is diagnosed every poll; the others may keep the findings of
         unchanged input for a while (console/monitor.py)."""
-        self.session.view(self.current_node)
+        self.engine.do(self.session.view, self.current_node)
 
     def memory_series(self, node: str):
         return self.session.memory_series(node)
@@ -591,12 +597,12 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         """The node in view (or ``source``) reads its whole process table at once."""
         source = source if source is not None else self._current()[0]
         if source is not None:
-            self.session.read_whole(source)
+            self.engine.do(self.session.read_whole, source)
 
     async def action_quit(self) -> None:
         # actions in flight write what they saw; the follower's last state; then the screen goes
         self.session.viewing = self.current_node
-        await self.session.finish("console stopped")
+        await self.engine.call(lambda: self.session.finish("console stopped"))
         self.exit(0)
 
     @property

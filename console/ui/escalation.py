@@ -70,7 +70,8 @@ class EscalationKeys:
             # the last whole read): the node reads all its processes first
             self.notify(f"{source.name}: reading every process first…", timeout=3)
         try:
-            plan = await self.session.plan(source.name, rung, pids=pids or (), gpus=gpus or (), seen=snap)
+            plan = await self.engine.call(lambda: self.session.plan(source.name, rung, pids=pids or (),
+                                                                    gpus=gpus or (), seen=snap))
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
@@ -126,7 +127,7 @@ class EscalationKeys:
     def _execute(self, plan, source: Source, *, typed: str | None = None) -> None:
         """The session's executor (console/session/core.py); its events say what happened."""
         async def work() -> None:
-            outcome = await self.session.execute(plan, typed=typed)
+            outcome = await self.engine.call(lambda: self.session.execute(plan, typed=typed))
             if custom_output(outcome):          # never over an open prompt
                 self.present(f"{plan.title} on {plan.node}: output", lambda: self._show_output(outcome))
         self.run_worker(work(), group="actions", exclusive=False)

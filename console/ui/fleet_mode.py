@@ -156,7 +156,9 @@ class FleetMode:
         name = source.name
         known = next((s for s in self.sources if s.name == name), None)
         if known is None:
-            self.session.add_node(source)
+            monitor = self.session.add_node(source, start=False)
+            if self.session.polling:
+                self.engine.do(monitor.start)         # on the engine's loop
             self.incident.note(name, opened_text(node, self.fleet.name))
             self.say(opened_text(node, self.fleet.name))
         else:

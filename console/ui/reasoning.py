@@ -117,7 +117,7 @@ class ReasoningKeys:
         how far it is and what came back at every read), its result shown when it ends — or,
         when a prompt or another window is open, kept until that closes (never over what the
         operator is typing)."""
-        from console.checks.registry import render, run_check
+        from console.checks.registry import render
         source, snap = self._current()
         if source is None:
             return
@@ -133,10 +133,12 @@ class ReasoningKeys:
 
         def progress(p) -> None:
             self.set_activity(key, f"{p.node}: {p.text}")
+        hopped = self.engine.hop(progress)           # told on the engine's loop, drawn on this one
 
         async def work() -> None:
             try:
-                result = await run_check(source, name, snap, progress=progress, **params)
+                result = await self.engine.call(lambda: self.session.run_check(
+                    source, name, snap, progress=hopped, **params))
             except ValueError as exc:
                 self.notify(str(exc), severity="error")
                 return
@@ -161,7 +163,10 @@ class ReasoningKeys:
 
     def running_work(self) -> list[str]:
         """What is running now, one line each ("demo: wait-and-reread: 15 of 86 s, …")."""
-        return list(vars(self).get("_running_work", {}).values())
+        try:           # also read from the engine's thread (the follower's state)
+            return list(vars(self).get("_running_work", {}).values())
+        except RuntimeError:      # changed while read: the next write has it
+            return []
 
     def status_activity(self, line: Text) -> None:
         """Appended to the status line by the app: work in progress, results kept for later."""

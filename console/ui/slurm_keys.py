@@ -82,7 +82,8 @@ class SlurmKeys:
             self.run_worker(self._read_slurm(self.current_node), group="slurm", exclusive=True)
 
     async def _read_slurm(self, name: str) -> None:
-        reading = await self.slurm.read(name, self.snapshots.get(name))
+        snap = self.snapshots.get(name)
+        reading = await self.engine.call(lambda: self.slurm.read(name, snap))   # its SSH client: the engine's
         self.slurm_readings[name] = reading
         if name == self.current_node:
             self.render_slurm()
@@ -176,6 +177,6 @@ class SlurmKeys:
         self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
 
     async def _execute_slurm(self, plan, source) -> None:
-        await self.session.execute(plan, source=source, poll_s=0.5)   # its events say the outcome
+        await self.engine.call(lambda: self.session.execute(plan, source=source, poll_s=0.5))   # events say how
         if plan.node == self.current_node:
             await self._read_slurm(plan.node)

@@ -1,0 +1,134 @@
+"""The session off the screen's loop: its own thread and event loop, and the two doors a client
+on another loop uses — ``call`` (await a coroutine that runs on the engine's loop) and ``do`` (a
+plain call made there) — plus ``Mailbox``, which hands the session's events to the client's loop
+in batches (one wake-up for whatever came since the last).
+
+Why: with 256 nodes polled every second the engine has hundreds of small steps a second (SSH
+reads, parsing, diagnosis); on the screen's loop a key waited behind each of them. On a thread
+of its own the engine's steps and the screen's frames interleave at the interpreter's switch
+interval instead. Unthreaded (``threaded=False``: the tests, the headless clients that have no
+screen to keep responsive) both doors call straight through on the caller's loop.
+
+Everything that touches a node's connection (polls, checks, signals, Slurm's SSH client) runs on
+the engine's loop: an asyncssh connection belongs to the loop that made it.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+from typing import Any, Awaitable, Callable, TypeVar
+
+from console import turns
+from console.session.core import Session
+
+log = logging.getLogger("gpu_incident.engine")
+T = TypeVar("T")
+
+#: how long closing waits for the engine's loop to wind down
+CLOSE_TIMEOUT_S = 15.0
+
+
+class Engine:
+    def __init__(self, session: Session, *, threaded: bool = True) -> None:
+        self.session = session
+        self.threaded = threaded
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the engine's thread and loop (unthreaded: nothing to start)."""
+        if not self.threaded or self._thread is not None:
+            return
+        ready = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_exception_handler(_log_exception)
+        turns.own_thread(self.loop)          # heavy work runs inline here, not in more threads
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.loop.call_soon(ready.set)
+            self.loop.run_forever()
+            self.loop.close()
+        self._thread = threading.Thread(target=run, name="engine", daemon=True)
+        self._thread.start()
+        ready.wait(CLOSE_TIMEOUT_S)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    async def call(self, make: Callable[[], Awaitable[T]]) -> T:
+        """``await make()`` on the engine's loop; cancelling the caller cancels it there."""
+        if not self.running:
+            return await make()
+        future = asyncio.run_coroutine_threadsafe(_awaited(make), self.loop)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+
+    def do(self, fn: Callable[..., Any], *args: Any) -> None:
+        """``fn(*args)`` on the engine's loop, soon (now, unthreaded)."""
+        if self.running:
+            self.loop.call_soon_threadsafe(fn, *args)
+        else:
+            fn(*args)
+
+    def hop(self, fn: Callable[..., Any]) -> Callable[..., None]:
+        """A callback the engine may call that runs ``fn`` on the caller's loop (a check's progress)."""
+        if not self.running:
+            return fn
+        loop = asyncio.get_running_loop()
+        return lambda *args: loop.call_soon_threadsafe(fn, *args)
+
+    async def close(self, note: str | None = None) -> None:
+        """Stop the session (bounded) and the engine's thread."""
+        try:
+            await self.call(lambda: self.session.stop(note))
+        finally:
+            if self.running:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+                await asyncio.to_thread(self._thread.join, CLOSE_TIMEOUT_S)
+            self._thread = None
+
+
+async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+def _log_exception(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """Never to stderr (the screen is drawn there): to the debug log."""
+    exc = context.get("exception")
+    log.error("engine loop: %s", context.get("message"), exc_info=exc if isinstance(exc, BaseException) else None)
+
+
+class Mailbox:
+    """Events put from any thread, handled on ``loop`` in order, in batches."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, handle: Callable[[Any], None]) -> None:
+        self.loop = loop
+        self.handle = handle
+        self._queue: collections.deque = collections.deque()
+        self._pending = False
+
+    def put(self, event: Any) -> None:
+        self._queue.append(event)
+        if not self._pending:
+            self._pending = True
+            try:
+                self.loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:          # the client's loop is gone (shutting down)
+                self._pending = False
+
+    def _drain(self) -> None:
+        self._pending = False
+        while self._queue:
+            event = self._queue.popleft()
+            try:
+                self.handle(event)
+            except Exception:  # noqa: BLE001 - one bad event must not lose the others
+                log.exception("handling %s", type(event).__name__)
+

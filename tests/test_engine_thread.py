@@ -1,0 +1,88 @@
+"""The session on a thread and loop of its own (console/session/engine.py), as `gpu-incident`
+runs it: polls, checks and actions on the engine's loop, events drawn on the screen's, quitting
+ends the thread. Simulated nodes; the app at 80x24."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from console.clock import FakeClock
+from console.incident import timeline
+from console.session import Session
+from console.session.engine import Engine, Mailbox
+from console.sources.sim import SimSource
+from console.ui.app import IncidentApp
+
+
+async def wait_for(pilot, predicate, tries=1000):
+    for _ in range(tries):
+        if predicate():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition not reached")
+
+
+async def test_events_from_another_thread_arrive_in_order_on_the_loop():
+    loop = asyncio.get_running_loop()
+    got: list[tuple[int, bool]] = []
+    box = Mailbox(loop, lambda n: got.append((n, threading.current_thread() is threading.main_thread())))
+
+    def produce():
+        for i in range(500):
+            box.put(i)
+    t = threading.Thread(target=produce)
+    t.start()
+    t.join()
+    for _ in range(200):
+        if len(got) == 500:
+            break
+        await asyncio.sleep(0.01)
+    assert [n for n, _ in got] == list(range(500)) and all(on_loop for _, on_loop in got)
+
+
+async def test_call_runs_on_the_engine_loop_and_cancelling_the_caller_cancels_it_there():
+    engine = Engine(Session([]), threaded=True)
+    engine.start()
+    try:
+        where = await engine.call(lambda: _thread_name())
+        assert where == "engine"
+        started, cancelled = threading.Event(), threading.Event()
+
+        async def long():
+            started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+        task = asyncio.create_task(engine.call(long))
+        await asyncio.to_thread(started.wait, 5)
+        task.cancel()
+        assert await asyncio.to_thread(cancelled.wait, 5), "the engine's coroutine was not cancelled"
+    finally:
+        await engine.close()
+    assert not engine.running
+
+
+async def _thread_name() -> str:
+    return threading.current_thread().name
+
+
+async def test_the_console_with_its_engine_thread_polls_acts_and_quits(tmp_path):
+    clock = FakeClock()
+    source = SimSource(name="demo", scenario="graceful", clock=clock)
+    tl = timeline.open_incident(tmp_path, "thread")
+    app = IncidentApp([source], timeline=tl, interval=0.2, engine_thread=True, clock=clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)        # a poll made on the engine thread
+        assert app.engine.running and app.engine.loop is not asyncio.get_running_loop()
+        await pilot.press("home", "space", "t")                       # SIGTERM the launcher: Confirm
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any(e.kind == "observation" and e.outcome for e in tl.refresh()))
+        outcome = next(e for e in tl.refresh() if e.kind == "observation" and e.outcome)
+        assert "freed" in outcome.text, outcome.text
+        await pilot.press("q")
+    assert not app.engine.running, "quitting ends the engine's thread"
+    assert [e.text for e in timeline.load(tl.path)[0]][-1] == "console stopped"
+    tl.close()
