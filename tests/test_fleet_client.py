@@ -249,3 +249,83 @@ async def test_a_failed_total_is_asked_again_the_next_round_not_a_minute_later(s
     assert first.nodes[0].gpus[0].memory_total_mib is None and any("total query failed" in w for w in first.warnings)
     second = await src.poll()
     assert second.nodes[0].gpus[0].memory_total_mib == 97000 and second.nodes[0].gpus[0].uuid == "GPU-a"
+
+
+def drip(stop: threading.Event):
+    """Headers saying a megabyte comes, then a byte every 0.2 s (a socket timeout per read never fires)."""
+    def answer(h):
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", "1000000")
+        h.end_headers()
+        h.wfile.flush()
+        while not stop.is_set():
+            try:
+                h.wfile.write(b" ")
+                h.wfile.flush()
+            except OSError:
+                return                    # the client cut it: the point
+            stop.wait(0.2)
+    return answer
+
+
+def test_a_dripping_answer_is_cut_at_its_deadline_not_read_for_ever(stub):
+    """One deadline for the whole answer: the read returns, with one line, soon after it."""
+    import time as _time
+
+    from console.sources.prometheus import client
+    stop = threading.Event()
+    s = stub(drip(stop))
+    try:
+        t0 = _time.monotonic()
+        with pytest.raises(client.FetchError) as exc:
+            client.fetch(client.make_opener(None), f"http://127.0.0.1:{s.port}/api/v1/query?query=up",
+                         host="127.0.0.1", port=s.port, timeout=1.0)
+        took = _time.monotonic() - t0
+    finally:
+        stop.set()
+    assert "timed out after 1 s (the answer did not finish" in str(exc.value)
+    assert took < 10, took            # bounded (1 s and one read), never the megabyte's 55 hours
+
+
+async def test_stuck_reads_never_take_the_loops_pool(stub):
+    """The round's reads run in daemon threads of the source's own: the loop's default pool (a
+    signal's, a DNS lookup's) stays free while a server holds them."""
+    import asyncio
+    import concurrent.futures
+    stop = threading.Event()
+    s = stub(drip(stop))
+    loop = asyncio.get_running_loop()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(pool)
+    try:
+        src = PrometheusSource(f"prometheus://127.0.0.1:{s.port}", window_s=5, timeout_s=2.0)
+        round_ = asyncio.create_task(src.poll())
+        await asyncio.sleep(0.3)                         # its reads are held by the server now
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 1.0) == "free"
+        snap = await asyncio.wait_for(round_, 15)
+        assert "timed out" in snap.error
+    finally:
+        stop.set()
+        pool.shutdown(wait=False)
+
+
+def test_snapshot_of_a_dripping_prometheus_returns(stub, tmp_path):
+    """`gpu-incident snapshot prometheus://… --probe-timeout 2` returns (it never returned)."""
+    import os
+    import sys
+    import time as _time
+    stop = threading.Event()
+    s = stub(drip(stop))
+    try:
+        t0 = _time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "console", "snapshot", f"prometheus://127.0.0.1:{s.port}",
+                            "--probe-timeout", "2", "--json"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, HOME=str(tmp_path)))
+        took = _time.monotonic() - t0
+    finally:
+        stop.set()
+    assert p.returncode == 0, p.stderr
+    node, = json.loads(p.stdout)["nodes"]
+    assert node["error"].endswith("timed out after 2 s")
+    assert took < 30, took

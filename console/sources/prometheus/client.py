@@ -1,6 +1,8 @@
 """One GET against Prometheus's HTTP API (stdlib urllib, run in a worker thread by the source).
 
-Bounded every way: a socket timeout (and the source's own deadline around the whole round),
+Bounded every way: a socket timeout per read and one deadline for the whole answer (a server
+that drips a byte at a time is cut off when it passes: the socket is shut down under the read),
+the source's own deadline around the whole round,
 at most ``max_bytes`` of answer read (and at most that much after gzip), no redirect followed
 (a redirect would carry the bearer token to wherever it points). TLS is verified against the
 system's trust store, or a CA file. Every failure raises FetchError with one line that names the
@@ -12,6 +14,8 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+import threading
+import time
 import urllib.error
 import urllib.request
 import zlib
@@ -50,12 +54,48 @@ def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
         raise ValueError(f"cannot use CA file {ca_file}: {one_line(reason, 120)}") from None
 
 
-def _read_capped(resp, max_bytes: int) -> bytes:
+def _socket_of(resp) -> socket.socket | None:
+    """The socket under an http.client response (None where the layout is another)."""
+    raw = getattr(getattr(resp, "fp", None), "raw", None)
+    sock = getattr(raw, "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _cut_at(deadline: float, resp) -> threading.Timer | None:
+    """Shut the answer's socket down when ``deadline`` passes (a blocked read then returns)."""
+    sock = _socket_of(resp)
+    if sock is None:
+        return None
+
+    def cut() -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+class _Late(Exception):
+    """The whole-answer deadline passed (``args[0]``: the bytes that came by then)."""
+
+
+def _read_capped(resp, max_bytes: int, deadline: float = float("inf")) -> bytes:
     gz = (resp.headers.get("Content-Encoding") or "").strip().lower() == "gzip"
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else None
     out = bytearray()
+    read = getattr(resp, "read1", resp.read)      # what has arrived, not a whole chunk's worth
     while True:
-        chunk = resp.read(_CHUNK)
+        try:
+            chunk = read(_CHUNK)
+        except (OSError, ValueError, http.client.HTTPException):
+            if time.monotonic() > deadline:
+                raise _Late(len(out)) from None     # the socket was cut under the read
+            raise
+        if time.monotonic() > deadline:
+            raise _Late(len(out))
         if not chunk:
             break
         if inflate is not None:
@@ -83,9 +123,18 @@ def fetch(opener: urllib.request.OpenerDirector, url: str, *, host: str, port: i
         headers["Authorization"] = f"Bearer {token}"
     req = urllib.request.Request(url, headers=headers, method="GET")
     where = _where(host, port)
+    deadline = time.monotonic() + timeout
     try:
         with opener.open(req, timeout=timeout) as resp:
-            return _read_capped(resp, max_bytes)
+            timer = _cut_at(deadline, resp)
+            try:
+                return _read_capped(resp, max_bytes, deadline)
+            except _Late as late:
+                raise FetchError(f"Prometheus at {where} timed out after {timeout:g} s (the answer did not "
+                                 f"finish: {late.args[0]} bytes came)") from None
+            finally:
+                if timer is not None:
+                    timer.cancel()
     except urllib.error.HTTPError as exc:
         raise FetchError(_http_error(exc, max_bytes)) from None
     except urllib.error.URLError as exc:

@@ -23,6 +23,7 @@ from console.model import FleetSnapshot
 from console.sources.prometheus import client, queries
 from console.sources.prometheus.endpoint import Endpoint, parse_endpoint
 from console.sources.prometheus.parse import ApiError, build_nodes, parse_vector
+from console.sources.workers import DaemonPool
 from console.textsafe import one_line
 
 TOKEN_ENV = "GPU_INCIDENT_PROMETHEUS_TOKEN"
@@ -41,6 +42,8 @@ WINDOW_REFRESH_MAX_S = 60.0
 #: answers do not (a failed XID query is "unknown", never an old "none")
 KEPT = {"slow": ("info", "total"), "window": ("idle", "xid")}
 TIMEOUT_S = (0.1, 300.0)
+#: reads of one source in flight at once (a round asks at most six queries)
+READS_AT_ONCE = 12
 _TOKEN_MAX = 16 << 10
 _API = "/api/v1/query"
 
@@ -100,6 +103,7 @@ class PrometheusSource:
         context = client.tls_context(ca_file) if self.endpoint.scheme == "https" else None
         self._opener = client.make_opener(context)
         self._closed = False
+        self._reads = DaemonPool("prometheus read", READS_AT_ONCE)
         self._info_missing = 0
         #: a group of KEPT: when all its queries last answered (absent: ask it this round)
         self._answered_at: dict[str, float] = {}
@@ -116,7 +120,7 @@ class PrometheusSource:
                             timeout=self.timeout_s, token=self._token, max_bytes=self.max_bytes)
 
     async def _query(self, query: str):
-        body = await asyncio.to_thread(self._get, query)
+        body = await self._reads.run(self._get, query)     # a daemon thread: never the loop's pool
         return await asyncio.to_thread(parse_vector, body) if len(body) > (1 << 20) else parse_vector(body)
 
     async def poll(self) -> FleetSnapshot:
