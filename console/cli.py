@@ -303,7 +303,7 @@ def make_fleet(args: argparse.Namespace, target: str):
     in (console/sources/fleet_hosts.py: the nodes file's destination for it, else
     HOSTNAME.DOMAIN with --ssh-domain, else the name through --ssh-config)."""
     from console.sources.fleet_hosts import check_domain, nodes_index, ssh_destination
-    from console.sources.targets import expand_targets, make_source
+    from console.sources.targets import expand_targets, ssh_source
     from console.ui.fleet_mode import FleetSetup
     ssh = _ssh_options(args)
     nodes = nodes_index(expand_targets([], args.nodes_file)) if args.nodes_file else None
@@ -311,7 +311,8 @@ def make_fleet(args: argparse.Namespace, target: str):
 
     def node_source(hostname: str):
         dest = ssh_destination(hostname, nodes=nodes, domain=domain)       # ValueError: why not
-        return make_source(dest, ssh=ssh, device_glob=args.device_glob, probe_timeout=args.probe_timeout)
+        # always SSH: a Hostname "local" or "demo" is a host of that name (never this machine)
+        return ssh_source(dest, ssh=ssh, device_glob=args.device_glob, probe_timeout=args.probe_timeout)
     return FleetSetup(make_fleet_source(args, target), target, node_source, interval=args.fleet_interval)
 
 

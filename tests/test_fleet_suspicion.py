@@ -75,8 +75,28 @@ def test_hostname_to_ssh_destination():
     assert ssh_destination("gpu01", nodes=index) == "root@gpu01.example.org:2222"
     assert ssh_destination("gpu02", nodes=index, domain="example.org") == "admin@gpu02"
     assert ssh_destination("gpu05", nodes=index, domain=".example.org") == "gpu05.example.org"
-    assert ssh_destination("gpu05.other.net", domain="example.org") == "gpu05.other.net"
+    assert ssh_destination("gpu05.sub.example.org", domain="example.org") == "gpu05.sub.example.org"
     assert ssh_destination("simnode01") == "simnode01"           # an ssh_config alias
+
+
+@pytest.mark.parametrize("hostname", ["gpu07.attacker.example", "127.0.0.1", "gpu01.example.org.evil.net"])
+def test_with_a_domain_a_dotted_hostname_outside_it_gets_no_destination(hostname):
+    with pytest.raises(ValueError, match="outside --ssh-domain example.org"):
+        ssh_destination(hostname, domain="example.org")
+
+
+def test_a_hostname_with_a_trailing_newline_is_no_host_name():
+    index = nodes_index(["root@gpu01.example.org:2222"])
+    with pytest.raises(ValueError, match="not a plain host name"):
+        ssh_destination("gpu01\n", nodes=index)
+
+
+@pytest.mark.parametrize("hostname", ["local", "demo"])
+def test_a_hostname_local_or_demo_is_an_ssh_host_never_this_machine(hostname):
+    from console.sources.ssh.source import SshSource
+    from console.sources.targets import ssh_source
+    src = ssh_source(ssh_destination(hostname))
+    assert isinstance(src, SshSource) and src.name == hostname
 
 
 @pytest.mark.parametrize("hostname", ["-oProxyCommand=touch x", "a b", "gpu01;reboot", "", "$(id)", "a\nb",
@@ -128,3 +148,15 @@ def test_token_from_file_or_environment(tmp_path):
         read_token(str(f), {})
     with pytest.raises(ValueError, match="cannot read"):
         read_token(str(tmp_path / "missing"), {})
+
+
+@pytest.mark.parametrize("hostname", ["local", "demo"])
+def test_the_console_opens_a_fleet_node_named_local_or_demo_over_ssh(hostname):
+    """What enter on a fleet row opens (cli.make_fleet's node_source): SSH, never LocalSource
+    (root on the console's own host) or the simulator."""
+    from console import cli
+    from console.sources.ssh.source import SshSource
+    args = cli.build_console_parser().parse_args(["prometheus://127.0.0.1:9"])
+    setup = cli.make_fleet(args, "prometheus://127.0.0.1:9")
+    src = setup.node_source(hostname)
+    assert type(src) is SshSource and src.name == hostname

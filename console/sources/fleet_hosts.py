@@ -4,7 +4,9 @@ Pure. In order: a destination from the nodes file whose host is that name (or wh
 is, ``gpu01`` for ``root@gpu01.example.org:2222``); else ``HOSTNAME.DOMAIN`` with
 ``--ssh-domain DOMAIN``; else the name itself, which ssh_config may map (``Host gpu01`` /
 ``HostName`` / ``Port``: the SSH source honours ``--ssh-config``, and ``gpu-incident simulate``
-writes one for its nodes). A Hostname is text a node produced: one that is not a plain host name
+writes one for its nodes). With ``--ssh-domain`` a dotted Hostname must be inside that domain.
+The destination is always an SSH one: a Hostname ``local`` or ``demo`` is a host of that name,
+never this machine or the simulator (targets.ssh_source). A Hostname is text a node produced: one that is not a plain host name
 (letters, digits, ``.``, ``-``, ``_``; no leading ``-`` or ``.``) is refused with ValueError,
 never turned into a destination.
 """
@@ -47,7 +49,7 @@ def nodes_index(destinations: Iterable[str]) -> dict[str, str]:
 def ssh_destination(hostname: str, *, nodes: Mapping[str, str] | None = None,
                     domain: str | None = None) -> str:
     """The destination the per-node console connects to for this fleet node."""
-    if not _HOSTNAME.match(hostname or "") or ".." in hostname:
+    if not _HOSTNAME.fullmatch(hostname or "") or ".." in hostname:     # fullmatch: "gpu01\n" too
         raise ValueError(f"Hostname {hostname!r} is not a plain host name; no SSH destination made from it")
     if nodes:
         key = hostname.lower()
@@ -56,7 +58,9 @@ def ssh_destination(hostname: str, *, nodes: Mapping[str, str] | None = None,
             return hit
     if domain:
         d = check_domain(domain)
-        if hostname.lower().endswith("." + d.lower()) or "." in hostname:
+        if hostname.lower().endswith("." + d.lower()):
             return hostname
+        if "." in hostname:        # gpu07.attacker.example, 127.0.0.1: not the operator's domain
+            raise ValueError(f"Hostname {hostname!r} is outside --ssh-domain {d}; no SSH destination made from it")
         return f"{hostname}.{d}"
     return hostname

@@ -119,6 +119,15 @@ def expand_targets(targets: Sequence[str], nodes_file: str | None = None) -> lis
     return list(seen)
 
 
+def ssh_source(destination: str, *, ssh: SshOptions | None = None, device_glob: str = DEFAULT_DEVICE_GLOB,
+               probe_timeout: float = 10.0) -> Source:
+    """Always an SSH node, whatever the text says (a fleet's Hostname ``local`` or ``demo`` is a
+    host of that name: never this machine, never the simulator)."""
+    parse_destination(destination)
+    from console.sources.ssh.source import SshSource
+    return SshSource(destination, ssh or SshOptions(), device_glob=device_glob, probe_timeout=probe_timeout)
+
+
 def make_source(target: str, *, ssh: SshOptions | None = None,
                 device_glob: str = DEFAULT_DEVICE_GLOB,
                 probe_timeout: float = 10.0) -> Source:
@@ -133,7 +142,4 @@ def make_source(target: str, *, ssh: SshOptions | None = None,
     if is_demo_target(target):
         from console.sources.sim import SimSource, parse_demo_target
         return SimSource(name=target, scenario=parse_demo_target(target))
-    parse_destination(target)
-    from console.sources.ssh.source import SshSource
-    return SshSource(target, ssh or SshOptions(), device_glob=device_glob,
-                     probe_timeout=probe_timeout)
+    return ssh_source(target, ssh=ssh, device_glob=device_glob, probe_timeout=probe_timeout)
