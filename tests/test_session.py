@@ -40,8 +40,9 @@ async def test_a_whole_incident_headless_from_the_first_poll_to_the_verified_out
     after = session.latest("gpu07")
     assert not any(f.kind == "holder" for f in after.findings), "the holders are gone"
     kinds = [e.kind for e in entries(tl.path)]
-    assert kinds == ["action", "observation"]
-    action, seen = entries(tl.path)
+    assert kinds == ["observation", "action", "observation"]      # the first reading, the action, its outcome
+    first, action, seen = entries(tl.path)
+    assert first.text == "first reading of gpu07: GPUs 0-1 hold 138.7 GiB"
     assert action.command == plan.commands[0] and [t["pid"] for t in action.targets] == [65102, 65163, 65227]
     assert seen.outcome and seen.action == action.seq and seen.freed_mib == outcome.freed_mib
     order = [type(e) for e in events]
@@ -49,7 +50,8 @@ async def test_a_whole_incident_headless_from_the_first_poll_to_the_verified_out
     assert order.index(ActionStarted) < order.index(ActionFinished)
     assert events[-1].outcome is outcome
     await session.stop("done")
-    assert entries(tl.path)[-1].text == "done"
+    assert [e.text for e in entries(tl.path)][-2:] == [
+        "gpu07 when the console stopped: every GPU back at or under 1 GiB", "done"]
     tl.close()
 
 
@@ -62,8 +64,8 @@ async def test_read_only_refuses_records_and_leaves_the_node_as_it_was(tmp_path)
     assert source.node.procs[72169].alive
     started = next(e for e in events if isinstance(e, ActionStarted))
     assert started.verifying_s == 0              # nothing to verify: a client says "refused", not "verifying"
-    assert [e.kind for e in entries(tl.path)] == ["action"]
-    assert "refused" in entries(tl.path)[0].text
+    assert [e.kind for e in entries(tl.path)] == ["observation", "action"]
+    assert "refused" in entries(tl.path)[1].text
     await session.stop()
     tl.close()
 
@@ -107,13 +109,14 @@ async def test_stopping_mid_action_writes_what_was_seen_and_the_note_after_it(tm
     plan = await session.plan("gpu07", "sigterm", pids=[72169])
     task = asyncio.create_task(_execute_with(session, plan, slow_read))
     for _ in range(200):
-        if [e.kind for e in entries(tl.path)] == ["action"]:
+        if [e.kind for e in entries(tl.path)] == ["observation", "action"]:
             break
         await asyncio.sleep(0.01)
     await session.stop("console stopped")
     assert task.done()
     kinds = [(e.kind, e.text) for e in entries(tl.path)]
-    assert [k for k, _ in kinds] == ["action", "observation", "note"], kinds
+    assert [k for k, _ in kinds] == ["observation", "action", "observation", "observation", "note"], kinds
+    assert kinds[3][1].startswith("gpu07 when the console stopped: GPUs 0-7 still hold")
     assert kinds[-1][1] == "console stopped"
     tl.close()
 
@@ -186,4 +189,34 @@ def test_the_session_runs_an_incident_with_no_textual_imported(tmp_path):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["textual"] == [] and result["status"] == "settled" and result["freed"] > 138 * 1024
-    assert [e.kind for e in entries(tmp_path / "inc.jsonl")] == ["action", "observation", "note"]
+    assert [e.kind for e in entries(tmp_path / "inc.jsonl")] == ["observation", "action", "observation",
+                                                                 "observation", "note"]
+
+
+async def test_an_incident_is_resolved_only_when_every_node_gave_its_memory_back(tmp_path):
+    """Two stuck nodes, one freed: the incident stays open and says what is still held, where;
+    once the other is freed too, it is resolved."""
+    from console.incident.export import as_markdown
+    from console.incident.summary import summarize
+    clock = FakeClock()
+    a, b = (SimSource(name=n, scenario="graceful", clock=clock) for n in ("gpu02", "gpu04"))
+    tl = Timeline(tmp_path / "two.jsonl", by="ops@console")
+    session = Session([a, b], timeline=tl, clock=clock)
+    await session.poll_all()
+    freed = await session.execute(await session.plan("gpu02", "sigterm", pids=[65102]))
+    assert freed.status == "settled"
+    await session.stop("console stopped")
+    s = summarize(entries(tl.path))
+    assert s.state == "open" and [h.node for h in s.still_held] == ["gpu04"]
+    assert "138.7 GiB on GPUs 0-1 on gpu04" in s.resolution and s.resolution.startswith("not resolved: still held")
+    assert "| **Still held** | 138.7 GiB on GPUs 0-1 on gpu04 |" in as_markdown(entries(tl.path), incident_id="two")
+    tl.close()
+
+    tl = Timeline(tmp_path / "two.jsonl", by="ops@console")      # the same incident, continued
+    session = Session([b], timeline=tl, clock=clock)
+    await session.poll_all()
+    await session.execute(await session.plan("gpu04", "sigterm", pids=[65102]))
+    await session.stop("console stopped")
+    s = summarize(entries(tl.path))
+    assert s.state == "resolved" and s.still_held == ()
+    tl.close()

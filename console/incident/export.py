@@ -133,6 +133,7 @@ def headline(s: Summary) -> list[str]:
     rows = [("Nodes", ", ".join(s.nodes) or "-"),
             ("State", s.state + (" (a console is still attached)" if s.console_running else "")),
             ("What was stuck", stuck),
+            *([("Still held", "; ".join(x.text() for x in s.still_held))] if s.still_held else []),
             ("Root cause", s.root_cause),
             ("Resolution", s.resolution),
             ("Time to free", free),

@@ -47,9 +47,11 @@ class IncidentLog:
     def note(self, node: str | None, text: str) -> TimelineEntry | None:
         return self._append("note", text.strip(), node)
 
-    def observation(self, node: str | None, text: str, output: str = "") -> TimelineEntry | None:
-        """What was seen without running a check (a headless caller's evidence: a snapshot)."""
-        return self._append("observation", text.strip(), node, **({"output": output} if output else {}))
+    def observation(self, node: str | None, text: str, output: str = "", **memory: Any) -> TimelineEntry | None:
+        """What was seen without running a check (a headless caller's evidence: a snapshot; a
+        node's memory: ``gpu_memory_before`` / ``gpu_memory_after``)."""
+        fields = {k: dict(v) for k, v in memory.items() if k in ("gpu_memory_before", "gpu_memory_after") and v}
+        return self._append("observation", text.strip(), node, **({"output": output} if output else {}), **fields)
 
     def record_check(self, result: CheckResult) -> TimelineEntry | None:
         """A check entry, linked to the open hypothesis; memory before/after when it read them."""

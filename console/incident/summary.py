@@ -7,8 +7,10 @@ and `gpu-incident timeline list` shows one row of it per incident.
   above 1 GiB and what they held;
 - resolution: the reading that freed the most (an action's outcome or a later observation of
   it, else a check that saw memory come back), with the action it belongs to;
-- state: "resolved" once every GPU that was stuck has a later reading at or below 1 GiB, else
-  "open";
+- state: "resolved" once every GPU that was stuck, on every node, has a later reading at or
+  below 1 GiB, else "open" — and ``still_held`` says what is still held, where (a node the
+  console only watched counts: the session records each node's first reading that holds memory
+  and its last one when the console stops, console/session/core.py);
 - time to free: from the incident's first entry to that reading (and from its action).
 """
 from __future__ import annotations
@@ -99,6 +101,7 @@ class Summary:
     after_action_s: float | None = None       # from its action to that reading
     acted_by: tuple[str, ...] = ()            # "root@vm: 2 actions"
     people: tuple[str, ...] = field(default_factory=tuple)
+    still_held: tuple[Stuck, ...] = ()        # per node: what its latest reading still holds
 
 
 def _freed(before: Mapping[str, int | None] | None, after: Mapping[str, int | None] | None) -> int:
@@ -112,7 +115,7 @@ def _stuck(entries: Sequence[TimelineEntry]) -> list[Stuck]:
     seen: dict[str | None, Stuck] = {}
     for e in entries:
         before = e.gpu_memory_before
-        if e.node in seen or not before or e.kind not in ("action", "check"):
+        if e.node in seen or not before or e.kind not in ("action", "check", "observation"):
             continue
         busy = {int(k): v for k, v in before.items() if str(k).isdecimal() and v is not None and v > BUSY_MIB}
         if busy:
@@ -120,9 +123,9 @@ def _stuck(entries: Sequence[TimelineEntry]) -> list[Stuck]:
     return list(seen.values())
 
 
-def _resolved(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> bool:
-    if not stuck:
-        return False
+def _still_held(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> list[Stuck]:
+    """Per stuck node, the GPUs whose latest reading since is still above 1 GiB (or none came)."""
+    out = []
     for s in stuck:
         latest: dict[int, int] = {}
         for e in entries:
@@ -131,9 +134,15 @@ def _resolved(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> bool:
             for k, v in e.gpu_memory_after.items():
                 if str(k).isdecimal() and v is not None:
                     latest[int(k)] = v
-        if not all(g in latest and latest[g] <= BUSY_MIB for g in s.gpus):
-            return False
-    return True
+        held = [g for g in s.gpus if g not in latest or latest[g] > BUSY_MIB]
+        if held:
+            last_seq = max((e.seq for e in entries if e.node == s.node), default=s.seq)
+            out.append(Stuck(s.node, tuple(held), sum(latest.get(g, 0) for g in held), last_seq))
+    return out
+
+
+def _resolved(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> bool:
+    return bool(stuck) and not _still_held(entries, stuck)
 
 
 def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summary:
@@ -195,12 +204,15 @@ def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summar
     started = sum(1 for e in entries if e.kind == "note" and e.node is None and e.text.startswith(CONSOLE_STARTED))
     stopped = sum(1 for e in entries if e.kind == "note" and e.node is None and e.text == CONSOLE_STOPPED)
     stuck = _stuck(entries)
+    held = _still_held(entries, stuck)
+    if held and best is not None:
+        resolution = "not resolved: still held: " + "; ".join(h.text() for h in held) + f" (freed so far: {resolution})"
     return Summary(
         incident_id=incident_id,
         nodes=tuple(sorted({e.node for e in entries if e.node})),
         started=entries[0].ts, last=entries[-1].ts, entries=len(entries),
         hypotheses=len(hyps), open_hypotheses=len(opened), actions=len(actions),
-        state="resolved" if _resolved(entries, stuck) else "open",
+        state="resolved" if stuck and not held else "open", still_held=tuple(held),
         console_running=started > stopped,
         stuck=tuple(stuck), root_cause=root, resolution=resolution, freed_at=freed_at,
         time_to_free_s=to_free, after_action_s=after_action,

@@ -23,6 +23,8 @@ from console.actions.run import ActionOutcome, ActionWatch, execute
 from console.actions.step import Step, step_for
 from console.checks.registry import CheckResult, run_check
 from console.clock import REAL_CLOCK, Clock
+from console.diagnosis import text as t
+from console.diagnosis.who import FREED_MIB
 from console.incident.log import IncidentLog
 from console.incident.timeline import Timeline
 from console.model import Finding, NodeSnapshot
@@ -61,6 +63,8 @@ class Session:
         self._actions: set[asyncio.Task] = set()
         self._feed_task: asyncio.Task | None = None
         self._finished = False
+        self._first_read: set[str] = set()        # nodes whose first reading was looked at
+        self._held: set[str] = set()              # ... and held memory then (recorded)
         self.started = False
         self.polling = False                      # the monitors poll on their own
         for s in sources:
@@ -126,7 +130,29 @@ class Session:
 
     async def _polled(self, snap: NodeSnapshot) -> None:
         self.feed.add(snap, self.viewing)
+        if snap.name not in self._first_read and snap.error is None and snap.gpus:
+            self._first_read.add(snap.name)
+            self._record_reading(snap, first=True)
         self.publish(NodeUpdated(snap))
+
+    def _record_reading(self, snap: NodeSnapshot, *, first: bool) -> None:
+        """The memory a node holds, into the incident: its first reading that holds any (what
+        was stuck, even on a node nobody acted on) and, when the console stops, its last one
+        (what is still held): console/incident/summary.py judges "resolved" from them."""
+        memory = {str(g.index): g.memory_used_mib for g in snap.gpus}
+        busy = [g for g in snap.gpus if (g.memory_used_mib or 0) > FREED_MIB]
+        if first and not busy:
+            return
+        if first:
+            self._held.add(snap.name)
+            text = f"first reading of {snap.name}: {t.gpus([g.index for g in busy])} hold " \
+                   f"{t.mib(sum(g.memory_used_mib for g in busy))}"
+            self.incident.observation(snap.name, text, gpu_memory_before=memory)
+        else:
+            text = (f"{snap.name} when the console stopped: " + (
+                f"{t.gpus([g.index for g in busy])} still hold {t.mib(sum(g.memory_used_mib for g in busy))}"
+                if busy else "every GPU back at or under 1 GiB"))
+            self.incident.observation(snap.name, text, gpu_memory_after=memory)
 
     def start(self, *, poll: bool = True) -> None:
         """Poll every node (spread over one interval) and keep the follower's state; on the running loop."""
@@ -178,6 +204,10 @@ class Session:
         if self._feed_task is not None:
             self._feed_task.cancel()
             self._feed_task = None
+        for monitor in self.monitors:
+            snap = monitor.latest
+            if monitor.name in self._held and snap is not None and snap.error is None and snap.gpus:
+                self._record_reading(snap, first=False)
         if note:
             self.incident.note(None, note)
         try:
