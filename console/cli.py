@@ -521,7 +521,11 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
         tl.close()
     if app.return_code:  # Textual's own exit status (e.g. 1 after an unhandled error)
         return app.return_code
-    print(f"incident timeline: {tl.path}", file=sys.stderr)
+    if tl.path.exists():
+        print(f"incident timeline: {tl.path}", file=sys.stderr)
+    else:
+        print(f"incident timeline: {tl.path} was deleted while the console ran (actions were refused "
+              "from then on)", file=sys.stderr)
     return 0
 
 

@@ -502,6 +502,30 @@ async def test_a_full_disk_refuses_the_action_and_leaves_the_target_untouched(sl
         await source.close()
 
 
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+async def test_a_deleted_or_replaced_timeline_refuses_the_action(sleeper, timeline, how):
+    """`rm <id>.jsonl` (or another file moved over it) mid-incident: the action is refused and
+    said so, never recorded into a file nobody will read."""
+    import os
+    source = local_source()
+    try:
+        snap = await source.poll()
+        plan = plan_action(snap, "sigterm", pids=(sleeper.pid,))
+        if how == "deleted":
+            os.unlink(timeline.path)
+        else:
+            other = timeline.path.with_name("other.jsonl")
+            other.write_text("")
+            os.replace(other, timeline.path)
+        out = await execute(plan, source, timeline=timeline, clock=FakeClock(), verify_window_s=0, deadline_s=0)
+        assert out.status == "refused" and out.results == ()
+        word = "was deleted" if how == "deleted" else "was replaced by another file"
+        assert f"incident.jsonl {word}" in out.refused and "nothing was sent" in out.refused
+        assert sleeper.poll() is None                              # still running
+    finally:
+        await source.close()
+
+
 async def test_quitting_mid_verification_still_leaves_the_action_and_its_outcome(sleeper, timeline):
     """The console is stopped while it verifies a SIGTERM: the file has the action and what was seen."""
     source = local_source()

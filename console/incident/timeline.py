@@ -264,6 +264,20 @@ class Timeline:
         return self.entries
 
     # ------------------------------------------------------------------ writing
+    def _check_in_place(self) -> None:
+        """The open file is still the file at the path: an entry written to a deleted or
+        replaced file is not durable (and an action is then refused: console/actions/run.py
+        records before it sends)."""
+        st = os.fstat(self._fd)
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            raise OSError(errno.ENOENT, f"{self.path.name} was deleted") from None
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise OSError(errno.ESTALE, f"{self.path.name} was replaced by another file")
+        if st.st_nlink == 0:
+            raise OSError(errno.ENOENT, f"{self.path.name} was deleted")
+
     def append(self, kind: str, text: str = "", *, node: str | None = None, **fields: Any) -> TimelineEntry:
         if kind not in TIMELINE_KINDS:
             raise ValueError(f"unknown timeline kind {kind!r}")
@@ -280,6 +294,7 @@ class Timeline:
         with self._lock:
             if self._fd < 0:
                 raise OSError(errno.EBADF, f"{self.path.name} is closed")
+            self._check_in_place()
             with self._flocked():
                 size = self._catch_up(os.fstat(self._fd).st_size)
                 # the file's last entry decides; the highest seq read from the file is only a floor
