@@ -40,15 +40,30 @@ async def test_a_reset_with_no_b_before_it_suggests_nothing():
     assert "restore" not in out.text
 
 
-async def test_f_on_gpu_3_says_why_each_target_holds_gpu_3():
-    """The seed: F on GPU 3 lists the eight schedulers; seven have their memory on other GPUs
-    and are holders of GPU 3 because each has /dev/nvidia3 open."""
+async def test_f_on_gpu_3_targets_gpu_3s_holder_and_leaves_the_others_jobs_alone():
+    """The seed: every scheduler has /dev/nvidia3 open (CUDA opens every device file), but only
+    TP3's memory is on GPU 3. F on GPU 3 kills TP3; the seven others are left alone, and Confirm
+    says why (on a shared node they are other jobs)."""
     _, _, snap = await sim("seed")
     plan = plan_action(snap, "kill-holders", gpus=(3,))
-    why = {t.pid: t.why for t in plan.targets}
-    assert len(why) == 8
-    assert why[72422] == "holds /dev/nvidia3; listed by the driver on GPU 3 (74.3 GiB)"
-    assert why[72230] == "holds /dev/nvidia3; its memory: 74.3 GiB on GPU 0"
+    assert plan.commands == ("kill -s KILL 72422",) and plan.title == "SIGKILL 1 holder of GPU 3"
+    assert {t.pid: t.why for t in plan.targets} == {72422: "holds /dev/nvidia3; listed by the driver on GPU 3 (74.3 GiB)"}
+    left = next(r for r in plan.refusals if r.startswith("7 processes"))
+    assert "memory is on GPUs 0-2, 4-7" in left and "72230" in left and "left alone" in left
     from console.ui.confirm import plan_text
     text = plan_text(plan, read_only=False, dry_run=False).plain
-    assert text.count("↳ holds /dev/nvidia3") == 8 and "its memory: 74.3 GiB on GPU 7" in text
+    assert "↳ holds /dev/nvidia3" in text and "left alone" in text
+
+
+async def test_f_on_a_gpu_says_when_a_holder_reaches_other_gpus():
+    """A hidden holder of GPU 0 (no driver entry) whose children hold memory on GPUs 0-1: the
+    title says how far the kill goes and a note names it before anyone confirms."""
+    import dataclasses
+    _, _, snap = await sim("graceful")
+    launcher = snap.proc(65102)
+    with_files = dataclasses.replace(launcher, device_files=("/dev/nvidia0",))
+    snap = dataclasses.replace(snap, processes=tuple(with_files if p.pid == 65102 else p for p in snap.processes))
+    plan = plan_action(snap, "kill-holders", gpus=(0,))
+    assert 65102 in [t.pid for t in plan.targets]
+    assert plan.title.endswith("(affects GPUs 0-1)"), plan.title
+    assert any(n.startswith("PID 65102 (") and "also holds memory on GPU 1" in n for n in plan.notes)

@@ -212,8 +212,11 @@ def refusal_reason(snap: NodeSnapshot, pid: int) -> str | None:
 def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tuple[int, ...],
                  signal: str | None = None) -> ActionPlan:
     refusals: list[str] = []
+    notes: list[str] = []
     if rung == "kill-holders" and not pids:
         pids = tuple(_holder_candidates(snap, gpus, refusals))
+        if gpus:
+            pids = _this_gpus_holders(snap, pids, gpus, refusals)
     ok: list[int] = []
     for pid in pids:
         reason = refusal_reason(snap, pid)
@@ -251,10 +254,64 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     noun = t.plural(n, "process", "processes")
     if rung == "kill-holders":
         title = f"SIGKILL {t.plural(n, 'holder')} of {t.gpus(gpus) if gpus else 'the GPUs'}"
+        if gpus:
+            reach = _reach(snap, family) | set(gpus)
+            if reach - set(gpus):        # a shared node: say how far the kill goes before anyone confirms
+                title += f" (affects {t.gpus(sorted(reach))})"
+                notes += _wider(snap, targets, gpus)
     else:
         title = f"SIG{sig} {noun}"
-    return _finish(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, expected=expected,
-                   signal=signal)
+    return _finish(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, notes=notes,
+                   expected=expected, signal=signal)
+
+
+def _this_gpus_holders(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],
+                       refusals: list[str]) -> tuple[int, ...]:
+    """F on a GPU acts on that GPU's holders: a process the driver charges on other GPUs only
+    (CUDA opens every /dev/nvidiaN, so it holds this GPU's device file too) is left alone, with
+    the reason; a holder the driver lists nowhere (a hidden one) stays."""
+    want = set(gpus)
+    listed = who.driver_gpu_map(snap)
+    keep, elsewhere = [], []
+    for pid in pids:
+        on = listed.get(pid) or set()
+        (elsewhere if on and not on & want else keep).append(pid)
+    if len(elsewhere) == 1:
+        pid = elsewhere[0]
+        proc, on = snap.proc(pid), sorted(listed[pid])
+        refusals.append(f"PID {pid} ({who.label(proc) if proc else '?'}) has the device file of "
+                        f"{t.gpus(sorted(want))} open but its memory is on {t.gpus(on)}: left alone "
+                        f"(F on {t.gpus(on)} acts on it)")
+    elif elsewhere:
+        on = sorted(set().union(*(listed[p] for p in elsewhere)))
+        shown = ", ".join(map(str, elsewhere[:6])) + (f" and {len(elsewhere) - 6} more" if len(elsewhere) > 6 else "")
+        refusals.append(f"{len(elsewhere)} processes have the device file of {t.gpus(sorted(want))} open but their "
+                        f"memory is on {t.gpus(on)} (PIDs {shown}): left alone (F on their GPU acts on them)")
+    return tuple(keep)
+
+
+def _reach(snap: NodeSnapshot, family: Sequence[Proc]) -> set[int]:
+    """The GPUs the processes hold memory on (the driver's list and their own accounts)."""
+    out: set[int] = set()
+    for proc in family:
+        out |= {int(k) for k, v in proc.gpu_memory_mib.items() if str(k).isdecimal() and v}
+        out |= who.driver_gpus(snap, proc.pid)
+    return out
+
+
+def _wider(snap: NodeSnapshot, targets: Sequence[ActionTarget], gpus: Sequence[int]) -> list[str]:
+    """A note per target whose kill reaches past ``gpus`` (its own or its children's memory)."""
+    want = set(gpus)
+    out = []
+    for tgt in targets:
+        proc = snap.proc(tgt.pid)
+        if proc is None:
+            continue
+        reach = _reach(snap, [proc] + who.descendants(snap, [proc.pid])) - want
+        if reach:
+            out.append(f"PID {tgt.pid} ({who.label(proc)}) also holds memory on {t.gpus(sorted(reach))}: "
+                       f"killing it frees (or kills the jobs on) those GPUs too")
+    return out
 
 
 def holder_reason(snap: NodeSnapshot, proc: Proc, gpus: Sequence[int]) -> str:
