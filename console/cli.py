@@ -252,7 +252,17 @@ def setup_debug_log(path: str | None) -> None:
     logging.getLogger("gpu_incident").addHandler(logging.NullHandler())
     if not path:
         return
-    handler = logging.FileHandler(path, encoding="utf-8")
+    # 0600 and never through a symbolic link: it holds commands, PIDs and host names, and the
+    # console runs as root (a link planted at the path would aim its appends anywhere)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        import stat
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"--debug-log {path}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("gpu_incident")
     root.addHandler(handler)

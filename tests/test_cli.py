@@ -164,3 +164,22 @@ def test_simulate_help_says_what_it_does_and_lists_the_scenarios():
         assert f"  {name}" in r.stdout and scenario.title[:40] in r.stdout
     r = run("follow", "--help")
     assert "FILE|ID" in r.stdout and "--live" in r.stdout and "--incident-dir DIR" in r.stdout
+
+
+def test_the_debug_log_is_0600_and_never_written_through_a_planted_link(tmp_path, capsys):
+    """--debug-log holds commands, PIDs and host names and the console runs as root: created
+    0600; a symbolic link planted at its path is refused (exit 2), its target untouched."""
+    import os
+    import stat
+    from console import cli
+    log = tmp_path / "debug.log"
+    assert cli.main(["snapshot", "--json", "demo", "--debug-log", str(log)]) == 0
+    assert stat.S_IMODE(os.stat(log).st_mode) == 0o600 and log.read_text()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    link = tmp_path / "planted.log"
+    link.symlink_to(victim)
+    capsys.readouterr()
+    assert cli.main(["snapshot", "--json", "demo", "--debug-log", str(link)]) == 2
+    assert victim.read_text() == "keep me\n"
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -2,6 +2,7 @@
 writes for a follower, how it is written (atomically, 0600, never through a link) and read."""
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -134,3 +135,33 @@ def test_a_follower_asks_by_touching_a_file_that_goes_stale_and_a_planted_link_i
         ask_for_state(want)
     assert not followed(want), "a link is no follower"
     assert target.read_text() == "keep" and target.stat().st_mtime == 1
+
+
+async def test_valid_json_of_the_wrong_types_is_one_line_or_none_never_a_crash(tmp_path):
+    """`follow --live` on a state whose values have the wrong types: a field that may be null
+    becomes null, anything else refuses the document with one line (it crashed with a traceback)."""
+    import json as _json
+    snap = await seed_snapshot()
+    good = _json.loads(encode_state_doc(snap))
+    bad_memory = _json.loads(_json.dumps(good))
+    bad_memory["nodes"][0]["gpus"][0]["memory_used_mib"] = "abc"
+    state = parse_state(_json.dumps(bad_memory).encode())
+    assert state.nodes[0].gpus[0].memory_used_mib is None           # may be null: null
+    for mutate in (lambda d: d["actions"].append({"rung": "sigkill", "ts": "nan"}),
+                   lambda d: d["nodes"][0]["findings"][0].__setitem__("summary", None),
+                   lambda d: d["nodes"][0]["processes"][0].pop("pid"),
+                   lambda d: d["nodes"][0]["processes"][0].__setitem__("pid", "72169"),
+                   lambda d: d.__setitem__("written_at", "nan")):
+        doc = _json.loads(_json.dumps(good))
+        mutate(doc)
+        with pytest.raises(ValueError) as exc:
+            parse_state(_json.dumps(doc).encode())
+        assert str(exc.value).startswith("the live state is malformed") and "\n" not in str(exc.value)
+
+
+def encode_state_doc(snap) -> str:
+    from console.incident.mirror import StateFeed
+    import tempfile
+    feed = StateFeed(tempfile.mktemp(suffix=".state.json"), incident_id="x", by="a@b", interval=1.0)
+    feed.update(snap, snap.name)
+    return json.dumps(feed.document({}, [], running=True))

@@ -3,6 +3,8 @@ lines and users."""
 import subprocess
 import time
 
+import pytest
+
 from console.sources import parse
 from console import probe
 from tests.probe_sections import ps_sections
@@ -161,3 +163,16 @@ def test_driver_pid_colliding_with_another_local_program_is_foreign():
     snap = parse.parse_probe("n", probe_text(apps=apps, stat=stat, ps=ps, fds="/proc/72169/fd /dev/nvidia0\0"),
                              MARK, taken_at=0)
     assert snap.proc(72169).gpu_memory_mib == {"0": 75800}
+
+
+@pytest.mark.parametrize("name", ["[b]pwn[/b]", "[kworker/0:1]", "[python3]"])
+def test_a_process_named_in_brackets_is_compared_by_its_name_never_taken_for_a_placeholder(name):
+    """Only nvidia-smi's own placeholders ([N/A], [Not Found], …) say "name unknown": a process
+    that calls itself "[kworker/0:1]" is the local process of that name (its fds unreadable),
+    not a PID of another namespace that the kill path would leave alone."""
+    from console.model import Proc
+    from console.sources.parse import NAME_PLACEHOLDERS, same_process
+    proc = Proc(pid=4242, ppid=1, state="S", user="nobody", name=name[:15], cmdline=name)
+    assert same_process(proc, name)
+    for placeholder in NAME_PLACEHOLDERS:
+        assert not same_process(proc, placeholder)

@@ -155,16 +155,29 @@ def test_a_hostile_finding_text_never_reaches_the_command():
 
 
 def test_resume_only_after_a_verified_recovery_and_only_when_held_out():
-    drained = sp.SlurmNode("gpu01", "IDLE+DRAIN", "gpu-incident i: xid")
-    held = plan_resume("gpu01", "gpu01", snap_with((60000,)), state=drained)
+    drained = sp.SlurmNode("gpu01", "IDLE+DRAIN", "gpu-incident i: xid [root@2026-12-01T10:00:00]")
+    held = plan_resume("gpu01", "gpu01", snap_with((60000,)), state=drained, incident_id="i")
     assert not held.commands and "GPU 0 still hold" in held.refusals[0]
-    high = plan_resume("gpu01", "gpu01", snap_with((4,), [XID]), state=drained)
+    high = plan_resume("gpu01", "gpu01", snap_with((4,), [XID]), state=drained, incident_id="i")
     assert not high.commands and "(xid)" in high.refusals[0]
     assert "did not answer" in recovery(NodeSnapshot(name="g", taken_at=0, error="unreachable: x"))
-    ok = plan_resume("gpu01", "gpu01", snap_with((4,)), state=drained)
+    ok = plan_resume("gpu01", "gpu01", snap_with((4,)), state=drained, incident_id="i")
     assert ok.commands == ("scontrol update NodeName=gpu01 State=RESUME",)
-    idle = plan_resume("gpu01", "gpu01", snap_with((4,)), state=sp.SlurmNode("gpu01", "IDLE"))
+    idle = plan_resume("gpu01", "gpu01", snap_with((4,)), state=sp.SlurmNode("gpu01", "IDLE"), incident_id="i")
     assert not idle.commands and "nothing to resume" in idle.refusals[0]
+
+
+@pytest.mark.parametrize("reason, incident", [("broken-psu [admin@2026-12-01T09:00:00]", "i"),
+                                              ("gpu-incident other-incident: xid [root@2026-12-01T09:00:00]", "i"),
+                                              ("gpu-incident i: xid", None), (None, "i")])
+def test_resume_lifts_only_this_incidents_drain(reason, incident):
+    """A node Slurm holds out for a broken PSU (an admin's drain), or for another incident, is
+    not resumed here, whatever the GPUs say: the refusal shows the reason."""
+    state = sp.SlurmNode("gpu01", "DOWN+DRAIN", reason)
+    plan = plan_resume("gpu01", "gpu01", snap_with((4,)), state=state, incident_id=incident)
+    assert not plan.commands and "not this incident's drain" in plan.refusals[0]
+    if reason:
+        assert reason.split(" [")[0] in plan.refusals[0]
 
 
 def test_drain_is_asked_first_before_a_reset_or_reboot_on_an_undrained_node():

@@ -61,7 +61,7 @@ async def test_drain_then_reset_then_resume_the_whole_way_against_real_slurm(slu
     assert plan.commands == (f'scontrol update NodeName=demo State=DRAIN Reason="{reason}"',)
 
     # before recovery, resume is not offered: nothing to run, nothing sent
-    early = plan_resume("demo", "demo", snap, state=reading.node)
+    early = plan_resume("demo", "demo", snap, state=reading.node, incident_id=timeline.incident_id)
     assert not early.commands and "verified recovery" in early.refusals[0] and "GPU 3" in early.refusals[0]
     out = await execute(early, SlurmActionSource(client, "demo", "demo"), timeline=timeline)
     assert out.status == "refused"
@@ -84,7 +84,8 @@ async def test_drain_then_reset_then_resume_the_whole_way_against_real_slurm(slu
     snap = await monitor.poll_once()
     assert recovery(snap) is None, recovery(snap)
 
-    resume = plan_resume("demo", "demo", snap, state=(await client.read("demo", snap)).node)
+    resume = plan_resume("demo", "demo", snap, state=(await client.read("demo", snap)).node,
+                         incident_id=timeline.incident_id)
     assert resume.commands == ("scontrol update NodeName=demo State=RESUME",)
     out = await execute(resume, SlurmActionSource(client, "demo", "demo"), timeline=timeline)
     assert out.status == "settled", out.text

@@ -51,7 +51,7 @@ async def test_k_on_the_findings_panel_acts_on_nothing_and_says_where_it_belongs
         app.query_one("#gpus").focus()
         await pilot.press("F")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        assert "SIGKILL 8 holders of GPU 0" in app.screen.text and "72230" in app.screen.text
+        assert "SIGKILL 1 holder of GPU 0" in app.screen.text and "72230" in app.screen.text
         await pilot.press("escape")
 
 

@@ -27,6 +27,7 @@ from console.diagnosis.who import FREED_MIB
 from console.model import Finding, NodeSnapshot, severity_rank
 from console.sources import slurm_parse as sp
 from console.sources.slurm_parse import SlurmNode
+from console.textsafe import one_line
 
 SLURM_RUNGS = ("drain", "resume")
 #: rungs before which the node should be drained (no new job may land on it meanwhile; clearing
@@ -101,10 +102,19 @@ def plan_drain(node: str, slurm_name: str, incident_id: str, finding: Finding | 
     return _plan(node, "drain", title, argv, notes=notes, snap=snap)
 
 
+def ours(state: SlurmNode | None, incident_id: str | None) -> bool:
+    """Slurm holds the node out for this incident (its reason is the drain this console sent)."""
+    if state is None or not incident_id or not state.reason:
+        return False
+    return state.reason.startswith(f"{sp.REASON_PREFIX} {incident_id}:")
+
+
 def plan_resume(node: str, slurm_name: str, snap: NodeSnapshot | None, *, where: str = "this machine",
-                state: SlurmNode | None = None) -> ActionPlan:
-    """Return ``slurm_name`` to service: only after a verified recovery (``recovery``) and only
-    when Slurm holds it out (DRAIN or DOWN); else a plan without commands that says why."""
+                state: SlurmNode | None = None, incident_id: str | None = None) -> ActionPlan:
+    """Return ``slurm_name`` to service: only after a verified recovery (``recovery``), only when
+    Slurm holds it out (DRAIN or DOWN), and only when it holds it out for this incident (the
+    reason is this incident's drain: a drain for a broken PSU is an admin's to lift, not ours);
+    else a plan without commands that says why."""
     title = f"Resume {slurm_name} in Slurm"
     why = recovery(snap)
     if why is not None:
@@ -113,6 +123,11 @@ def plan_resume(node: str, slurm_name: str, snap: NodeSnapshot | None, *, where:
     if state is not None and state.error is None and not ({"DRAIN", "DOWN", "FAIL"} & set(state.flags)):
         return _plan(node, "resume", title, (), snap=snap,
                      refusals=(f"{slurm_name} is {state.state} in Slurm: nothing to resume",))
+    if state is not None and state.error is None and not ours(state, incident_id):
+        reason = state.reason or "no reason given"
+        return _plan(node, "resume", title, (), snap=snap, refusals=(
+            f"{slurm_name} is {state.state} for another reason ({one_line(reason, 120)}), not this "
+            f"incident's drain: lift it by hand once that cause is known to be gone",))
     notes = [f"scontrol runs on {where} (the Slurm client), not on the node",
              "the node is back in service: Slurm schedules jobs on it again"]
     return _plan(node, "resume", title, sp.resume_argv(slurm_name), notes=notes, snap=snap)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import stat
 import time
@@ -143,9 +144,38 @@ def _tuple(items: Any, build) -> tuple:
     return tuple(build(x) for x in items or () if isinstance(x, Mapping))
 
 
+_SCALARS = {"int": int, "float": float, "str": str, "bool": bool}
+
+
 def _only(cls, data: Mapping[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
+    """The fields of ``cls`` in ``data``, each of its declared scalar type: a value of another
+    type is None where the field may be None, else ValueError — valid JSON of the wrong types
+    (``"memory_used_mib": "abc"``, ``"ts": "nan"``) never reaches the screen's arithmetic."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        kinds = [k.strip() for k in str(f.type).split("|")]
+        scalar = [_SCALARS[k] for k in kinds if k in _SCALARS]
+        if scalar and value is not None and not _fits(value, scalar):
+            if "None" not in kinds:
+                raise ValueError(f"{cls.__name__}.{f.name} is {type(value).__name__}, not {'/'.join(kinds)}")
+            value = None
+        elif scalar and value is None and "None" not in kinds:
+            raise ValueError(f"{cls.__name__}.{f.name} is missing")
+        out[f.name] = value
+    return out
+
+
+def _fits(value: Any, kinds: list[type]) -> bool:
+    if isinstance(value, bool):
+        return bool in kinds
+    if isinstance(value, int):
+        return int in kinds or float in kinds
+    if isinstance(value, float):
+        return float in kinds and math.isfinite(value)
+    return any(isinstance(value, k) for k in kinds)
 
 
 def snapshot_from_data(data: Mapping[str, Any]) -> NodeSnapshot:
@@ -313,20 +343,27 @@ def parse_state(raw: bytes) -> LiveState:
             snap = snapshot_from_data(item)
             nodes.append(snap)
             hidden[snap.name] = int(item.get("hidden_processes") or 0)
-        actions = tuple(ActionRecord(rung=str(a.get("rung")), ts=float(a.get("ts")), node=a.get("node"),
+        actions = tuple(ActionRecord(rung=str(a.get("rung")), ts=_finite(a.get("ts")), node=a.get("node"),
                                      pids=tuple(int(p) for p in a.get("pids") or ()),
                                      gpus=tuple(int(g) for g in a.get("gpus") or ()))
                         for a in doc.get("actions") or () if isinstance(a, dict))
         return LiveState(incident=str(doc.get("incident") or ""), by=str(doc.get("by") or "?"),
-                         written_at=float(doc.get("written_at") or 0.0), running=bool(doc.get("running", True)),
-                         interval=float(doc.get("interval") or 1.0),
+                         written_at=_finite(doc.get("written_at") or 0.0), running=bool(doc.get("running", True)),
+                         interval=_finite(doc.get("interval") or 1.0),
                          viewing=doc.get("viewing") if isinstance(doc.get("viewing"), str) else None,
                          nodes=tuple(nodes), hidden=hidden,
                          memory={k: v for k, v in (doc.get("memory") or {}).items() if isinstance(v, dict)},
                          actions=actions,
                          activity=tuple(str(a) for a in doc.get("activity") or () if isinstance(a, str)))
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
         raise ValueError(f"the live state is malformed ({type(exc).__name__}: {exc})"[:200]) from None
+
+
+def _finite(value: Any) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite time: {value!r}")
+    return number
 
 
 def read_state(path: str | os.PathLike[str]) -> LiveState:

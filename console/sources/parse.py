@@ -355,6 +355,12 @@ def _base(name: str) -> str:
     return word.rsplit("/", 1)[-1]
 
 
+#: what nvidia-smi prints for a process name it could not read (and only those: a process may
+#: call itself "[kworker/0:1]" or "[b]x[/b]", and is then compared like any other name)
+NAME_PLACEHOLDERS = frozenset({"[N/A]", "[Not Found]", "[Insufficient Permissions]", "[Not Supported]",
+                               "[Unknown Error]", "[Unknown]", "[GPU is lost]"})
+
+
 def same_process(proc: Proc, driver_name: str) -> bool:
     """Is the driver's PID this /proc process, or another one that has the same number?
 
@@ -365,7 +371,7 @@ def same_process(proc: Proc, driver_name: str) -> bool:
     if proc.holds_devices:
         return True
     base = _base(driver_name)
-    if not base or (base.startswith("[") and base.endswith("]")):
+    if not base or driver_name.strip() in NAME_PLACEHOLDERS:
         return False
     comm = proc.name
     argv0 = _base(proc.cmdline)

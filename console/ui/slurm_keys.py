@@ -144,7 +144,8 @@ class SlurmKeys:
         if target is None:
             return
         reading, source, snap = target
-        plan = plan_resume(self.current_node, reading.slurm_name, snap, where=self.slurm.where, state=reading.node)
+        plan = plan_resume(self.current_node, reading.slurm_name, snap, where=self.slurm.where, state=reading.node,
+                           incident_id=self.incident_id)
         self._confirm_slurm(plan, reading.slurm_name)
 
     def drain_before(self, finding) -> bool:
