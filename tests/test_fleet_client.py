@@ -329,3 +329,26 @@ def test_snapshot_of_a_dripping_prometheus_returns(stub, tmp_path):
     node, = json.loads(p.stdout)["nodes"]
     assert node["error"].endswith("timed out after 2 s")
     assert took < 30, took
+
+
+def test_no_proxy_from_the_environment_carries_the_token(stub, monkeypatch, tmp_path):
+    """http_proxy/https_proxy are not taken from the environment: the query (and its bearer
+    token) goes to Prometheus itself, never to whatever the variables name."""
+    import asyncio
+    proxy_saw = []
+    proxy = stub(lambda h: (proxy_saw.append(h.path), reply(502, b"proxy")(h)))
+    s = stub(prometheus_like)
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.setenv(var, f"http://127.0.0.1:{proxy.port}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    (tmp_path / "tok").write_text("s3cret\n")
+    snap = asyncio.run(PrometheusSource(f"prometheus://127.0.0.1:{s.port}", window_s=5,
+                                        token_file=str(tmp_path / "tok")).poll())
+    assert snap.error is None and proxy_saw == [] and {a for _, a in s.seen} == {"Bearer s3cret"}
+
+
+@pytest.mark.parametrize("timeout", [300.5, 600.0])
+def test_the_probe_timeouts_whole_range_is_taken_with_a_fleet_target(timeout):
+    src = PrometheusSource("prometheus://127.0.0.1:9", timeout_s=timeout)
+    assert src.timeout_s == timeout

@@ -38,7 +38,10 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def make_opener(context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
-    handlers: list = [_NoRedirect()]
+    """No redirect followed, and no proxy: urllib would take ``http_proxy``/``https_proxy`` from
+    the environment on its own and hand the bearer token to the proxy, whose failures then read
+    as Prometheus's."""
+    handlers: list = [_NoRedirect(), urllib.request.ProxyHandler({})]
     if context is not None:
         handlers.append(urllib.request.HTTPSHandler(context=context))
     return urllib.request.build_opener(*handlers)

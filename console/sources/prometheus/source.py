@@ -19,6 +19,7 @@ import os
 import time
 from pathlib import Path
 
+from console.config import PROBE_TIMEOUT_S
 from console.model import FleetSnapshot
 from console.sources.prometheus import client, queries
 from console.sources.prometheus.endpoint import Endpoint, parse_endpoint
@@ -41,7 +42,7 @@ WINDOW_REFRESH_MAX_S = 60.0
 #: stand in for a failed query of their own (the UUIDs of a minute ago beat none), "window"
 #: answers do not (a failed XID query is "unknown", never an old "none")
 KEPT = {"slow": ("info", "total"), "window": ("idle", "xid")}
-TIMEOUT_S = (0.1, 300.0)
+TIMEOUT_S = PROBE_TIMEOUT_S      # the --probe-timeout range: one home (console/config.py)
 #: reads of one source in flight at once (a round asks at most six queries)
 READS_AT_ONCE = 12
 _TOKEN_MAX = 16 << 10
