@@ -21,9 +21,9 @@ UID = "9d1e2c3b-7a6f-4e5d-8c9b-0a1b2c3d4e5f"
 
 
 def proc(pid: int, args: str, *, devices=("/dev/nvidiactl", "/dev/nvidia0"), cgroup: str | None = None,
-         comm: str | None = None) -> Proc:
+         comm: str | None = None, user: str = "root") -> Proc:
     name = comm or args.split()[0].rsplit("/", 1)[-1][:15]
-    return Proc(pid=pid, ppid=1, state="S", user="root", name=name, cmdline=args, start_ticks=1000 + pid,
+    return Proc(pid=pid, ppid=1, state="S", user=user, name=name, cmdline=args, start_ticks=1000 + pid,
                 device_files=tuple(devices), cgroup=parse_path(cgroup) if cgroup else None)
 
 
@@ -183,3 +183,48 @@ async def test_simulated_b_stops_persistenced_by_the_unit_its_cgroup_names():
     assert persistenced.cgroup.unit == "nvidia-persistenced.service"
     assert who.stop_of(persistenced).command == "systemctl stop nvidia-persistenced"
 
+
+
+# ---------------------------------------------------------------- a GPU user cannot aim B
+
+
+USER_SCOPE = f"/user.slice/user-65534.slice/user@65534.service/app.slice/docker-{ID}.scope"
+
+
+@pytest.mark.parametrize("path", [
+    USER_SCOPE,
+    f"/user.slice/user-1000.slice/session-3.scope/docker/{ID}",
+    f"/user.slice/user-65534.slice/user@65534.service/kubepods.slice/kubepods-pod{UID.replace('-', '_')}.slice/"
+    f"cri-containerd-{ID}.scope",
+    f"/system.slice/foo.service/docker-{ID}.scope",
+])
+def test_a_runtime_scope_in_a_users_own_cgroup_names_no_container(path):
+    """Any user may create cgroups named like a runtime's in a subtree delegated to them, and
+    container IDs are world-readable: only the runtimes' own paths name a container."""
+    cg = parse_path(path)
+    assert cg.container_id is None and cg.runtime is None and cg.pod_uid is None and not cg.in_container
+
+
+def test_a_fake_persistenced_in_another_users_container_cgroup_gets_b_to_stop_nothing():
+    """As nobody: a process named nvidia-persistenced, holding a device file, in a cgroup named
+    docker-<victim>.scope. B proposes neither `docker stop <victim>` nor the real service's stop."""
+    fake = proc(4242, "nvidia-persistenced --user nobody", cgroup=USER_SCOPE, user="nobody")
+    assert who.blocker_daemon(fake) is None
+    plan = plan_action(node([fake], pm=True), "clear-blockers")
+    assert not any("docker" in c or "systemctl" in c for c in plan.commands), plan.commands
+
+
+@pytest.mark.parametrize("program", ["nv-fabricmanager", "nv-hostengine", "nvidia-cuda-mps-server"])
+def test_a_users_process_merely_named_like_a_daemon_is_no_blocker(program):
+    fake = proc(4243, program, devices=(), user="alice")
+    assert who.blocker_daemon(fake) is None
+    assert who.blocker_daemon(proc(4244, program, devices=())) is not None      # the real one, as root
+    plan = plan_action(node([fake]), "clear-blockers")
+    assert not any("systemctl" in c or "mps-control" in c for c in plan.commands), plan.commands
+
+
+def test_the_real_persistenced_under_its_own_user_is_still_a_blocker():
+    real = proc(1563, "/usr/bin/nvidia-persistenced --user nvidia-persistenced", user="nvidia-persistenced",
+                cgroup="/system.slice/nvidia-persistenced.service")
+    assert who.blocker_daemon(real) is not None
+    assert who.stop_of(real).command == "systemctl stop nvidia-persistenced"

@@ -51,12 +51,16 @@ class BlockerDaemon:
     unit: str | None = None     # the systemd unit it usually runs as (the blockers check asks systemctl)
     needs_device: bool = False  # a blocker only while it holds /dev/nvidia* (a display server)
     prefix: bool = False        # every program whose name starts with ``program`` (NVSM's services)
+    #: the users the real daemon runs as (None: any, a display server runs as the session's user);
+    #: a process of another user merely named like it is no blocker, and B never stops the real
+    #: service because of it
+    users: tuple[str, ...] | None = ("root",)
 
 
 DISPLAY_MANAGER_STOP = "systemctl stop display-manager"
 #: in the order B stops them: the display servers and the clients first, the persistence daemon last
 BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
-    *(BlockerDaemon(prog, "display server", DISPLAY_MANAGER_STOP, needs_device=True)
+    *(BlockerDaemon(prog, "display server", DISPLAY_MANAGER_STOP, needs_device=True, users=None)
       for prog in ("Xorg", "X", "Xwayland", "gnome-shell")),
     BlockerDaemon("nvidia-cuda-mps-control", "MPS control daemon", "echo quit | nvidia-cuda-mps-control"),
     BlockerDaemon("nvidia-cuda-mps-server", "MPS server", "echo quit | nvidia-cuda-mps-control"),
@@ -67,7 +71,7 @@ BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
     BlockerDaemon("nv-fabricmanager", "fabric manager", "systemctl stop nvidia-fabricmanager",
                   unit="nvidia-fabricmanager"),
     BlockerDaemon("nvidia-persistenced", "persistence daemon", "systemctl stop nvidia-persistenced",
-                  unit="nvidia-persistenced"),
+                  unit="nvidia-persistenced", users=("root", "nvidia-persistenced")),   # --user drops to it
 )
 #: the non-process blocker: nvidia_drm loaded with modeset=Y is a kernel client of every GPU
 #: (NVIDIA/mig-parted#181: resets refused "In use by another client" until it is unloaded)
@@ -96,7 +100,8 @@ def blocker_daemon(proc: Proc | None) -> BlockerDaemon | None:
     prog = program_of(proc)
     found = None
     for d in BLOCKER_DAEMONS:
-        if _matches(d, prog, proc.name) and (proc.holds_devices or not d.needs_device):
+        if _matches(d, prog, proc.name) and (proc.holds_devices or not d.needs_device) \
+                and (d.users is None or proc.user is None or proc.user in d.users):
             found = d
             break
     proc.__dict__["_blocker_daemon"] = found       # a frozen dataclass: its fields stay as they are

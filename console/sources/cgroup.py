@@ -16,6 +16,13 @@ component that names a container wins, the pod is the component above it):
 
 A Kubernetes path carries the pod's UID, never its name or namespace. Inside a container with
 its own cgroup namespace the file says ``0::/``: nothing to tell.
+
+Only where the runtimes put them: a runtime's scope directly under ``system.slice`` or
+``machine.slice``, or anywhere under a ``kubepods`` hierarchy; a bare ID under ``/docker`` or
+``/kubepods`` at the root. Any user may create cgroups named like that in a delegated subtree
+(``user.slice/…/user@65534.service/app.slice/docker-<another container's id>.scope``; container
+IDs are world-readable in /proc/*/cgroup): such a path names no container, so nothing stops a
+container because a process of a user's own cgroup asked for it.
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ _POD_CGROUPFS = re.compile(r"pod([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}
 _POD_SLICE = re.compile(r"kubepods(?:-[a-z]+)?-pod([0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_"
                         r"[0-9a-f]{12}|[0-9a-f]{32})\.slice")
 _UNIT = re.compile(r"[A-Za-z0-9:_.\\@-]{1,200}\.service")
+_RUNTIME_SERVICES = ("containerd.service", "docker.service", "crio.service", "cri-o.service")
 _RUNTIMES = {"docker": "docker", "cri-containerd": "containerd", "containerd": "containerd",
              "crio": "cri-o", "libpod": "podman"}
 
@@ -59,8 +67,14 @@ def parse_path(path: str) -> Cgroup:
     parts = [p for p in path.split("/") if p]
     runtime = container = pod = unit = None
     at = -1
+    # where runtimes put containers: under kubepods, or a runtime's own service (the systemd
+    # CRI form under containerd.service), both only root's to create
+    kube = bool(parts) and (parts[0].startswith("kubepods") or (
+        len(parts) >= 2 and parts[0] == "system.slice" and parts[1] in _RUNTIME_SERVICES))
     for i in range(len(parts) - 1, -1, -1):
         part = parts[i]
+        if not (kube or (i == 1 and parts[0] in ("system.slice", "machine.slice", "docker"))):
+            continue                 # not where a runtime puts its containers (a user's own cgroup)
         m = _SCOPE.fullmatch(part)
         if m:
             runtime, container, at = _RUNTIMES[m.group(1)], m.group(2), i
@@ -75,7 +89,7 @@ def parse_path(path: str) -> Cgroup:
             if i > 0 and parts[i - 1] == "docker":
                 runtime = "docker"
             break
-    for part in parts[:at] if at >= 0 else parts:
+    for part in (parts[:at] if at >= 0 else parts) if kube else ():
         pod = _pod_uid(part) or pod
     if container is None and pod is None and len(parts) >= 2 and parts[0] == "system.slice" \
             and _UNIT.fullmatch(parts[1]):
