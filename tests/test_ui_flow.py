@@ -130,3 +130,22 @@ async def test_v_after_a_sigterm_that_freed_the_gpus_suggests_confirmed_for_h1(i
         await wait_for(pilot, lambda: tl.entries[-1].kind == "verdict")
         assert tl.entries[-1].verdict == "confirmed"
     tl.close()
+
+
+async def test_the_status_line_says_a_check_ended_and_what_it_found_never_its_framing(incident_dir):
+    """A check's notice is words ("holders running"), and once it ended the line says what it
+    found: never "running …" left behind, never the probe's framing."""
+    from console.ui.details import DetailScreen
+    source = GatedSim()
+    source.gate.set()
+    app = IncidentApp([source], autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        from console.ui.app import NodeUpdated
+        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        app._run_check("holders", {})
+        assert "::gi-check::" not in status(app) and "holders running" in status(app)
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: "demo: holders: " in status(app))
+        assert "running" not in status(app) and "::gi-" not in status(app)

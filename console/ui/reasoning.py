@@ -122,14 +122,15 @@ class ReasoningKeys:
         if source is None:
             return
         try:
-            command = render(name, **params)
+            render(name, **params)          # bad parameters: one line now, before anything runs
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
         self._check_runs = getattr(self, "_check_runs", 0) + 1
         key = f"check-{self._check_runs}"
         self.set_activity(key, f"{source.name}: {name} running…")
-        self.notify(f"{source.name}: running {name}: {printable(command, 120)}", timeout=4)
+        # in words: the command (probe framing and all) is in the result's window and the timeline
+        self.notify(f"{source.name}: {name} running (a read-only check)…", timeout=4)
 
         def progress(p) -> None:
             self.set_activity(key, f"{p.node}: {p.text}")
@@ -146,6 +147,8 @@ class ReasoningKeys:
                 self.set_activity(key, None)
             entry = self.incident.record_check(result)
             seq = entry.seq if entry else None
+            # the status line says it ended, with what it found (not "running …" any more)
+            self.say(f"{result.node}: {result.name}: {result.summary}")
             self.present(f"{result.name} on {result.node}: {result.summary}",
                          lambda: self._show_check(result, seq))
         self.run_worker(work(), group="checks", exclusive=False)
