@@ -177,7 +177,7 @@ async def test_simulated_container_scenario_shows_pod_and_container():
     assert "held here by python3 in pod 7c5d1f2e…, container 4f2a0c1e9b7d…" in f.summary
     # the next step names the whole pod UID, to look it up (kubectl get pods -A -o custom-columns=…UID)
     assert "pod 7c5d1f2e-8a4b-4c3d-9e1f-0a2b3c4d5e6f, container 4f2a0c1e9b7d…" in f.next_step
-    assert f.rung == "kill-holders"
+    assert f.rung == "sigterm"               # the same ladder as for any target: SIGTERM first
 
 
 async def test_process_detail_screen_shows_the_container():

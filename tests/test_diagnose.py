@@ -183,7 +183,7 @@ def test_ghost_memory_on_gpus_with_one_cause_and_one_next_step_is_one_finding():
                   start_ticks=7_000_000, device_files=("/dev/nvidia3",))
     fs = [f for f in diagnose(snap([hidden], used=SEED_USED, driver=())) if f.kind == "ghost-memory"]
     assert sorted(f.gpus for f in fs) == [(0, 1, 2, 4, 5, 6, 7), (3,)]
-    assert next(f for f in fs if f.gpus == (3,)).rung == "kill-holders"
+    assert next(f for f in fs if f.gpus == (3,)).rung == "sigterm"
 
 
 def test_ghost_memory_waits_after_a_recent_kill_and_needs_blockers_cleared_before_reset():
@@ -208,11 +208,18 @@ def test_hidden_holder_with_a_cuda_context_is_killed_explicitly():
     s = snap([hidden], used=(4, 4, 4, 30004, 4, 4, 4, 4), driver=())
     fs = diagnose(s)
     f = only(fs, "hidden-holder")
-    assert f.severity == "high" and f.rung == "kill-holders" and f.pids == (81234,)
+    assert f.severity == "high" and f.rung == "sigterm" and f.pids == (81234,)
     assert "the driver lists none of them" in f.summary
-    assert commands_for(f.rung, s, *step_args(f)) == ["kill -s KILL 81234"]
+    assert commands_for(f.rung, s, *step_args(f)) == ["kill -s TERM 81234"]
     g = only(fs, "ghost-memory")
-    assert g.rung == "kill-holders" and g.evidence.get("targets", list(g.pids)) in ([81234], [])
+    assert g.rung == "sigterm" and g.evidence.get("targets", list(g.pids)) in ([81234], [])
+    # the same ladder as any target: a wait within SIGTERM's grace, then SIGKILL (kill-holders)
+    soon = snap([hidden], used=(4, 4, 4, 30004, 4, 4, 4, 4), driver=(), t=T0 + 5)
+    assert only(diagnose(soon, (), [act("sigterm", T0, [81234])]), "hidden-holder").rung == "wait"
+    late = snap([hidden], used=(4, 4, 4, 30004, 4, 4, 4, 4), driver=(), t=T0 + 20)
+    f = only(diagnose(late, (), [act("sigterm", T0, [81234])]), "hidden-holder")
+    assert f.rung == "kill-holders" and "ignored SIGTERM for 20 s" in f.next_step
+    assert commands_for(f.rung, late, *step_args(f)) == ["kill -s KILL 81234"]
 
 
 def test_nvml_monitor_is_a_low_hidden_holder():
@@ -235,8 +242,8 @@ def test_foreign_pid_points_at_the_host_side_holders():
     f = only(diagnose(s), "foreign-pid")
     assert f.pids == (41,) and f.severity == "high"
     assert "another PID namespace" in f.summary
-    assert f.rung == "kill-holders" and f.evidence["targets"] == [88001]
-    assert commands_for(f.rung, s, *step_args(f)) == ["kill -s KILL 88001"]
+    assert f.rung == "sigterm" and f.evidence["targets"] == [88001]
+    assert commands_for(f.rung, s, *step_args(f)) == ["kill -s TERM 88001"]
 
 
 def test_foreign_pid_without_visible_holders_says_find_the_container():

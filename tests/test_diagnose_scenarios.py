@@ -63,11 +63,11 @@ async def test_tell_tale_findings_at_the_start(scenario, kinds):
         assert "VLLM::Worker_TP0" in orphan.summary and orphan.rung == "sigterm"
     if scenario == "container":
         foreign = next(f for f in fs if f.kind == "foreign-pid")
-        assert foreign.rung == "kill-holders" and commands_for("kill-holders", snap, *step_args(foreign)) == [
-            "kill -s KILL 23 24"]
+        assert foreign.rung == "sigterm" and commands_for("sigterm", snap, *step_args(foreign)) == [
+            "kill -s TERM 23 24"]
     if scenario == "hidden-holders":
         hidden = next(f for f in fs if f.kind == "hidden-holder")
-        assert hidden.severity == "high" and hidden.rung == "kill-holders" and len(hidden.pids) == 8
+        assert hidden.severity == "high" and hidden.rung == "sigterm" and len(hidden.pids) == 8
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

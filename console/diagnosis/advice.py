@@ -127,15 +127,29 @@ def beyond_stuck(sit: Situation, stuck: Sequence[Proc], gpus: Sequence[int], why
 
 
 def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: str, why: str) -> Step:
-    """kill-holders for these processes, or wait when that was just done."""
+    """The ladder for holders, as for any other target: SIGTERM first (a clean exit), SIGKILL
+    (kill-holders) once they ignored it past the grace, a wait after each."""
     pids = tuple(p.pid for p in procs)
     gpus = tuple(sorted(set(gpus)))
+    n = len(pids)
     last = sit.last_action(KILL_RUNGS, pids)
     if last and sit.age(last.ts) < SIGTERM_GRACE_S:
-        return Step("wait", f"Wait: {who} {t.verb(len(pids), 'was', 'were')} sent SIGKILL "
+        return Step("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGKILL "
                             f"{t.ago(sit.age(last.ts))}; let the driver free the memory.", pids, gpus,
                     _patience(SIGTERM_GRACE_S, sit.age(last.ts)))
-    return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}): {why}.", pids, gpus)
+    if last:
+        return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}) again: {why}.", pids, gpus)
+    term = sit.last_action(("sigterm",), pids)
+    if term:
+        age = sit.age(term.ts)
+        if age < SIGTERM_GRACE_S:
+            return Step("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGTERM {t.ago(age)}; a clean "
+                                f"shutdown gets {t.seconds(SIGTERM_GRACE_S)} before SIGKILL.", pids, gpus,
+                        _patience(SIGTERM_GRACE_S, age))
+        return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}): {why}; "
+                                    f"{t.verb(n, 'it', 'they')} ignored SIGTERM for {t.seconds(age)}.", pids, gpus)
+    return Step("sigterm", f"SIGTERM {who} ({t.pid_list(pids)}): {why}; a clean exit first "
+                           f"(SIGKILL after {t.seconds(SIGTERM_GRACE_S)} if ignored).", pids, gpus)
 
 
 @dataclass(frozen=True)
