@@ -522,3 +522,26 @@ def test_an_unreachable_node_is_not_a_hung_driver():
     assert not fails(findings, "high")          # unreachable is data, not a --fail-on hit
     hung = NodeSnapshot(name="n", taken_at=400.0, error="probe timed out after 10 s")
     assert [f.kind for f in diagnose(hung)] == ["probe-hung"]
+
+
+def test_a_job_holding_memory_at_zero_percent_rises_in_severity_with_how_long():
+    """The seed before the kill: 594 GiB at 0 % utilisation. A first look: info (a job may just
+    be loading); a minute of history at 0 %: low; five minutes: high — what the fleet calls an
+    idle-memory suspect, in the node's own view too. A busy poll in between restarts the count."""
+    h = History(400)
+    for s in range(0, 300, 10):
+        h.append(seed_running(T0 + s))
+    def holder(history, t):
+        return only(diagnose(seed_running(t), history), "holder")
+    assert only(diagnose(seed_running(T0)), "holder").severity == "info"
+    low = holder(tuple(h)[:8], T0 + 80)
+    assert low.severity == "low" and low.summary.endswith("holding 594.6 GiB on GPUs 0-7, at 0 % utilisation for 80 s")
+    high = holder(h, T0 + 300)
+    assert high.severity == "high" and high.evidence["idle_s"] == 300
+    busy = replace(seed_running(T0 + 200), gpus=tuple(replace(g, utilization_pct=37) for g in seed_running().gpus))
+    again = History(400)
+    for s in list(range(0, 200, 10)):
+        again.append(seed_running(T0 + s))
+    again.append(busy)
+    again.append(seed_running(T0 + 210))
+    assert holder(again, T0 + 220).severity == "info"        # 10 s idle since the busy poll

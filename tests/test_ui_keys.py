@@ -206,3 +206,21 @@ async def test_help_scrolls_with_page_keys_home_and_end_at_80x24():
         await pilot.press("pageup", "home")
         await wait_for(pilot, lambda: box.scroll_y == 0)
         await pilot.press("escape")
+
+
+async def test_x_anywhere_takes_the_nodes_next_step_and_the_findings_list_it_first():
+    """The first screen of the seed: the process panel has focus; x there offers the node's next
+    step (SIGTERM of the job, through Confirm), the same step the findings panel lists first."""
+    from console.ui.confirm import ConfirmScreen
+    app = seed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#findings").row_count >= 2)
+        assert app.focused is app.query_one("#procs")
+        first = tables.selected_key(app.query_one("#findings"))
+        snap = app.snapshots["demo"]
+        assert first == tables.finding_key(next(f for f in snap.findings if f.rung is not None)), \
+            "the step x takes is the first finding listed"
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "SIGTERM 9 processes" in app.screen.text and "x: the next step of demo: holder" in said(app)
+        await pilot.press("n")

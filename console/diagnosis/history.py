@@ -229,7 +229,10 @@ def digest(snap: NodeSnapshot, before: NodeSnapshot | None = None, *, same_gpus:
     if same_gpus and before is not None:
         gpus = before.gpus
     else:
-        gpus = tuple(dataclasses.replace(g, utilization_pct=None) for g in snap.gpus)
+        # utilisation kept only as "0 or not" (an idle GPU's streak: diagnosis/processes.py), so
+        # a busy GPU's digest is still shared from poll to poll
+        gpus = tuple(dataclasses.replace(g, utilization_pct=0 if g.utilization_pct == 0 else None)
+                     for g in snap.gpus)
     if before is not None and not same_gpus:
         by_index = {g.index: g for g in before.gpus}
         gpus = tuple(_shared(g, by_index.get(g.index)) for g in gpus)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from console.diagnosis.who import TEARDOWN_WINDOW_S, WAIT_S, label, program_of
+from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, label, program_of
 from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.advice import Step, finding, in_d, kill_step, reset_step, signal_step
@@ -282,9 +282,36 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
                        f"holding {t.mib(held)} on {t.gpus(gpus)}")
             who = f"PID {root.pid} and its {t.plural(len(workers), 'GPU process', 'GPU processes')}"
         step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
-        out.append(finding("holder", "info", summary, step, pids, gpus,
-                           {"pids": pids, "gpus": sorted(gpus), "mib": held, "root": root.pid}))
+        idle = idle_for(sit, gpus)
+        severity = "high" if idle >= IDLE_HIGH_S else "low" if idle >= IDLE_LOW_S else "info"
+        if severity != "info":       # memory held at 0 %: what the fleet calls an idle-memory suspect
+            summary += f", at 0 % utilisation for {t.seconds(idle)}"
+        out.append(finding("holder", severity, summary, step, pids, gpus,
+                           {"pids": pids, "gpus": sorted(gpus), "mib": held, "root": root.pid,
+                            "idle_s": round(idle)}))
     return out
+
+
+#: a job holding memory at 0 % utilisation this long is a low finding, and this long a high one
+#: (the node's history goes back 5 minutes; the fleet's window is 10 by default)
+IDLE_LOW_S = 60.0
+IDLE_HIGH_S = 290.0
+
+
+def idle_for(sit: Situation, gpus) -> float:
+    """How long every one of ``gpus`` has held memory at 0 % utilisation (0 when one is busy now)."""
+    def idle(snap) -> bool:
+        by = {g.index: g for g in snap.gpus}
+        return bool(gpus) and all(g in by and by[g].utilization_pct == 0 and (by[g].memory_used_mib or 0) > FREED_MIB
+                                  for g in gpus)
+    if not idle(sit.snap):
+        return 0.0
+    since = sit.snap.taken_at
+    for h in reversed(sit.history):
+        if not idle(h):
+            break
+        since = h.taken_at
+    return max(0.0, sit.snap.taken_at - since)
 
 
 def _command_of(proc: Proc) -> str:

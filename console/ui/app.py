@@ -574,8 +574,21 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         return next((f for f in snap.findings if tables.finding_key(f) == key), None)
 
     def action_next_step(self) -> None:
-        """x on the findings panel: the highlighted finding's next step, through Confirm."""
-        finding = self.selected_finding
+        """x: the highlighted finding's next step on the findings panel; anywhere else the node's
+        (the first finding that proposes one: the findings are ordered by what to do next)."""
+        findings = self.query("#findings")
+        on_findings = bool(findings) and self.focused is findings.first()
+        if on_findings:
+            finding = self.selected_finding
+        else:
+            from console.actions.ladder import top_step
+            snap = self.snapshots.get(self.current_node)
+            finding = top_step(snap.findings) if snap is not None else None
+            if finding is None:
+                self.say("nothing to do on this node now" if snap is not None else "no reading of this node yet",
+                         "warning" if snap is None else "information")
+                return
+            self.say(f"x: the next step of {self.current_node}: {finding.kind} → {finding.next_step}")
         if finding is None:
             self.say("no finding under the cursor", "warning")
         elif finding.rung is None:

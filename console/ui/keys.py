@@ -70,7 +70,8 @@ KEYS: tuple[Key, ...] = (
         "display server, nvidia_drm (modeset)",
         "Clear reset blockers of the selected GPU", scope="gpus", rank=1),
     Key("next-step", "x", "next_step", "Next step",
-        "do the highlighted finding's next step (Confirm first)", scope="findings", rank=1),
+        "do the next step (Confirm first): the highlighted finding's on the findings panel, anywhere else "
+        "the node's (its first finding that has one)", "Do the next step", rank=1),
     Key("open-node", "enter", "open_node", "Open node",
         "open the highlighted node's console over SSH (added to the node list, same incident)",
         scope="fleet", rank=1, fleet_only=True),

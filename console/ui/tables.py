@@ -147,15 +147,23 @@ def finding_key(f: Finding) -> str:
     return f"{f.kind}:{','.join(map(str, f.pids))}:{','.join(map(str, f.gpus))}:{f.summary[:40]}"
 
 
+def finding_order(findings) -> list:
+    """By what to do next: the findings that propose a step first, in diagnose's order (most
+    severe first; the first is what ``x`` does anywhere: ladder.top_step), then those that need
+    nothing done."""
+    return sorted(findings, key=lambda f: f.rung is None)
+
+
 def finding_rows(snap: NodeSnapshot | None, width: int) -> dict[str, tuple]:
-    """Most severe first: a line of summary and a line of next step each (Enter shows all)."""
+    """By what to do next (``finding_order``): a line of summary and a line of next step each
+    (Enter shows all)."""
     rows: dict[str, tuple] = {}
     if snap is None:
         rows["waiting"] = (Text(" waiting for the first poll…", style="dim"),)
         return rows
     if snap.error:
         rows["error"] = (Text("ERROR    " + printable(snap.error, width - 9), style="bold red"),)
-    for f in sorted(snap.findings, key=lambda f: -severity_rank(f.severity)):
+    for f in finding_order(snap.findings):
         cell = Text(f"{f.severity.upper():<8} ", style=SEVERITY_STYLE.get(f.severity, ""))
         cell.append(printable(f.summary, width - 9))
         if f.next_step:
