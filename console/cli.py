@@ -217,6 +217,8 @@ def build_sub_parser(name: str) -> Parser:
         p.add_argument("--drain", action="store_true",
                        help="a node that is not clean is drained in Slurm (Reason: gpu-incident <id>: <kind>)")
         p.add_argument("--incident-dir", metavar="DIR", help="where the incident goes (default: the user state dir)")
+        p.add_argument("--config", metavar="FILE",
+                       help="TOML config: its [slurm] table (controller, node names) for --drain")
         g = p.add_argument_group("Slurm (with --drain)")
         g.add_argument("--slurm-controller", metavar="HOST", help="run scontrol on HOST over SSH")
         g.add_argument("--no-slurm", action="store_true", help=argparse.SUPPRESS)
@@ -567,7 +569,9 @@ def cmd_follow(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     """`gpu-incident gate`: 0 clean, 1 held or unreadable (fail closed), 2 bad usage."""
     sources = make_sources(args)
-    slurm = make_slurm(args) if args.drain else None
+    from console.config import load_config
+    config = load_config(args.config) if args.config else None
+    slurm = make_slurm(args, config) if args.drain else None
     from console.incident import timeline
     from console.session import gate
     opened = []

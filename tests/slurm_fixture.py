@@ -70,8 +70,8 @@ class Slurm:
             return "(no log)"
 
 
-def _config(root: Path, ctld_port: int, slurmd_port: int, socket: Path) -> str:
-    return "\n".join([
+def _config(root: Path, ctld_port: int, slurmd_port: int, socket: Path, extra: list[str] | None = None) -> str:
+    return "\n".join([*(extra or []),
         "ClusterName=gpuincidenttest",
         "SlurmctldHost=localhost(127.0.0.1)",
         f"SlurmctldPort={ctld_port}",
@@ -125,7 +125,7 @@ def _stop(pids: dict[str, int]) -> None:
                 pass
 
 
-def start_slurm(root: Path) -> Slurm:
+def start_slurm(root: Path, extra: list[str] | None = None) -> Slurm:
     """Start munged, slurmctld and slurmd under ``root``; pytest.skip with the reason if they
     cannot run here."""
     missing = [d for d in DAEMONS if shutil.which(d) is None and not Path(f"/usr/sbin/{d}").exists()]
@@ -142,7 +142,7 @@ def start_slurm(root: Path) -> Slurm:
     os.chmod(key, 0o400)
     socket = root / "munge" / "munge.socket"
     conf = root / "slurm.conf"
-    conf.write_text(_config(root, free_port(), free_port(), socket))
+    conf.write_text(_config(root, free_port(), free_port(), socket, extra))
     env = {**os.environ, "SLURM_CONF": str(conf)}
     pids: dict[str, int] = {}
     sbin = lambda d: shutil.which(d) or f"/usr/sbin/{d}"   # noqa: E731
