@@ -271,3 +271,33 @@ async def test_a_thread_in_d_is_a_cause_once_it_lasted(sshd, node_a, tmp_path, s
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
+
+
+@root_only
+async def test_a_real_zombie_the_driver_still_charges_opens_one_incident(sshd, node_a, tmp_path, ssh_home,
+                                                                        started):  # noqa: F811
+    """A worker that exited unreaped (a real zombie) while the driver still lists its memory."""
+    from tests.test_probe_two_speeds import UNREAPED
+    p, words = run(started, UNREAPED)
+    parent, child = int(words[0]), int(words[1])
+    _say(p)                                          # the child exits; its parent never reaps it
+    from tests.polling import until
+    assert until(lambda: Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
+    node_a.smi.set(used=(40_000, 4), apps=[(child, 0, 39_900, Path(sys.executable).name)])
+    src = SshSource(node_a.target, options(sshd, tmp_path))
+    stop = asyncio.Event()
+    lines: list[str] = []
+    inc = tmp_path / "incidents"
+    task = asyncio.create_task(watch.run([src], open_incident=lambda: open_incident(inc), interval=0.3,
+                                         say=lines.append, stop=stop))
+    try:
+        assert await eventually(lambda: any("opened incident" in x for x in lines), 60), lines
+        await asyncio.sleep(1.0)
+        path, = incidents(inc)
+        opened = [x for x in lines if "opened incident" in x]
+        assert len(opened) == 1 and "zombie" in opened[0], opened
+        states = next(e for e in load(path)[0] if e.kind == "check" and e.text.startswith("states"))
+        assert f"{child} Z" in states.text
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
