@@ -581,8 +581,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
         opened.append(tl)
         return tl
     try:
+        directory = Path(args.incident_dir) if args.incident_dir else timeline.default_incident_dir()
         nodes, incident = asyncio.run(gate.run(sources, wait_s=args.wait, open_incident=open_incident,
-                                               slurm=slurm, drain_nodes=args.drain))
+                                               slurm=slurm, drain_nodes=args.drain, directory=directory))
     finally:
         for tl in opened:
             tl.close()

@@ -99,7 +99,10 @@ def test_a_leftover_process_fails_the_gate_and_its_state_is_in_the_evidence(sshd
 
 
 def test_memory_that_comes_back_during_the_wait_passes_with_its_time_to_free(sshd, home, capsys, tmp_path):
+    from console.incident import freetimes
     node = sshd.nodes[0]
+    for seconds in (2.0, 3.0, 4.0):               # what earlier gates measured on this node
+        freetimes.record(tmp_path, node.target, "job", seconds)
     node.smi.set(used=(70_000, 4), apps=())
     node.smi.clear_calls()
     result = {}
@@ -113,6 +116,9 @@ def test_memory_that_comes_back_during_the_wait_passes_with_its_time_to_free(ssh
     doc = json.loads(capsys.readouterr().out)
     assert result["rc"] == 0 and doc["clean"]
     assert doc["nodes"][0]["seconds_to_free"] > 0
+    assert doc["nodes"][0]["usually"].endswith("here (after a job, 3 times)")
+    kept = freetimes.load(tmp_path)
+    assert len(kept) == 4 and kept[-1]["seconds"] == doc["nodes"][0]["seconds_to_free"], "this one kept too"
 
 
 def test_a_node_that_cannot_be_read_fails_closed(home, capsys, tmp_path):

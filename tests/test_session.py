@@ -45,6 +45,9 @@ async def test_a_whole_incident_headless_from_the_first_poll_to_the_verified_out
     assert first.text == "first reading of gpu07: GPUs 0-1 hold 138.7 GiB"
     assert action.command == plan.commands[0] and [t["pid"] for t in action.targets] == [65102, 65163, 65227]
     assert seen.outcome and seen.action == action.seq and seen.freed_mib == outcome.freed_mib
+    from console.incident import freetimes
+    kept, = freetimes.load(tl.path.parent)             # how long it took, for the next wait's length
+    assert (kept["node"], kept["after"], kept["seconds"]) == ("gpu07", "sigterm", outcome.seconds_to_free)
     order = [type(e) for e in events]
     assert order[0] is NodeUpdated and ActionStarted in order and order[-1] is ActionFinished
     assert order.index(ActionStarted) < order.index(ActionFinished)

@@ -149,3 +149,28 @@ async def test_the_status_line_says_a_check_ended_and_what_it_found_never_its_fr
         await pilot.press("escape")
         await wait_for(pilot, lambda: "demo: holders: " in status(app))
         assert "running" not in status(app) and "::gi-" not in status(app)
+
+
+async def test_w_waits_as_long_as_memory_usually_takes_here_after_what_was_done(incident_dir):
+    """Three SIGTERMs on this node came back within 20-26 s: after a SIGTERM, w waits that
+    long (not 5 s) and says why."""
+    from console.incident import freetimes, timeline
+    from console.model import ActionRecord
+    from console.ui.app import NodeUpdated
+    tl = timeline.open_incident(incident_dir, "waits")
+    for s in (20, 24, 26):
+        freetimes.record(incident_dir, "demo", "sigterm", s)
+    source = GatedSim()
+    source.gate.set()
+    app = IncidentApp([source], timeline=tl, autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        app.monitors[0].actions.append(ActionRecord(rung="sigterm", ts=source.clock.now(), node="demo",
+                                                    pids=(72169,), gpus=(0,)))
+        await pilot.press("w")
+        said = lambda: "\n".join(s.text for s in app.activity.history())  # noqa: E731
+        await wait_for(pilot, lambda: "memory usually comes back within" in said())
+        assert "(after SIGTERM, 3 times): waiting 26 s" in said()
+        assert "no memory came back within 26 s" in said()
+    tl.close()

@@ -25,6 +25,7 @@ from console.checks.registry import CheckResult, run_check
 from console.clock import REAL_CLOCK, Clock
 from console.diagnosis import text as t
 from console.diagnosis.who import FREED_MIB
+from console.incident import freetimes
 from console.incident.log import IncidentLog
 from console.incident.timeline import Timeline
 from console.model import Finding, NodeSnapshot
@@ -298,6 +299,9 @@ class Session:
                 self._actions.discard(task)
         if outcome.watch is not None:
             self.watches.append(outcome.watch)
+        if outcome.status == "settled" and outcome.seconds_to_free and self.timeline is not None:
+            # how long memory took to come back after this rung, kept for the next wait's length
+            freetimes.record(self.timeline.path.parent, plan.node, plan.rung, outcome.seconds_to_free)
         self.publish(ActionFinished(outcome))
         return outcome
 

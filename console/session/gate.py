@@ -20,6 +20,7 @@ from console.clock import REAL_CLOCK, Clock
 from console.diagnosis import text as t
 from console.diagnosis import who
 from console.model import Finding, NodeSnapshot
+from console.incident import freetimes
 from console.session import evidence
 from console.session.core import Session
 from console.textsafe import one_line
@@ -37,6 +38,7 @@ class GateNode:
     snapshot: NodeSnapshot | None = None
     evidence: list[str] = field(default_factory=list)   # the timeline entries that hold it
     drained: str | None = None                # the drain's outcome line, with --drain
+    usually: str = ""                         # "memory usually comes back within N s here (…)"
 
 
 def why_held(snap: NodeSnapshot) -> str | None:
@@ -127,9 +129,10 @@ async def drain(session: Session, node: GateNode, slurm: Any) -> None:
 def line(node: GateNode, wait_s: float, incident: str | None) -> str:
     """One log line per node (fits a Slurm log line: no newline, bounded)."""
     name = one_line(node.name, 80)
+    usually = f"; {node.usually}" if node.usually else ""
     if node.clean:
-        return f"gpu-incident gate: {name}: clean (GPUs back to idle in {node.seconds_to_free:g} s)"
-    out = f"gpu-incident gate: {name}: NOT CLEAN after {wait_s:g} s: {one_line(node.held or '', 300)}"
+        return f"gpu-incident gate: {name}: clean (GPUs back to idle in {node.seconds_to_free:g} s{usually})"
+    out = f"gpu-incident gate: {name}: NOT CLEAN after {wait_s:g} s: {one_line(node.held or '', 300)}{usually}"
     if incident:
         out += f"; incident {incident}"
     if node.drained:
@@ -147,16 +150,24 @@ def document(nodes: Sequence[GateNode], wait_s: float, incident: str | None) -> 
     return {"clean": all(n.clean for n in nodes), "wait_s": wait_s, "incident": incident,
             "nodes": [{"name": n.name, "clean": n.clean, "seconds_to_free": n.seconds_to_free,
                        "held": None if n.clean else n.held, "evidence": n.evidence, "drained": n.drained,
+                       "usually": n.usually or None,
                        "findings": [] if n.clean else findings(n.snapshot)} for n in nodes]}
 
 
 async def run(sources: Sequence, *, wait_s: float, open_incident, slurm: Any = None, drain_nodes: bool = False,
-              interval: float = GATE_INTERVAL_S) -> tuple[list[GateNode], str | None]:
+              interval: float = GATE_INTERVAL_S, directory=None) -> tuple[list[GateNode], str | None]:
     """The whole gate: wait for clean; on failure open the incident (``open_incident()`` -> a
-    Timeline), record the evidence, drain with ``drain_nodes``. (nodes, incident ID or None)."""
+    Timeline), record the evidence, drain with ``drain_nodes``. (nodes, incident ID or None).
+    ``directory``: the incident directory, where every time-to-free measured is kept and read
+    back (console/incident/freetimes.py)."""
     session = Session(sources)
     try:
         nodes = await wait_clean(session, wait_s, interval=interval)
+        kept = freetimes.load(directory)
+        for node in nodes:
+            node.usually = freetimes.said(kept, "job", node.name)
+            if node.clean and node.seconds_to_free:       # 0: nothing had to come back
+                freetimes.record(directory, node.name, "job", node.seconds_to_free)
         failed = [n for n in nodes if not n.clean]
         if not failed:
             return nodes, None

@@ -34,7 +34,22 @@ class ReasoningKeys:
         return sorted(int(k.rsplit(":", 1)[1]) for k in keys)
 
     def action_wait_recheck(self) -> None:
-        self._run_check("wait-and-reread", {"seconds": self.WAIT_S})
+        """w: wait and re-read; as long as memory usually takes to come back here after what was
+        last done to this node (console/incident/freetimes.py), at least WAIT_S, at most 300 s."""
+        import math
+
+        from console.incident import freetimes
+        seconds = self.WAIT_S
+        if self.timeline is not None:
+            monitor = next((m for m in self.monitors if m.name == self.current_node), None)
+            done = [a.rung for a in (monitor.actions if monitor else ()) if a.node in (None, self.current_node)]
+            after = done[-1] if done else "job"
+            kept = freetimes.load(self.timeline.path.parent)
+            hit = freetimes.usually(kept, after, self.current_node)
+            if hit is not None:
+                seconds = max(self.WAIT_S, min(300, math.ceil(hit[0])))
+                self.say(f"{self.current_node}: {freetimes.said(kept, after, self.current_node)}: waiting {seconds} s")
+        self._run_check("wait-and-reread", {"seconds": seconds})
 
     def action_check(self) -> None:
         from console.actions.plan import CUSTOM_DESCRIPTION

@@ -1,0 +1,93 @@
+"""How long memory takes to come back here: every time-to-free the console measured, kept beside
+the incidents (``times-to-free.jsonl`` in the incident directory), so that a wait is sized by
+this cluster's own history, not a guess.
+
+One JSON line per measurement: ``{"node", "after", "seconds", "at"}`` — ``after`` is what ended
+before the memory came back: ``job`` (the gate, after a job), or the rung (``sigterm``,
+``sigkill``, ``kill-holders``, …) of a verified action. The file is the user's own, appended
+without following a link (console/incident/safefiles.py), and read back bounded (the last
+``KEEP`` lines). ``usually(...)`` is the 90th percentile of the last measurements of that kind
+(that node's when it has enough of its own, else every node's): "usually within N s here".
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from statistics import quantiles
+
+from console.incident import safefiles
+
+FILE = "times-to-free.jsonl"
+#: the measurements read back (the newest)
+KEEP = 2000
+READ_LIMIT = 1 << 20
+#: measurements needed before a figure is said
+AT_LEAST = 3
+
+
+def path_in(directory: str | os.PathLike[str]) -> Path:
+    return Path(directory) / FILE
+
+
+def record(directory: str | os.PathLike[str] | None, node: str, after: str, seconds: float | None) -> None:
+    """Append one measurement (nothing without a directory or a time; never raises for the disk)."""
+    if directory is None or seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return
+    line = json.dumps({"node": str(node)[:200], "after": str(after)[:40], "seconds": round(float(seconds), 1),
+                       "at": round(time.time(), 1)}) + "\n"
+    try:
+        fd = safefiles.open_incident_file(path_in(directory))
+    except (OSError, safefiles.UnsafeFile):
+        return
+    try:
+        os.write(fd, line.encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load(directory: str | os.PathLike[str] | None) -> list[dict]:
+    """The last KEEP measurements (malformed lines skipped)."""
+    if directory is None:
+        return []
+    try:
+        raw = safefiles.read_own_file(path_in(directory), READ_LIMIT * 8)
+    except (OSError, ValueError, safefiles.UnsafeFile):
+        return []
+    out = []
+    for line in raw.decode("utf-8", "replace").splitlines()[-KEEP:]:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("seconds"), (int, float)) and \
+                math.isfinite(item["seconds"]) and isinstance(item.get("after"), str):
+            out.append(item)
+    return out
+
+
+def usually(items: list[dict], after: str, node: str | None = None) -> tuple[float, int] | None:
+    """(the 90th percentile in seconds, how many measurements) of ``after`` — on ``node`` when
+    it has AT_LEAST of its own, else on every node; None with fewer than AT_LEAST."""
+    kind = [i for i in items if i.get("after") == after]
+    own = [i for i in kind if node is not None and i.get("node") == node]
+    use = own if len(own) >= AT_LEAST else kind
+    if len(use) < AT_LEAST:
+        return None
+    values = sorted(float(i["seconds"]) for i in use)
+    p90 = quantiles(values, n=10, method="inclusive")[-1]
+    return round(p90, 1), len(values)
+
+
+def said(items: list[dict], after: str, node: str | None = None) -> str:
+    """"memory usually comes back within 26 s here (after SIGKILL, 12 times)", or ""."""
+    hit = usually(items, after, node)
+    if hit is None:
+        return ""
+    seconds, n = hit
+    what = "a job" if after == "job" else after.upper() if after.startswith("sig") else after
+    return f"memory usually comes back within {seconds:g} s here (after {what}, {n} times)"
