@@ -46,7 +46,7 @@ class Canned:
 
 
 def test_registry_lists_every_check_with_description_and_parameters():
-    assert set(CHECKS) == {"wait-and-reread", "holders", "states", "kernel-log", "blockers", "port", "stack"}
+    assert set(CHECKS) == {"wait-and-reread", "holders", "states", "kernel-log", "blockers", "port", "stack", "smi-report"}
     for c in CHECKS.values():
         assert c.description and all(p.help for p in c.params)
 
@@ -490,3 +490,14 @@ async def test_checks_summarise_any_output_in_one_line(name, text):
     r = await run_check(Canned(text), name, seed_stuck(), **params)
     assert r.summary and "\n" not in r.summary
     json.dumps(r.data)                       # goes into the timeline as it is
+
+
+def test_smi_report_is_kept_whole_up_to_its_cap_and_says_how_many_gpus():
+    from console.checks.registry import SMI_REPORT_BYTES, _smi_report, render
+    assert render("smi-report") == f"timeout 20 nvidia-smi -q 2>&1 | head -c {SMI_REPORT_BYTES}"
+    report = "\n==============NVSMI LOG==============\n\nDriver Version : 580.95\n\n" + "".join(
+        f"GPU 00000000:{0x18 + i:02X}:00.0\n    Product Name : NVIDIA H100 80GB HBM3\n" for i in range(8))
+    summary, data = _smi_report(report, {}, None)
+    assert summary.startswith("nvidia-smi -q: the full report of 8 GPUs") and data["gpus"] == 8
+    summary, _ = _smi_report("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", {}, None)
+    assert summary == "nvidia-smi -q: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."

@@ -196,6 +196,19 @@ async def test_the_metrics_page_escapes_what_a_node_calls_itself():
     server.close()
 
 
+async def test_the_evidence_holds_the_nodes_memory_since_the_watch_began(tmp_path):
+    w, session, source, lines, told, clock = watcher(tmp_path)
+    snap = await reading(source)
+    session.feed.add(snap, None)                     # what the session keeps of each poll
+    await w.update(snap)
+    path, = incidents(tmp_path)
+    memory = next(e for e in load(path)[0] if e.kind == "observation" and "memory over the" in e.text)
+    assert json.loads(memory.output)["points"][0][1]["0"] == snap.gpus[0].memory_used_mib
+    assert any(e.text.startswith("smi-report: nvidia-smi -q") for e in load(path)[0] if e.kind == "check")
+    await session.stop()
+    await w.stop()
+
+
 async def test_watch_run_stops_on_request_and_closes_what_it_opened(tmp_path):
     stop = asyncio.Event()
     lines: list[str] = []

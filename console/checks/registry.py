@@ -187,6 +187,14 @@ def _blockers_cmd(a: dict) -> str:
             f"systemctl is-active {' '.join(BLOCKER_UNITS)} 2>&1")
 
 
+#: the most of `nvidia-smi -q` kept (an 8-GPU report is ~60 KB)
+SMI_REPORT_BYTES = 256 * 1024
+
+
+def _smi_report_cmd(a: dict) -> str:
+    return f"timeout 20 nvidia-smi -q 2>&1 | head -c {SMI_REPORT_BYTES}"
+
+
 def _stack_cmd(a: dict) -> str:
     pid = a["pid"]
     task = f"/proc/{pid}/task/{a['tid'] or pid}"     # a thread's own files (the leader's by default)
@@ -309,6 +317,17 @@ def _blockers(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
         return ("no reset blocker: persistence mode off, no persistenced, MPS, DCGM, NVSM, IMEX or fabric "
                 "manager", d)
     return "reset blockers: " + ", ".join(parts), d
+
+
+def _smi_report(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    lines = raw.splitlines()
+    gpus = sum(1 for line in lines if line.startswith("GPU 0000") or line.startswith("GPU 0"))
+    cut = len(raw.encode()) >= SMI_REPORT_BYTES
+    head = next((line.strip() for line in lines if line.strip()), "")
+    if gpus:
+        return (f"nvidia-smi -q: the full report of {t.plural(gpus, 'GPU')}, {len(lines)} lines"
+                + (f" (cut at {SMI_REPORT_BYTES >> 10} KiB)" if cut else ""), {"gpus": gpus, "lines": len(lines)})
+    return f"nvidia-smi -q: {cp.clip(head, 160) or 'no output'}", {"gpus": 0, "lines": len(lines)}
 
 
 def _port(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
@@ -445,6 +464,8 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
            CheckParam("lines", "int", 50, "lines to keep", low=1, high=100_000)), _klog_cmd, _klog),
     Check("blockers", "What keeps a GPU reset from running: persistence mode, persistenced, MPS, DCGM, fabric manager",
           (), _blockers_cmd, _blockers),
+    Check("smi-report", "nvidia-smi -q: the driver's whole report of every GPU (kept as evidence, capped)",
+          (), _smi_report_cmd, _smi_report, lambda a: 25.0),
     Check("port", "Is a TCP port listening, and by which process (did the server ever come up?)",
           (CheckParam("port", "int", 8000, "TCP port", low=1, high=65535),), lambda a: "ss -ltnp 2>&1", _port),
     Check("stack", "Where a process waits: wchan, kernel stack (root), Python stack (py-spy if installed)",

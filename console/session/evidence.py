@@ -2,7 +2,8 @@
 on a new cause): the snapshot's GPU-related processes, the findings with their next steps, and
 the read-only checks that keep what a kill would destroy — who holds the device files, the
 states and wchan of every holder, zombie and process in D, where the biggest holders wait
-(kernel stack where root), the kernel log's NVRM lines. Bounded: at most EVIDENCE_PIDS
+(kernel stack where root), the kernel log's NVRM lines, and `nvidia-smi -q` (the driver's whole
+report, capped). Bounded: at most EVIDENCE_PIDS
 processes, EVIDENCE_STACKS stacks, each check within EVIDENCE_TIMEOUT_S.
 """
 from __future__ import annotations
@@ -42,6 +43,7 @@ def checks_for(snap: NodeSnapshot) -> list[tuple[str, dict[str, Any]]]:
                      key=lambda p: -p.gpu_memory_total_mib)
     checks += [("stack", {"pid": p.pid}) for p in biggest[:EVIDENCE_STACKS]]
     checks.append(("kernel-log", {}))
+    checks.append(("smi-report", {}))
     return checks
 
 

@@ -20,6 +20,7 @@ it closes for the watch when the node has had no cause for ``clear_after``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -188,6 +189,14 @@ class Watcher:
         written = await evidence.record(node.incident, self.session.source(node.name), node.name, snap,
                                         hypothesis=f"{fresh[0].kind} on {node.name}: {fresh[0].summary}",
                                         seen=f"watch: {node.name}: {what}")
+        trail = self.session.feed.trails.get(node.name)
+        if trail is not None:         # the node's memory since the watch began (the chart's data)
+            data = trail.as_data()
+            entry = node.incident.observation(
+                node.name, f"watch: {node.name}'s memory over the {len(data.get('points', ()))} polls before",
+                output=json.dumps(data)[:evidence.SNAPSHOT_CHARS])
+            if entry is not None:
+                written.append(f"#{entry.seq} memory")
         verb = "opened" if new else "extended"
         self.say(f"gpu-incident watch: {one_line(node.name, 80)}: {verb} incident {ident}: "
                  f"{one_line(what, 300)} (evidence: {len(written)} entries; continue with "
