@@ -20,6 +20,7 @@ FINDING_KINDS = (
     "holder",   # a live GPU holder no other finding is about (info; where to start to free memory)
     "recovery-action",   # the driver's current recovery action for a GPU (reset, reboot, drain, ...)
     "idle-memory",   # a fleet GPU held memory at 0 % utilisation for the whole suspicion window (Prometheus)
+    "respawn",       # a parent started again what an action killed (its new children hold the GPU)
 )
 
 
@@ -349,6 +350,9 @@ class ActionRecord:
     node: str | None = None
     pids: tuple[int, ...] = ()
     gpus: tuple[int, ...] = ()
+    #: (pid, parent, name) of each process the signal reached, as planned: a parent that starts
+    #: the same program again after it is a respawn (console/diagnosis/respawn.py)
+    family: tuple[tuple[int, int | None, str], ...] = ()
 
 
 # --- the fleet: per-node GPU telemetry read from Prometheus (dcgm-exporter metrics) -------------

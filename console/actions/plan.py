@@ -67,6 +67,7 @@ class ActionTarget:
     create_time: float | None = None
     threads_in_d: int = 0
     why: str = ""                   # why it is a target ("holds /dev/nvidia3"), where it is not obvious
+    ppid: int | None = None         # its parent at plan time (a parent that starts it again: a respawn)
 
     @property
     def gpu_total_mib(self) -> int:
@@ -77,7 +78,7 @@ class ActionTarget:
         return cls(pid=proc.pid, user=proc.user, state=proc.state, name=who.label(proc),
                    cmdline=proc.cmdline, gpu_memory_mib=dict(proc.gpu_memory_mib),
                    start_ticks=proc.start_ticks, create_time=proc.create_time,
-                   threads_in_d=proc.threads_in_d)
+                   threads_in_d=proc.threads_in_d, ppid=proc.ppid)
 
 
 @dataclass(frozen=True)

@@ -218,7 +218,8 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
         ran = any(_issued(plan, r) for r in results)
         signalled = tuple(tgt.pid for tgt, r in zip(plan.targets, results) if r.ok) if plan.signal else ()
         if ran and monitor is not None:
-            monitor.actions.append(ActionRecord(rung=plan.rung, ts=started, node=plan.node,
+            family = tuple((tg.pid, tg.ppid, tg.name) for tg in plan.targets if tg.pid in signalled)
+            monitor.actions.append(ActionRecord(rung=plan.rung, ts=started, node=plan.node, family=family,
                                                 pids=signalled, gpus=plan.gpus))
         if monitor is not None:
             monitor.poll_soon()

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from console.diagnosis import node, processes
+from console.diagnosis import node, processes, respawn
 from console.diagnosis.context import Situation
 from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
 
 #: within one severity, the order findings are shown (cause before consequence)
-KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "xid", "zombie", "d-state", "foreign-pid", "hidden-holder",
+KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "xid", "respawn", "zombie", "d-state", "foreign-pid", "hidden-holder",
               "orphan", "ghost-memory", "reset-blocker", "holder")
 DEFAULT_GHOST_THRESHOLD_MIB = 1024
 
@@ -44,6 +44,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += processes.zombies(sit)
         findings += processes.dstate(sit)
         findings += processes.orphans(sit)      # device files and parents: no driver needed
+        findings += respawn.respawns(sit)       # a parent that started again what was killed
     if snap.error is None:
         ghosts = node.ghost_memory(sit)
         ghost_gpus = {g for f in ghosts for g in f.gpus}
