@@ -253,14 +253,15 @@ class FollowApp(_TimelineViewApp):
         return self._pinned and self._at_last_row()
 
     def _settle(self) -> None:
-        if self._pinned:                  # the user may have scrolled up since the rows came
+        if self._pinned and self.query("#tv-list"):    # the user may have scrolled up since the rows came
             self.table.scroll_end(animate=False, immediate=True)
 
     def _scrolled(self, old: float, new: float) -> None:
+        # wheel or scrollbar up: stop following. Only End (or moving the cursor to the last row)
+        # follows again: a scroll back down may be the table's own (it brings its cursor into
+        # view after a refresh), and must not undo the operator's scroll up
         if new < old and new < self.table.max_scroll_y:
-            self._pinned = False          # wheel or scrollbar up: stop following
-        elif new >= self.table.max_scroll_y and self._at_last_row():
-            self._pinned = True
+            self._pinned = False
 
     def _apply(self, entries: list[TimelineEntry], warnings: list[str], notice: str | None) -> None:
         if not self.is_running or not self.query("#tv-list"):
