@@ -52,3 +52,11 @@ def test_garbage_lines_a_link_or_no_directory_never_raise(tmp_path):
     with pytest.raises(UnsafeFile):
         from console.incident.safefiles import read_own_file
         read_own_file(path, 1000)
+
+
+def test_the_store_is_no_incident_in_timeline_list(tmp_path):
+    from console.incident.timeline import list_incidents, open_incident
+    tl = open_incident(tmp_path, "real-one")
+    tl.close()
+    freetimes.record(tmp_path, "gpu07", "job", 3)
+    assert [ident for ident, *_ in list_incidents(tmp_path)] == ["real-one"]

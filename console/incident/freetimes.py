@@ -1,5 +1,5 @@
 """How long memory takes to come back here: every time-to-free the console measured, kept beside
-the incidents (``times-to-free.jsonl`` in the incident directory), so that a wait is sized by
+the incidents (``times-to-free.log`` in the incident directory), so that a wait is sized by
 this cluster's own history, not a guess.
 
 One JSON line per measurement: ``{"node", "after", "seconds", "at"}`` — ``after`` is what ended
@@ -20,7 +20,7 @@ from statistics import quantiles
 
 from console.incident import safefiles
 
-FILE = "times-to-free.jsonl"
+FILE = "times-to-free.log"
 #: the measurements read back (the newest)
 KEEP = 2000
 READ_LIMIT = 1 << 20
