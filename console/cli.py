@@ -621,6 +621,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         teller = tell.Teller(notify=notify, webhook=webhook) if (notify or webhook) else None
         await watch.run(sources, open_incident=lambda: timeline.open_incident(directory), interval=interval,
+                        directory=directory or timeline.default_incident_dir(),
                         dstate_after=args.dstate_after, idle_after=args.idle_after, clear_after=args.clear_after,
                         teller=teller, metrics_port=args.metrics_port, say=say, stop=stop)
     asyncio.run(main())

@@ -314,3 +314,12 @@ async def test_a_real_zombie_the_driver_still_charges_opens_one_incident(sshd, n
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
+
+
+def test_the_metrics_page_carries_the_time_to_free_histogram():
+    times = [{"after": "sigkill", "seconds": s} for s in (3, 20, 26, 90)] + [{"after": "job", "seconds": 2}]
+    text = metrics.page([], {}, 0, 0, times)
+    assert 'gpu_incident_time_to_free_seconds_bucket{after="sigkill",le="30"} 3' in text
+    assert 'gpu_incident_time_to_free_seconds_bucket{after="sigkill",le="+Inf"} 4' in text
+    assert 'gpu_incident_time_to_free_seconds_count{after="job"} 1' in text
+    assert "# TYPE gpu_incident_time_to_free_seconds histogram" in text

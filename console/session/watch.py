@@ -236,7 +236,7 @@ def finding_json(f: Finding) -> dict:
             "summary": f.summary, "next_step": f.next_step}
 
 
-async def run(sources, *, open_incident: Callable[[], Timeline], interval: float = 1.0,
+async def run(sources, *, open_incident: Callable[[], Timeline], interval: float = 1.0, directory=None,
               dstate_after: float = DSTATE_AFTER_S, idle_after: float = IDLE_AFTER_S,
               clear_after: float = CLEAR_AFTER_S, teller=None, metrics_port: int | None = None,
               say: Callable[[str], None] = print, stop: asyncio.Event | None = None) -> Watcher:
@@ -251,9 +251,10 @@ async def run(sources, *, open_incident: Callable[[], Timeline], interval: float
                       clear_after=clear_after, say=say, tell=teller)
     server = None
     if metrics_port is not None:
+        from console.incident import freetimes
         server = await metrics.serve(metrics_port, lambda: metrics.page(
             [(c.key[0], c.kind) for c in watcher.open_causes()], up, watcher.opened,
-            teller.failed if teller is not None else 0))
+            teller.failed if teller is not None else 0, freetimes.load(directory)))
     say(f"gpu-incident watch: watching {', '.join(session.names())} every {interval:g} s "
         f"(D-state after {dstate_after:g} s, idle memory after {idle_after:g} s)")
     session.start()
