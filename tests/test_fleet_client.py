@@ -352,3 +352,15 @@ def test_no_proxy_from_the_environment_carries_the_token(stub, monkeypatch, tmp_
 def test_the_probe_timeouts_whole_range_is_taken_with_a_fleet_target(timeout):
     src = PrometheusSource("prometheus://127.0.0.1:9", timeout_s=timeout)
     assert src.timeout_s == timeout
+
+
+async def test_an_answer_of_too_many_series_is_refused_before_it_is_parsed(stub):
+    """200,000 series in one answer (a mislabelled exporter, a hostile Prometheus): one line,
+    never the gigabytes parsing it would take."""
+    from console.sources.prometheus.parse import MAX_SERIES
+    row = b'{"metric":{"Hostname":"gpu01","gpu":"0"},"value":[1.0,"71000"]},'
+    body = b'{"status":"success","data":{"resultType":"vector","result":[' + row * 200_000 + \
+        b'{"metric":{},"value":[1.0,"0"]}]}}'
+    s = stub(reply(200, body, Content_Type="application/json"))
+    snap = await poll(f"prometheus://127.0.0.1:{s.port}")
+    assert snap.error.startswith("answer has 200,001 series, more than the") and f"{MAX_SERIES:,}" in snap.error

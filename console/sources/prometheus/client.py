@@ -23,8 +23,9 @@ import zlib
 from console.sources.prometheus.parse import ApiError, parse_vector
 from console.textsafe import one_line
 
-#: the most bytes one answer may have (a 4096-node x 8-GPU round's largest answer is ~10 MiB)
-MAX_ANSWER_BYTES = 64 << 20
+#: the most bytes one answer may have (a 4096-node x 8-GPU round's largest answer is ~10 MiB;
+#: parsing an answer takes ~10x its size: this bounds a round's memory)
+MAX_ANSWER_BYTES = 24 << 20
 _CHUNK = 1 << 16
 
 

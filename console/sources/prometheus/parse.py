@@ -61,11 +61,22 @@ def _text(labels: Any, key: str) -> str:
     return v if len(v) <= LABEL_MAX else v[:LABEL_MAX]
 
 
-def parse_vector(body: bytes | str) -> tuple[list[Sample], list[str]]:
+#: the most series one answer may hold (4096 nodes x 8 GPUs is 32,768; MIG adds some): past it the
+#: answer is refused before it is parsed (1,000,000 series took 4.9 GB to parse)
+MAX_SERIES = 65536
+
+
+def parse_vector(body: bytes | str, max_series: int = MAX_SERIES) -> tuple[list[Sample], list[str]]:
     """An instant query's answer -> its samples and Prometheus's warnings (printable lines).
 
     ApiError for an answer that is no JSON, an error answer (Prometheus's ``errorType: error``,
-    made one printable line) or a result that is not a vector."""
+    made one printable line), a result that is not a vector, or more than ``max_series``
+    series (counted in the text, before anything is built)."""
+    raw = body.encode() if isinstance(body, str) else body
+    series = raw.count(b'"metric"')
+    if series > max_series:
+        raise ApiError(f"answer has {series:,} series, more than the {max_series:,} one query may bring: "
+                       "refused (narrow the query: a label matcher, or fewer nodes per source)")
     try:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):

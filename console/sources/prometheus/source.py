@@ -105,6 +105,7 @@ class PrometheusSource:
         self._opener = client.make_opener(context)
         self._closed = False
         self._reads = DaemonPool("prometheus read", READS_AT_ONCE)
+        self._big = asyncio.Lock()
         self._info_missing = 0
         #: a group of KEPT: when all its queries last answered (absent: ask it this round)
         self._answered_at: dict[str, float] = {}
@@ -122,7 +123,10 @@ class PrometheusSource:
 
     async def _query(self, query: str):
         body = await self._reads.run(self._get, query)     # a daemon thread: never the loop's pool
-        return await asyncio.to_thread(parse_vector, body) if len(body) > (1 << 20) else parse_vector(body)
+        if len(body) <= (1 << 20):
+            return parse_vector(body)
+        async with self._big:         # one large answer parsed at a time: a round's memory stays bounded
+            return await asyncio.to_thread(parse_vector, body)
 
     async def poll(self) -> FleetSnapshot:
         started = time.monotonic()
