@@ -117,3 +117,17 @@ def test_make_source_demo_scenarios():
     assert named.name == "demo:slow-teardown"
     with pytest.raises(ValueError, match="no-such-scenario"):
         make_source("demo:no-such-scenario", ssh=SshOptions(), device_glob="/dev/nvidia*", probe_timeout=4)
+
+
+def test_a_huge_hostlist_is_refused_before_it_is_built():
+    """Forty ranges of 100,000 names (526 MB and 5 s before exit 2, before): refused at once."""
+    import time
+    from console.sources.targets import MAX_TARGETS, expand_targets
+    words = [f"r{i}n[1-100000]" for i in range(40)]
+    t0 = time.process_time()
+    with pytest.raises(ValueError, match=f"expands to more than {MAX_TARGETS} nodes"):
+        expand_targets(words)
+    with pytest.raises(ValueError, match=f"at most {MAX_TARGETS}"):
+        expand_targets([",".join(f"r{i}n[1-4000]" for i in range(40))])
+    assert expand_targets(["gpu[01-03]"]) == ["gpu01", "gpu02", "gpu03"]
+    assert time.process_time() - t0 < 60          # a bound for a hang, not a timing goal

@@ -69,10 +69,18 @@ def _expand_one(word: str) -> list[str]:
         parse_destination(word)
         return [word]
     import hostlist
+    # python-hostlist refuses a range or a product past its MAX_SIZE before building it: with
+    # ours as that bound, "gpu[1-100000]" (or forty of them) is refused at once, not after
+    # building half a gigabyte of names
+    bound, hostlist.MAX_SIZE = hostlist.MAX_SIZE, MAX_TARGETS
     try:
         hosts = hostlist.expand_hostlist(rest)
     except (hostlist.BadHostlist, RecursionError) as exc:
+        if "too large" in str(exc):
+            raise ValueError(f"hostlist {word!r} expands to more than {MAX_TARGETS} nodes (at most {MAX_TARGETS})") from None
         raise ValueError(f"bad hostlist {word!r}: {exc or 'cannot expand'}") from None
+    finally:
+        hostlist.MAX_SIZE = bound
     if not hosts:
         raise ValueError(f"hostlist {word!r} names no host")
     if len(hosts) > MAX_TARGETS:
