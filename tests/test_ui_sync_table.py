@@ -137,4 +137,5 @@ async def test_one_nodes_row_is_updated_without_touching_the_others():
 def test_a_healthy_probe_time_reads_the_same_every_poll_and_a_slow_one_shows():
     from console.ui.tables import probe_cell
     assert {probe_cell(ms) for ms in (3.2, 17.9, 49.4)} == {"<50ms"}, "no cell changes at every poll"
-    assert (probe_cell(None), probe_cell(123.4), probe_cell(994), probe_cell(2345)) == ("", "120ms", "990ms", "2.3s")
+    assert (probe_cell(None), probe_cell(123.4), probe_cell(994), probe_cell(2345)) == ("", "<250ms", "<1s", "2.3s")
+    assert {probe_cell(ms) for ms in (110, 170, 240)} == {"<250ms"}, "a loaded node's wandering times: one cell"

@@ -73,14 +73,21 @@ def node_order(name: str, snap: NodeSnapshot | None) -> tuple:
 PROBE_FAST_MS = 50
 
 
+#: the probe times the node table tells apart below a second: a cell changes only when a node
+#: crosses one (at 256 real-size nodes the times wander by tens of ms every poll: in 10 ms steps
+#: every row was redrawn at every redraw)
+PROBE_STEPS_MS = (PROBE_FAST_MS, 100, 250, 500, 1000)
+
+
 def probe_cell(ms: float | None) -> str:
-    """A node's probe time as the node table shows it: "<50ms" when healthy, else in steps
-    of 10 ms below a second, of 0.1 s above."""
+    """A node's probe time as the node table shows it: "<50ms" when healthy, then "<100ms",
+    "<250ms", "<500ms", "<1s", and in tenths of a second above."""
     if ms is None:
         return ""
-    if ms < PROBE_FAST_MS:
-        return f"<{PROBE_FAST_MS}ms"
-    return f"{round(ms, -1):.0f}ms" if ms < 995 else f"{ms / 1000:.1f}s"
+    for step in PROBE_STEPS_MS:
+        if ms < step:
+            return f"<{step}ms" if step < 1000 else "<1s"
+    return f"{ms / 1000:.1f}s"
 
 
 def node_cells(name: str, snap: NodeSnapshot | None) -> tuple:
