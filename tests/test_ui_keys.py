@@ -224,3 +224,20 @@ async def test_x_anywhere_takes_the_nodes_next_step_and_the_findings_list_it_fir
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "SIGTERM 9 processes" in app.screen.text and "x: the next step of demo: holder" in said(app)
         await pilot.press("n")
+
+
+async def test_escape_clears_the_process_filter_and_ctrl_c_says_how_to_quit_in_words():
+    app = seed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 3)
+        app.proc_filter = "TP3"
+        app.refresh_node_view()
+        await pilot.pause()
+        assert app.query_one("#procs").row_count < 5
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.proc_filter == "" and app.query_one("#procs").row_count > 3)
+        assert "process filter cleared" in said(app)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert app.is_running and said(app) == "ctrl+c does not quit here: press q (or ctrl+q) to quit"
+        assert "[b]" not in said(app)

@@ -488,6 +488,10 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         if severity == "error":
             super().notify(message, title=title, severity=severity, timeout=min(timeout or 8, 8), markup=False)
 
+    def action_help_quit(self) -> None:
+        """ctrl+c: Textual's own hint is markup, which this console shows literally: say it in words."""
+        self.say("ctrl+c does not quit here: press q (or ctrl+q) to quit", "warning")
+
     def action_messages(self) -> None:
         from console.ui.details import DetailScreen
         where = [self._idle_text()] + ([f"recorded in {self.timeline.path}"] if self.timeline is not None else [])

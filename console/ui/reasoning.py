@@ -297,6 +297,16 @@ class ReasoningKeys:
         self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
                                     value=self.proc_filter), got)
 
+    def action_clear_filter(self) -> None:
+        """Escape on the process panel: the filter goes (with none, in fleet mode: the fleet)."""
+        if self.proc_filter:
+            self.proc_filter = ""
+            self.say("process filter cleared")
+            self._render_status()
+            self.refresh_node_view()
+        elif getattr(self, "fleet_mode", False):
+            self.action_fleet()
+
     def action_tag(self) -> None:
         key = self.selected_process_key
         if key is None:
