@@ -166,7 +166,7 @@ async def test_one_console_two_simulated_nodes_and_a_real_node_one_failing(sshd,
             states = {t: str(nodes.get_cell(t, "state")) for t in targets}
             why = str(nodes.get_cell(targets[-1], "finding"))     # why it fails, in one line
             assert states[targets[-1]].startswith("✖ unreachable") and "refused" in why
-            assert all(states[t] == "ok" for t in targets[:3]), states
+            assert all(not states[t].startswith("✖") for t in targets[:3]), states     # answering (their worst finding, or ok)
             # the live nodes keep polling while the dead one keeps failing
             first = {t: app.snapshots[t] for t in targets[:3]}
             for _ in range(500):

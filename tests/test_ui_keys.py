@@ -187,7 +187,7 @@ def test_the_node_tables_finding_names_the_next_step_and_its_gib():
     from console.monitor import diagnosed
     snap = diagnosed(asyncio.run(SimSource(name="demo", scenario="seed", clock=FakeClock()).poll()))
     assert [f.kind for f in snap.findings][:1] == ["reset-blocker"]           # the most severe is low…
-    assert str(tables.finding_cell(snap)) == "info holder 594 GiB → sigterm"   # …the step is the holder's
+    assert str(tables.finding_cell(snap)) == "info holder 594.6 GiB → sigterm"   # …the step is the holder's
 
 
 async def test_help_scrolls_with_page_keys_home_and_end_at_80x24():

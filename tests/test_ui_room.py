@@ -235,7 +235,7 @@ async def test_several_nodes_come_sorted_by_trouble_with_the_worst_chosen_and_fo
         await wait_for(pilot, lambda: app.current_node == "d-reset")
         # the seed's row names the finding that carries its next step, with its GiB
         seed = str(nodes.get_cell("b-seed", "finding"))
-        assert seed.startswith("info holder 594 GiB → sigterm") and "reset-blocker" not in seed
+        assert seed.startswith("info holder 594.6 GiB → sigterm") and "reset-blocker" not in seed
         # a node gets worse: it moves up; the cursor stays on the node the operator chose
         worse = dataclasses.replace(app.snapshots["a-graceful"], findings=(
             Finding(kind="xid", severity="critical", summary="Xid 79 on GPU 0", next_step="reboot", gpus=(0,),

@@ -139,3 +139,15 @@ def test_a_healthy_probe_time_reads_the_same_every_poll_and_a_slow_one_shows():
     assert {probe_cell(ms) for ms in (3.2, 17.9, 49.4)} == {"<50ms"}, "no cell changes at every poll"
     assert (probe_cell(None), probe_cell(123.4), probe_cell(994), probe_cell(2345)) == ("", "<250ms", "<1s", "2.3s")
     assert {probe_cell(ms) for ms in (110, 170, 240)} == {"<250ms"}, "a loaded node's wandering times: one cell"
+
+
+def test_a_node_with_a_critical_finding_never_reads_ok():
+    import dataclasses
+
+    from console.model import Finding, NodeSnapshot
+    from console.ui import tables
+    base = NodeSnapshot(name="gpu07", taken_at=0.0)
+    low = Finding(kind="reset-blocker", severity="low", summary="", next_step="")
+    crit = Finding(kind="zombie", severity="critical", summary="", next_step="", rung="wait")
+    assert str(tables.node_cells("gpu07", dataclasses.replace(base, findings=(low,)))[1]) == "ok"
+    assert str(tables.node_cells("gpu07", dataclasses.replace(base, findings=(low, crit)))[1]) == "critical"

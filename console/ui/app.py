@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable
 
 from console.clock import REAL_CLOCK, Clock
+from console.diagnosis import text as t
 from console.model import NodeSnapshot
 from console.session import Session
 from console.session import events as ev
@@ -427,7 +428,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 line.append(" ✖ " + printable(snap.error, 120), style="bold red")
             else:
                 used = sum(g.memory_used_mib or 0 for g in snap.gpus)
-                line.append(f"  {len(snap.gpus)} GPUs  {used // 1024} GiB used")
+                line.append(f"  {len(snap.gpus)} GPUs  {t.mib(used)} used")
                 if snap.probe_ms is not None:
                     line.append(f"  probe {snap.probe_ms:.0f}ms", style="dim")
                 if snap.warnings:

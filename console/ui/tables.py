@@ -7,6 +7,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 
+from console.diagnosis import text as t
 from console.actions.ladder import top_step
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
 from console.output.rows import ProcRow, fmt_mib, gpu_holders
@@ -15,8 +16,10 @@ from console.ui.text import cells as literal_cells, literal, printable
 SEVERITY_STYLE = {"critical": "bold white on dark_red", "high": "bold red", "low": "yellow", "info": "dim"}
 STATE_STYLE = {"Z": "bold magenta", "D": "bold red", "R": "green"}
 
-NODE_COLUMNS = (("Node", "node"), ("State", "state"), ("Finding → next step", "finding"), ("Used", "used"),
-                ("GPUs", "gpus"), ("Probe", "probe"))
+#: the finding goes last: at 80 columns (or with a long error) it is cut at the edge, never the
+#: memory and the GPU count
+NODE_COLUMNS = (("Node", "node"), ("State", "state"), ("Used", "used"), ("GPUs", "gpus"), ("Probe", "probe"),
+                ("Finding → next step", "finding"))
 #: the node table's finding cell at most (a failing node's whole error is in its findings panel)
 FINDING_CELL = 44
 GPU_COLUMNS = (("GPU", "gpu"), ("Memory used/total", "mem"), ("Util", "util"), ("Holders", "holders"),
@@ -52,7 +55,7 @@ def finding_cell(snap: NodeSnapshot) -> Text:
     cell.append(f.kind)
     mib = concerned_mib(f, snap)
     if mib:
-        cell.append(f" {mib // 1024} GiB" if mib >= 1024 else f" {mib} MiB")
+        cell.append(" " + t.mib(mib))            # one rounding rule: console/diagnosis/text.py
     if f.rung:
         cell.append(f" → {f.rung}", style="italic")
     cell.truncate(FINDING_CELL, overflow="ellipsis")
@@ -98,12 +101,18 @@ def node_cells(name: str, snap: NodeSnapshot | None) -> tuple:
     probe = probe_cell(snap.probe_ms)
     if snap.error:          # "unreachable: connection refused …": the kind in State, the why beside it
         kind, _, why = snap.error.partition(": ")
-        return (literal(name, limit=28), literal("✖ " + kind, "bold red", limit=14),
-                literal(why or snap.error, "bold red", limit=FINDING_CELL), "", "", probe)
+        return (literal(name, limit=28), literal("✖ " + kind, "bold red", limit=14), "", "", probe,
+                literal(why or snap.error, "bold red", limit=FINDING_CELL))
     used = sum(g.memory_used_mib or 0 for g in snap.gpus)
-    state = Text("ok" if not snap.warnings else f"ok ⚠{len(snap.warnings)}",
-                 style="green" if not snap.warnings else "yellow")
-    return (literal(name, limit=28), state, finding_cell(snap), f"{used // 1024} GiB", str(len(snap.gpus)), probe)
+    # the node's worst finding when it is high or critical, else "ok": never "ok" beside a critical
+    # zombie (a low one, persistence mode say, needs nothing done)
+    worst = max((f.severity for f in snap.findings if severity_rank(f.severity) >= severity_rank("high")),
+                key=severity_rank, default=None)
+    word = worst or "ok"
+    if snap.warnings:
+        word += f" ⚠{len(snap.warnings)}"
+    state = Text(word, style=SEVERITY_STYLE.get(worst, "") if worst else ("green" if not snap.warnings else "yellow"))
+    return (literal(name, limit=28), state, t.mib(used), str(len(snap.gpus)), probe, finding_cell(snap))
 
 
 def gpu_cells(snap: NodeSnapshot, g: Gpu) -> tuple:
