@@ -241,3 +241,19 @@ async def test_escape_clears_the_process_filter_and_ctrl_c_says_how_to_quit_in_w
         await pilot.pause()
         assert app.is_running and said(app) == "ctrl+c does not quit here: press q (or ctrl+q) to quit"
         assert "[b]" not in said(app)
+
+
+async def test_brackets_step_through_the_nodes_from_any_panel():
+    sources = [SimSource(name=n, scenario="graceful", clock=FakeClock()) for n in ("gpu01", "gpu02", "gpu03")]
+    app = IncidentApp(sources)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: len(app.snapshots) == 3)
+        app.query_one("#procs").focus()
+        order = [r.key.value for r in app.query_one("#nodes").ordered_rows]
+        start = app.current_node
+        await pilot.press("right_square_bracket")
+        await wait_for(pilot, lambda: app.current_node != start)
+        assert app.current_node == order[(order.index(start) + 1) % 3]
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        await wait_for(pilot, lambda: app.current_node == order[(order.index(start) - 1) % 3])
+        assert app.focused is app.query_one("#procs"), "the panel in use keeps the focus"

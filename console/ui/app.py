@@ -489,6 +489,17 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         if severity == "error":
             super().notify(message, title=title, severity=severity, timeout=min(timeout or 8, 8), markup=False)
 
+    def action_step_node(self, by: int) -> None:
+        """] / [: the next or previous node, from any panel (no Tab to the node table first)."""
+        if not self.multi_node or not self.query("#nodes"):
+            self.say("one node: there is no other to go to")
+            return
+        nodes = self.query_one("#nodes", NodeTable)
+        if not nodes.row_count:
+            return
+        nodes.user_moved = True
+        nodes.move_cursor(row=(nodes.cursor_row + by) % nodes.row_count, animate=False)
+
     def action_help_quit(self) -> None:
         """ctrl+c: Textual's own hint is markup, which this console shows literally: say it in words."""
         self.say("ctrl+c does not quit here: press q (or ctrl+q) to quit", "warning")

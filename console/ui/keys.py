@@ -97,6 +97,10 @@ KEYS: tuple[Key, ...] = (
     Key("clear-filter", "escape", "clear_filter", "Clear filter",
         "clear the process filter (with none set, in fleet mode: back to the fleet table)",
         "Clear the process filter", show=False, scope="procs"),
+    Key("next-node", "right_square_bracket", "step_node(1)", "Next node",
+        "the next node of the node table, from any panel (wraps)", "Next node", show=False),
+    Key("previous-node", "left_square_bracket", "step_node(-1)", "Prev node",
+        "the previous node of the node table, from any panel (wraps)", "Previous node", show=False),
     Key("toggle-all", "a", "toggle_all", "All procs", "show all processes / GPU-related only",
         "Show all processes / GPU-related only", show=False),
     Key("messages", "m", "messages", "Messages", "what the console said, most recent first",
@@ -126,7 +130,8 @@ PALETTE_ONLY: tuple[tuple[str, str, str], ...] = (
     ("Reboot this node", "reboot", "palette only: type the node's name to confirm"),
 )
 
-_SHOWN = {"slash": "/", "question_mark": "?", "space": "space", "escape": "esc"}
+_SHOWN = {"slash": "/", "question_mark": "?", "space": "space", "escape": "esc", "right_square_bracket": "]",
+          "left_square_bracket": "["}
 
 
 def _binding(k: Key, action: str, *, show: bool | None = None) -> Binding:
