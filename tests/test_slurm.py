@@ -123,6 +123,12 @@ def test_the_slurm_name_of_a_node():
     assert client.slurm_name("demo") == "demo"
     hostile = NodeSnapshot(name="x", taken_at=0, hostname="gpu01,gpu02")
     assert client.slurm_name("gpu05", hostile) == "gpu05"     # a node's odd hostname is never sent
+    # what the operator named comes before what the node says of itself (hostname: victim01)
+    liar = NodeSnapshot(name="x", taken_at=0, hostname="victim01")
+    assert client.slurm_name("root@gpu05.example:22", liar) == "gpu05"
+    assert "calls itself victim01" in client.name_warning("root@gpu05.example:22", liar)
+    assert client.name_warning("gpu01.example", liar) is None            # mapped: the mapping decides
+    assert client.slurm_name("root@10.0.0.5:2222", snap) == "gpu07"     # an address: the node's own name
 
 
 # ---------------------------------------------------------------- plans

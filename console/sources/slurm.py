@@ -13,6 +13,7 @@ short host name the node reported (``gpu01.example`` -> ``gpu01``), else the tar
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import shlex
@@ -50,6 +51,16 @@ class SlurmReading:
     gpu_jobs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)   # job id -> GPU holder PIDs
     error: str | None = None                  # the controller did not answer, …
     where: str = "this machine"
+    note: str | None = None                   # the node calls itself something else (name_warning)
+
+
+def _is_address(host: str) -> bool:
+    import ipaddress
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def gpu_jobs(snap: NodeSnapshot) -> dict[str, tuple[int, ...]]:
@@ -85,17 +96,29 @@ class SlurmClient:
         return f"controller {self.controller}" if self.controller else "this machine"
 
     def slurm_name(self, source_name: str, snap: NodeSnapshot | None = None) -> str | None:
-        """The node's Slurm name (mapping, reported host name, target host), or None when none
-        is a name the console sends."""
+        """The node's Slurm name: the ``[slurm]`` mapping; else the target's own host name (what
+        the operator named, not what the node says of itself: a node whose hostname says
+        ``victim01`` must not aim a drain there); else, for a target that is an address, the
+        host name the node reports. None when none is a name the console sends."""
         candidates = [self.node_names.get(source_name)]
-        if snap is not None and snap.hostname:
-            candidates.append(sp.short_host(snap.hostname))
         host = source_name.rpartition("@")[2]
         host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
-        candidates.append(sp.short_host(host))
+        if not _is_address(host):
+            candidates.append(sp.short_host(host))
+        if snap is not None and snap.hostname:
+            candidates.append(sp.short_host(snap.hostname))
         for c in candidates:
             if c and sp.NODE_NAME.fullmatch(c):
                 return c
+        return None
+
+    def name_warning(self, source_name: str, snap: NodeSnapshot | None) -> str | None:
+        """When the node calls itself something else than the Slurm name used: say so."""
+        name = self.slurm_name(source_name, snap)
+        reported = sp.short_host(snap.hostname) if snap is not None and snap.hostname else None
+        if name and reported and reported != name and source_name not in self.node_names:
+            return (f"the node calls itself {clip(reported)}, Slurm's name used is {name} (from the target): "
+                    "map it in [slurm] nodes if that is wrong")
         return None
 
     # ------------------------------------------------------------ running
@@ -171,7 +194,9 @@ class SlurmClient:
         if name is None or not await self.found():
             return SlurmReading(name, present=False, where=self.where)
         try:
-            return await self._read(name, snap)
+            reading = await self._read(name, snap)
+            note = self.name_warning(source_name, snap)
+            return dataclasses.replace(reading, note=note) if note else reading
         except Exception as exc:  # noqa: BLE001 - a Slurm reading never takes the console down
             log.exception("slurm reading of %s failed", name)
             return SlurmReading(name, present=False, error=f"slurm: {clip(repr(exc))}", where=self.where)

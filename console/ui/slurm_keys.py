@@ -60,6 +60,8 @@ def slurm_text(reading, snap=None, drain_advised: bool = False) -> Text:
         out.append(" · no job", style="dim")
     if reading.error:
         out.append("  ⚠ " + printable(reading.error, 60), style="yellow")
+    if reading.note:
+        out.append("  ⚠ " + printable(reading.note, 100), style="yellow")
     return out
 
 
