@@ -100,3 +100,30 @@ async def test_columns_widen_for_wider_values_and_keep_their_width_for_narrower_
         tables.sync_table(table, wanted([proc(1, name="x", cmdline="short")]))
         await pilot.pause()
         assert table.columns["name"].content_width == wide
+
+
+async def test_a_node_whose_poll_stopped_returning_says_how_long_ago_its_last_reading_came():
+    """Not an error answer: no answer at all (the engine stuck on it). Its row and the status
+    line say so with the age; the next reading clears it."""
+    names = ["gpu01", "gpu02"]
+    sources = [SimSource(name=n, scenario="graceful", clock=FakeClock()) for n in names]
+    snap = diagnosed(await sources[0].poll())
+    app = IncidentApp(sources, autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.stale_after_s = 30.0
+        for n in names:
+            app.post_message(NodeUpdated(dataclasses.replace(snap, name=n)))
+        nodes = app.query_one("#nodes", DataTable)
+        await wait_for(pilot, lambda: all(n in app.snapshots for n in names))
+        app._mark_stale()
+        assert not str(nodes.get_cell("gpu01", "state")).startswith("stale")
+        import time
+        app._arrived["gpu01"] = time.monotonic() - 45
+        app._mark_stale()
+        await pilot.pause()
+        assert str(nodes.get_cell("gpu01", "state")) == "stale 45s"
+        app.current_node = "gpu01"
+        app._render_status()
+        assert "⚠ last reading 45 s ago" in str(app.query_one("#status").render())
+        app.post_message(NodeUpdated(dataclasses.replace(snap, name="gpu01")))     # it answers again
+        await wait_for(pilot, lambda: not str(nodes.get_cell("gpu01", "state")).startswith("stale"))

@@ -79,6 +79,8 @@ class HelpScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()
 
 
+#: how often the console looks for nodes whose poll stopped returning
+STALE_CHECK_S = 2.0
 #: a redraw that comes due while a key holds the engine is tried again this much later
 HELD_REDRAW_S = 0.02
 #: how long the loop keeps the interpreter while Textual's input or output thread waits for it
@@ -132,6 +134,11 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
         self._redraw_timer = None
         self._last_redraw = float("-inf")
+        self._arrived: dict[str, float] = {}       # when each node's last reading came (monotonic)
+        self._stale: set[str] = set()              # nodes drawn as stale
+        #: no reading for this long and the node is drawn stale, with its age (on_mount: three
+        #: intervals, and never less than a poll's deadline and its slack)
+        self.stale_after_s: float | None = None
         self.theme_warnings = install_themes(self, theme_name)
 
     # the session's, as the panels and keys read them
@@ -208,6 +215,10 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
+        if self.stale_after_s is None:
+            deadline = max((m.deadline for m in self.monitors), default=10.0)
+            self.stale_after_s = max(3 * self.node_interval, deadline + 2)
+        self.set_interval(STALE_CHECK_S, self._mark_stale, name="stale nodes")
         self.engine.do(lambda: self.session.start(poll=self.autostart))   # polls spread over the interval
         self.start_fleet()                  # fleet mode: the fleet screen on top (ui/fleet_mode.py)
 
@@ -268,6 +279,8 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         less than ``redraw_interval_s`` ago (the node on screen: now). ``snapshots`` holds what
         is drawn: what the keys act on is what the operator sees."""
         self._updated[snap.name] = snap
+        self._arrived[snap.name] = time.monotonic()
+        self._stale.discard(snap.name)
         if snap.name == self.current_node:     # what the operator looks at: now (with the rest)
             if self._redraw_timer is not None:
                 self._redraw_timer.stop()
@@ -300,6 +313,29 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             self.refresh_node_view()
         elif self.multi_node:
             self.fit_panels()
+
+    def stale_s(self, name: str) -> float | None:
+        """How long since the node's last reading, when past ``stale_after_s`` (else None)."""
+        at = self._arrived.get(name)
+        if at is None or self.stale_after_s is None:
+            return None
+        age = time.monotonic() - at
+        return age if age > self.stale_after_s else None
+
+    def _mark_stale(self) -> None:
+        """A node whose poll stopped returning (not one that answers with an error) says how
+        long ago its last reading came, in its row and, when in view, on the status line."""
+        if not self.screen_stack or not self.query("#status"):
+            return
+        stale = {n for n in self._arrived if self.stale_s(n) is not None}
+        if not stale and not self._stale:
+            return
+        if self.multi_node and self.query("#nodes"):
+            nodes = self.query_one("#nodes", NodeTable)
+            for name in stale | self._stale:
+                tables.update_row(nodes, name, tables.node_cells(name, self.snapshots.get(name), self.stale_s(name)))
+        self._stale = stale
+        self._render_status()
 
     def _render_nodes(self, updated) -> None:
         """Nodes in trouble first (tables.node_order); the cursor stays on its node, or, until
@@ -416,6 +452,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 line.append(f"  {waiting} connecting", style="dim")
             line.append("  · viewing ")
             line.append(printable(self.current_node, 40), style="bold")
+            stale = self.stale_s(self.current_node)
+            if stale is not None:
+                line.append(f" ⚠ last reading {stale:.0f} s ago", style="bold yellow")
             current = self.snapshots.get(self.current_node)
             if current is not None and current.error:
                 line.append(" ✖ " + printable(current.error, 80), style="bold red")
@@ -426,6 +465,8 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 line.append(" connecting…", style="dim")
             elif snap.error:
                 line.append(" ✖ " + printable(snap.error, 120), style="bold red")
+            elif (stale := self.stale_s(self.current_node)) is not None:
+                line.append(f"  ⚠ last reading {stale:.0f} s ago: the poll stopped returning", style="bold yellow")
             else:
                 used = sum(g.memory_used_mib or 0 for g in snap.gpus)
                 line.append(f"  {len(snap.gpus)} GPUs  {t.mib(used)} used")

@@ -93,11 +93,15 @@ def probe_cell(ms: float | None) -> str:
     return f"{ms / 1000:.1f}s"
 
 
-def node_cells(name: str, snap: NodeSnapshot | None) -> tuple:
+def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = None) -> tuple:
     """Node, state, GPUs, used, probe time, and what matters most there: the finding that
-    carries its next step, or — for a node that fails — why, in one line."""
+    carries its next step, or — for a node that fails — why, in one line. ``stale_s``: no
+    reading came for that long (the poll itself stopped returning): State says so."""
     if snap is None:
         return (literal(name, limit=28), Text("connecting…", style="dim"), "", "", "", "")
+    if stale_s is not None:
+        cells = node_cells(name, snap)
+        return (cells[0], Text(f"stale {stale_s:.0f}s", style="bold yellow"), *cells[2:])
     probe = probe_cell(snap.probe_ms)
     if snap.error:          # "unreachable: connection refused …": the kind in State, the why beside it
         kind, _, why = snap.error.partition(": ")
