@@ -228,3 +228,12 @@ def test_the_real_persistenced_under_its_own_user_is_still_a_blocker():
                 cgroup="/system.slice/nvidia-persistenced.service")
     assert who.blocker_daemon(real) is not None
     assert who.stop_of(real).command == "systemctl stop nvidia-persistenced"
+
+
+def test_confirm_says_whose_processes_a_container_stop_takes_down():
+    exporter = proc(1510, "/usr/bin/dcgm-exporter", cgroup=f"/system.slice/docker-{ID}.scope")
+    sidecar = proc(1520, "python3 push.py", cgroup=f"/system.slice/docker-{ID}.scope", user="metrics", devices=())
+    plan = plan_action(node([exporter, sidecar]), "clear-blockers")
+    assert plan.commands == ("docker stop 4f2a0c1e9b7d",)
+    assert "container 4f2a0c1e9b7d runs 2 processes seen here (users metrics, root): stopping it stops them all" \
+        in plan.notes

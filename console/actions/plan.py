@@ -379,6 +379,7 @@ def _blockers_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
         what.append(f"persistence mode on {t.gpus(pm)}")
     title = "Clear the reset blockers" + (f": {' and '.join(what)}" if what else "")
     notes = [note for p in daemons if (note := who.stop_of(p).note)]
+    notes += _container_notes(snap, daemons)
     if daemons or modeset:
         names = list(dict.fromkeys([*(who.program_of(p) for p in daemons), *(["nvidia_drm"] if modeset else [])]))
         one = len(names) == 1
@@ -394,6 +395,19 @@ def _blockers_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
     refusals = [] if lines else [f"no reset blocker on {t.gpus(on)} that can be stopped from here"]
     return _finish(snap, "clear-blockers", title, lines, on, targets=[ActionTarget.of(p) for p in daemons],
                    refusals=refusals, notes=notes)
+
+
+def _container_notes(snap: NodeSnapshot, daemons: Sequence[Proc]) -> list[str]:
+    """Whose processes a container stop takes down, as far as this reading saw them (cgroups are
+    read for the GPU's processes)."""
+    out = []
+    for cid in dict.fromkeys(p.cgroup.container_id for p in daemons
+                             if p.cgroup is not None and p.cgroup.container_id and not p.cgroup.kubernetes):
+        members = [q for q in snap.processes if q.cgroup is not None and q.cgroup.container_id == cid]
+        users = sorted({q.user or "?" for q in members})
+        out.append(f"container {cid[:12]} runs {t.plural(len(members), 'process', 'processes')} seen here "
+                   f"(user{'s' if len(users) > 1 else ''} {', '.join(users)}): stopping it stops them all")
+    return out
 
 
 def reset_notes(snap: NodeSnapshot, on: Sequence[int]) -> list[str]:
