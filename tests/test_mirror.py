@@ -2,6 +2,7 @@
 writes for a follower, how it is written (atomically, 0600, never through a link) and read."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -165,3 +166,21 @@ def encode_state_doc(snap) -> str:
     feed = StateFeed(tempfile.mktemp(suffix=".state.json"), incident_id="x", by="a@b", interval=1.0)
     feed.update(snap, snap.name)
     return json.dumps(feed.document({}, [], running=True))
+
+
+async def test_two_driving_consoles_write_a_state_each_and_the_follower_sees_both(tmp_path):
+    """Two consoles on one incident (alice's on gpu02, bob's on gpu04) no longer overwrite one
+    state file: each writes its own, and the follower's read merges them."""
+    from console.incident.mirror import StateFeed, read_states, state_path
+    snap = await seed_snapshot()
+    incident = tmp_path / "pair.jsonl"
+    for who, node, pid in (("alice@bastion", "gpu02", "1111"), ("bob@laptop", "gpu04", "2222")):
+        feed = StateFeed(state_path(incident, driver=pid), incident_id="pair", by=who, interval=1.0)
+        feed.update(dataclasses.replace(snap, name=node), node)
+        feed.write(feed.document({}, [], running=True))
+    assert state_path(incident, driver="1111").name == "pair.state.1111.json"
+    merged = read_states(state_path(incident))
+    assert sorted(n.name for n in merged.nodes) == ["gpu02", "gpu04"]
+    assert set(merged.by.split(", ")) == {"alice@bastion", "bob@laptop"}
+    with pytest.raises(FileNotFoundError):
+        read_states(state_path(tmp_path / "nobody.jsonl"))

@@ -3,6 +3,7 @@ the same panels read-only beside the incident's entries, and no key there change
 from __future__ import annotations
 
 import hashlib
+import os
 import string
 
 import pytest
@@ -11,7 +12,8 @@ pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
 from console.incident import timeline  # noqa: E402
-from console.incident.mirror import WANT_SUFFIX, ask_for_state, read_state, state_path, want_path  # noqa: E402
+from console.incident.mirror import (WANT_SUFFIX, ask_for_state, read_state, read_states, state_path,  # noqa: E402
+                                     want_path)
 from console.sources.sim import SimSource  # noqa: E402
 from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
 from console.ui.mirror_view import LiveFollowApp  # noqa: E402
@@ -40,7 +42,7 @@ def files(directory) -> dict[str, str]:
 
 async def test_the_driving_console_writes_its_live_state_beside_the_incident(incident_dir):
     path, _ = await drive(incident_dir)
-    state = read_state(state_path(path))
+    state = read_states(state_path(path))
     assert state.incident == "pair" and state.by == "alice@bastion" and state.viewing == "demo"
     node = state.node("demo")
     assert [g.memory_used_mib for g in node.gpus][:2] == [76109, 76113]
@@ -124,7 +126,7 @@ async def test_the_live_state_is_written_only_while_someone_follows(incident_dir
     import time
     tl = timeline.open_incident(incident_dir, "alone", by="alice@bastion")
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl, autostart=False)
-    state = state_path(tl.path)
+    state = state_path(tl.path, driver=str(os.getpid()))      # this console's own state file
     async with app.run_test(size=(120, 36)) as pilot:
         app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "demo" in app.snapshots)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from glob import escape as glob_escape
 import os
 import stat
 import time
@@ -57,9 +58,14 @@ def _beside(incident_file: str | os.PathLike[str], suffix: str) -> Path:
     return path.with_name(path.name.removesuffix(SUFFIX) + suffix)
 
 
-def state_path(incident_file: str | os.PathLike[str]) -> Path:
-    """`<dir>/<id>.state.json` beside `<dir>/<id>.jsonl`."""
-    return _beside(incident_file, STATE_SUFFIX)
+def state_path(incident_file: str | os.PathLike[str], driver: str | None = None) -> Path:
+    """`<dir>/<id>.state.json` beside `<dir>/<id>.jsonl`; a driving console writes its own
+    `<dir>/<id>.state.<driver>.json` (two consoles on one incident no longer overwrite each
+    other's: ``read_states`` merges them)."""
+    if driver is None:
+        return _beside(incident_file, STATE_SUFFIX)
+    safe = "".join(c for c in str(driver) if c.isalnum() or c in "-_")[:40] or "console"
+    return _beside(incident_file, f".state.{safe}.json")
 
 
 def want_path(incident_file: str | os.PathLike[str]) -> Path:
@@ -364,6 +370,49 @@ def _finite(value: Any) -> float:
     if not math.isfinite(number):
         raise ValueError(f"not a finite time: {value!r}")
     return number
+
+
+def read_states(state_file: str | os.PathLike[str]) -> LiveState:
+    """Every driving console's state beside the incident (``state_file`` names the incident's
+    ``<id>.state.json``; each console writes ``<id>.state.<driver>.json``), merged: the live
+    ones (or the newest, when none is), each node as its newest writer saw it, every action,
+    every driver named in ``by``. FileNotFoundError when none was written yet; a file that is
+    unsafe or malformed is skipped while another can be read."""
+    base = Path(state_file)
+    stem = base.name.removesuffix(STATE_SUFFIX)
+    paths = [base] + sorted(base.parent.glob(f"{glob_escape(stem)}.state.*.json"))
+    states, problems = [], []
+    for p in paths:
+        try:
+            states.append(read_state(p))
+        except FileNotFoundError:
+            continue
+        except (ValueError, OSError) as exc:
+            problems.append(exc)
+    if not states:
+        if problems:
+            raise problems[0]
+        raise FileNotFoundError(f"no live state beside {stem}")
+    live = [s for s in states if not s.stale()] or [max(states, key=lambda s: s.written_at)]
+    if len(live) == 1:
+        return live[0]
+    live.sort(key=lambda s: s.written_at)           # the newest last: its view of a node wins
+    nodes: dict[str, NodeSnapshot] = {}
+    hidden: dict[str, int] = {}
+    memory: dict[str, Mapping[str, Any]] = {}
+    for s in live:
+        for n in s.nodes:
+            nodes[n.name] = n
+            hidden[n.name] = s.hidden.get(n.name, 0)
+        memory.update(s.memory)
+    actions = sorted({(a.node, a.rung, a.ts, a.pids, a.gpus): a for s in live for a in s.actions}.values(),
+                     key=lambda a: a.ts)
+    newest = live[-1]
+    return LiveState(incident=newest.incident, by=", ".join(dict.fromkeys(s.by for s in live)),
+                     written_at=newest.written_at, running=any(s.running for s in live),
+                     interval=min(s.interval for s in live), viewing=newest.viewing, nodes=tuple(nodes.values()),
+                     hidden=hidden, memory=memory, actions=tuple(actions),
+                     activity=tuple(a for s in live for a in s.activity))
 
 
 def read_state(path: str | os.PathLike[str]) -> LiveState:

@@ -10,6 +10,7 @@ session stops ("running": false). A write that fails is said once and the sessio
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Callable, Sequence
 
 from console.incident.mirror import StateFeed, followed, state_path, want_path
@@ -35,7 +36,8 @@ class LiveFeed:
         if timeline is not None:
             every = max(FEED_INTERVAL_S, nodes / FEED_NODES_PER_S)
             self._want = want_path(timeline.path)
-            self.state = StateFeed(state_path(timeline.path), incident_id=timeline.incident_id,
+            # one state file per driving console: two on one incident never overwrite each other's
+            self.state = StateFeed(state_path(timeline.path, driver=str(os.getpid())), incident_id=timeline.incident_id,
                                    by=timeline.by, interval=interval, min_interval=every)
 
     def add(self, snap: NodeSnapshot, viewing: str | None) -> None:

@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer
 
-from console.incident.mirror import LiveState, ask_for_state, read_state, want_path
+from console.incident.mirror import LiveState, ask_for_state, read_states, want_path
 from console.incident.safefiles import UnsafeFile
 from console.model import NodeSnapshot
 from console.output.memory_series import marks_of, series_from_data
@@ -113,7 +113,7 @@ class LiveFollowApp(FollowApp):
         except OSError as exc:
             problem = (f"cannot ask the driving console for live state ({exc.strerror or exc}): "
                        "what shows may be old")
-        return read_state(self.state_file), problem
+        return read_states(self.state_file), problem     # every driving console's, merged
 
     async def poll_state(self) -> None:
         """Read the state file (in a thread) and show it."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from console.incident.export import as_markdown
-from console.incident.mirror import read_state, state_path
+from console.incident.mirror import read_states, state_path
 from console.incident.safefiles import UnsafeFile, write_atomic
 from console.incident.timeline import SUFFIX
 from console.incident.verdicts import action_rung
@@ -25,7 +25,7 @@ def write_chart(entries: Sequence[TimelineEntry], incident_file: Path, markdown:
     link), or None when nothing was read."""
     if not memory:
         try:
-            memory = read_state(state_path(incident_file)).memory
+            memory = read_states(state_path(incident_file)).memory
         except (FileNotFoundError, UnsafeFile, ValueError, OSError):
             memory = None
     svg = postmortem_svg(entries, memory, rung_of=action_rung,
