@@ -21,6 +21,7 @@ FINDING_KINDS = (
     "recovery-action",   # the driver's current recovery action for a GPU (reset, reboot, drain, ...)
     "idle-memory",   # a fleet GPU held memory at 0 % utilisation for the whole suspicion window (Prometheus)
     "respawn",       # a parent started again what an action killed (its new children hold the GPU)
+    "latched-utilisation",   # ~100 % utilisation with no memory and no process: telemetry, not a hang
 )
 
 

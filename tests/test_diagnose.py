@@ -545,3 +545,18 @@ def test_a_job_holding_memory_at_zero_percent_rises_in_severity_with_how_long():
     again.append(busy)
     again.append(seed_running(T0 + 210))
     assert holder(again, T0 + 220).severity == "info"        # 10 s idle since the busy poll
+
+
+def test_a_gpu_busy_with_nothing_is_a_latched_counter_not_a_hang():
+    """~100 % utilisation, 0 MiB, no process, no Xid (Datura-ai/lium-io PR #1142): info, no reset."""
+    s = snap([], used=(4,) * 8, driver=())
+    s = replace(s, gpus=tuple(replace(g, utilization_pct=100) if g.index == 5 else g for g in s.gpus))
+    f = only(diagnose(s), "latched-utilisation")
+    assert f.severity == "info" and f.gpus == (5,) and f.rung is None
+    assert "latched utilisation counter" in f.summary and "no reset is needed" in f.next_step
+    # a real hang is not this: memory held (or a process) or an Xid on it
+    held = replace(s, gpus=tuple(replace(g, memory_used_mib=40000) if g.index == 5 else g for g in s.gpus))
+    assert "latched-utilisation" not in kinds(diagnose(held))
+    bus = s.gpus[5].bus_id.split(":", 1)[1].rsplit(".", 1)[0].lower()          # "1d:00" of 00000000:1D:00.0
+    xid = replace(s, kernel_log=(f"NVRM: Xid (PCI:0000:{bus}): 79, pid=0, GPU has fallen off the bus.",))
+    assert "xid" in kinds(diagnose(xid)) and "latched-utilisation" not in kinds(diagnose(xid))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from console.diagnosis.who import TEARDOWN_WINDOW_S, WAIT_S, program_of
+from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, program_of
 from console.model import Finding, NodeSnapshot, recovery_words
 from console.diagnosis import text as t
 from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
@@ -307,3 +307,34 @@ def reset_blockers(sit: Situation) -> list[Finding]:
     step = Step(None, "Nothing to do unless a GPU reset is needed: then clear these first, since "
                       "`nvidia-smi -r` refuses while they hold the GPU.", tuple(pids), found.persistence)
     return [finding("reset-blocker", "low", summary, step, pids, found.persistence, ev)]
+
+
+# ---------------------------------------------------------------- busy with nothing
+
+#: utilisation at or above this with no memory and no process: a latched counter
+LATCHED_UTIL_PCT = 90
+
+
+def latched_utilisation(sit: Situation) -> list[Finding]:
+    """A GPU reading ~100 % utilisation with no memory in use, no process in the driver's list
+    and no holder of its device file, and no Xid: telemetry, not a hang (Datura-ai/lium-io PR
+    #1142 saw it at ~100 W). Opening and closing a CUDA context from a fresh process clears the
+    counter; a reset is not needed. A real hang holds memory, or a process, or logs an Xid."""
+    by_uuid = {g.uuid: g.index for g in sit.snap.gpus}
+    listed = {dp.gpu_index if dp.gpu_index is not None else by_uuid.get(dp.gpu_uuid)
+              for dp in sit.snap.driver_processes}
+    held = {g for p in sit.snap.processes if p.holds_devices for g in sit.gpus_of(p)}
+    by_bus = {bus_key(g.bus_id): g.index for g in sit.snap.gpus}
+    xid_gpus = {by_bus.get(bus_key(ev.bus) or ev.bus) for line in sit.snap.kernel_log
+                if (ev := parse_xid_line(line)) is not None}
+    gpus = [g.index for g in sit.snap.gpus
+            if (g.utilization_pct or 0) >= LATCHED_UTIL_PCT and (g.memory_used_mib or 0) <= FREED_MIB
+            and g.index not in listed and g.index not in held and g.index not in xid_gpus]
+    if not gpus:
+        return []
+    summary = (f"{t.gpus(gpus)} {t.verb(len(gpus), 'reads', 'read')} ~100 % utilisation with no memory in use and "
+               "no process: a latched utilisation counter, not work and not a hang")
+    step = Step(None, "Nothing is stuck: open and close a CUDA context from a fresh process (any short CUDA "
+                      "program, e.g. `python -c 'import torch; torch.zeros(1, device=\"cuda\")'`) and the counter "
+                      "reads 0 again; no reset is needed.", (), tuple(gpus))
+    return [finding("latched-utilisation", "info", summary, step, (), gpus, {"gpus": gpus})]
