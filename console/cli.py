@@ -575,13 +575,13 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from console.incident import timeline
     from console.session import gate
     opened = []
+    directory = Path(args.incident_dir) if args.incident_dir else timeline.default_incident_dir()
 
     def open_incident():
-        tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None)
+        tl = timeline.open_incident(directory)
         opened.append(tl)
         return tl
     try:
-        directory = Path(args.incident_dir) if args.incident_dir else timeline.default_incident_dir()
         nodes, incident = asyncio.run(gate.run(sources, wait_s=args.wait, open_incident=open_incident,
                                                slurm=slurm, drain_nodes=args.drain, directory=directory))
     finally:
@@ -608,7 +608,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     sources = make_sources(args)
     notify = tell.notify_argv(args.notify) if args.notify is not None else None
     webhook = tell.webhook_url(args.webhook) if args.webhook is not None else None
-    directory = Path(args.incident_dir) if args.incident_dir else None
+    directory = Path(args.incident_dir) if args.incident_dir else timeline.default_incident_dir()
     interval = args.interval if args.interval is not None else interval_for(len(sources))
 
     def say(line: str) -> None:
@@ -621,7 +621,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         teller = tell.Teller(notify=notify, webhook=webhook) if (notify or webhook) else None
         await watch.run(sources, open_incident=lambda: timeline.open_incident(directory), interval=interval,
-                        directory=directory or timeline.default_incident_dir(),
+                        directory=directory,
                         dstate_after=args.dstate_after, idle_after=args.idle_after, clear_after=args.clear_after,
                         teller=teller, metrics_port=args.metrics_port, say=say, stop=stop)
     asyncio.run(main())

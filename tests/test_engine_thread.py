@@ -12,14 +12,7 @@ from console.session import Session
 from console.session.engine import Engine, Mailbox
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp
-
-
-async def wait_for(pilot, predicate, tries=1000):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached")
+from test_ui_app import wait_for
 
 
 async def test_events_from_another_thread_arrive_in_order_on_the_loop():
@@ -74,12 +67,12 @@ async def test_the_console_with_its_engine_thread_polls_acts_and_quits(tmp_path)
     tl = timeline.open_incident(tmp_path, "thread")
     app = IncidentApp([source], timeline=tl, interval=0.2, engine_thread=True, clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: "demo" in app.snapshots)        # a poll made on the engine thread
+        await wait_for(pilot, lambda: "demo" in app.snapshots, tries=1000)   # a poll made on the engine thread
         assert app.engine.running and app.engine.loop is not asyncio.get_running_loop()
         await pilot.press("home", "space", "t")                       # SIGTERM the launcher: Confirm
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", tries=1000)
         await pilot.press("y")
-        await wait_for(pilot, lambda: any(e.kind == "observation" and e.outcome for e in tl.refresh()))
+        await wait_for(pilot, lambda: any(e.kind == "observation" and e.outcome for e in tl.refresh()), tries=1000)
         outcome = next(e for e in tl.refresh() if e.kind == "observation" and e.outcome)
         assert "freed" in outcome.text, outcome.text
         await pilot.press("q")

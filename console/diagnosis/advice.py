@@ -107,12 +107,17 @@ def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who:
     if term:
         age = sit.age(term.ts)
         if age < SIGTERM_GRACE_S:
-            return Step("wait", f"Wait: {who} {were} sent SIGTERM {t.ago(age)}; a clean shutdown "
-                                f"gets {t.seconds(SIGTERM_GRACE_S)} before SIGKILL.", pids, gpus,
-                        _patience(SIGTERM_GRACE_S, age))
+            return _term_grace(who, n, age, pids, gpus)
         return Step("sigkill", f"SIGKILL {who}: {they} ignored SIGTERM for {t.seconds(age)}.", pids, gpus)
     return Step("sigterm", f"SIGTERM {who}{purpose}: a clean exit frees GPU memory fastest, and gives "
                            f"{t.verb(n, 'it', 'them')} the chance to stop {their} own workers.", pids, gpus)
+
+
+def _term_grace(who: str, n: int, age: float, pids: tuple[int, ...], gpus: tuple[int, ...]) -> Step:
+    """The wait within SIGTERM's grace (every target kind's ladder: signal_step, kill_step)."""
+    return Step("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGTERM {t.ago(age)}; a clean shutdown "
+                        f"gets {t.seconds(SIGTERM_GRACE_S)} before SIGKILL.", pids, gpus,
+                _patience(SIGTERM_GRACE_S, age))
 
 
 def beyond_stuck(sit: Situation, stuck: Sequence[Proc], gpus: Sequence[int], why: str) -> Step:
@@ -143,9 +148,7 @@ def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: s
     if term:
         age = sit.age(term.ts)
         if age < SIGTERM_GRACE_S:
-            return Step("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGTERM {t.ago(age)}; a clean "
-                                f"shutdown gets {t.seconds(SIGTERM_GRACE_S)} before SIGKILL.", pids, gpus,
-                        _patience(SIGTERM_GRACE_S, age))
+            return _term_grace(who, n, age, pids, gpus)
         return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}): {why}; "
                                     f"{t.verb(n, 'it', 'they')} ignored SIGTERM for {t.seconds(age)}.", pids, gpus)
     return Step("sigterm", f"SIGTERM {who} ({t.pid_list(pids)}): {why}; a clean exit first "

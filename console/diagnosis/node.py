@@ -320,6 +320,11 @@ def latched_utilisation(sit: Situation) -> list[Finding]:
     and no holder of its device file, and no Xid: telemetry, not a hang (Datura-ai/lium-io PR
     #1142 saw it at ~100 W). Opening and closing a CUDA context from a fresh process clears the
     counter; a reset is not needed. A real hang holds memory, or a process, or logs an Xid."""
+    # the GPUs first (nearly always none): the processes and the kernel log only for those
+    busy = [g.index for g in sit.snap.gpus
+            if (g.utilization_pct or 0) >= LATCHED_UTIL_PCT and (g.memory_used_mib or 0) <= FREED_MIB]
+    if not busy:
+        return []
     by_uuid = {g.uuid: g.index for g in sit.snap.gpus}
     listed = {dp.gpu_index if dp.gpu_index is not None else by_uuid.get(dp.gpu_uuid)
               for dp in sit.snap.driver_processes}
@@ -327,9 +332,7 @@ def latched_utilisation(sit: Situation) -> list[Finding]:
     by_bus = {bus_key(g.bus_id): g.index for g in sit.snap.gpus}
     xid_gpus = {by_bus.get(bus_key(ev.bus) or ev.bus) for line in sit.snap.kernel_log
                 if (ev := parse_xid_line(line)) is not None}
-    gpus = [g.index for g in sit.snap.gpus
-            if (g.utilization_pct or 0) >= LATCHED_UTIL_PCT and (g.memory_used_mib or 0) <= FREED_MIB
-            and g.index not in listed and g.index not in held and g.index not in xid_gpus]
+    gpus = [g for g in busy if g not in listed and g not in held and g not in xid_gpus]
     if not gpus:
         return []
     summary = (f"{t.gpus(gpus)} {t.verb(len(gpus), 'reads', 'read')} ~100 % utilisation with no memory in use and "

@@ -310,11 +310,6 @@ class Session:
         """A read-only check on a node (console/checks/registry.py), on the session's loop."""
         return await run_check(source, name, snap, progress=progress, **params)
 
-    @property
-    def acting(self) -> bool:
-        """An action is being sent or verified."""
-        return any(not t.done() for t in self._actions)
-
 
 def custom_output(outcome: ActionOutcome) -> bool:
     """A command of the operator's own printed something worth showing."""

@@ -55,6 +55,7 @@ class Cause:
     first_seen: float
     last_seen: float
     opened: bool = False
+    due: bool = True        # False: tracked, its timer (D-state, idle memory) not run out yet
 
 
 @dataclass
@@ -64,7 +65,6 @@ class NodeWatch:
     incident: IncidentLog | None = None
     causes: dict[tuple, Cause] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    clear_since: float | None = None
 
 
 def _key(node: str, kind: str, gpus, pids) -> tuple:
@@ -73,8 +73,8 @@ def _key(node: str, kind: str, gpus, pids) -> tuple:
 
 def causes_in(snap: NodeSnapshot, *, now: float, seen: dict[tuple, Cause], dstate_after: float,
               idle_after: float) -> list[Cause]:
-    """The causes in this reading (timed ones once they lasted long enough). ``seen``: what is
-    being tracked (its first-seen times carry the timers)."""
+    """The causes in this reading (a timed one with ``due`` False until it lasted long enough).
+    ``seen``: what is being tracked (its first-seen times carry the timers)."""
     out: list[Cause] = []
 
     def add(kind: str, summary: str, gpus=(), pids=(), after: float = 0.0, since: float | None = None) -> None:
@@ -83,9 +83,8 @@ def causes_in(snap: NodeSnapshot, *, now: float, seen: dict[tuple, Cause], dstat
         first = known.first_seen if known is not None else now
         if since is not None and 0 <= now - since:
             first = min(first, since)          # the console's history knew it before this watch
-        out.append(Cause(key, kind, summary, first, now, opened=known.opened if known else False))
-        if after and now - first < after:
-            out[-1].summary = ""               # tracked, not yet a cause
+        out.append(Cause(key, kind, summary, first, now, opened=known.opened if known else False,
+                         due=not after or now - first >= after))
     if snap.error is not None:
         return out                             # an unreadable poll says nothing of causes
     for f in snap.findings:
@@ -143,22 +142,22 @@ class Watcher:
                 log.exception("watch of %s", snap.name)
 
     async def _update(self, node: NodeWatch, snap: NodeSnapshot) -> None:
+        if snap.error is not None:
+            return                  # an unreadable poll says nothing of causes (none is cleared by it)
         now = self.clock()
         current = causes_in(snap, now=now, seen=node.causes, dstate_after=self.dstate_after,
                             idle_after=self.idle_after)
-        if snap.error is not None:
-            return
         fresh = []
         for cause in current:
             known = node.causes.get(cause.key)
             if known is not None:
                 known.last_seen = now
-                if cause.summary and not known.opened:
+                if cause.due and not known.opened:
                     known.summary = cause.summary
                     fresh.append(known)
             else:
                 node.causes[cause.key] = cause
-                if cause.summary:
+                if cause.due:
                     fresh.append(cause)
         present = {c.key for c in current}
         for key, cause in list(node.causes.items()):

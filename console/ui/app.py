@@ -260,7 +260,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         elif isinstance(event, ev.ActionStarted):
             if event.verifying_s > 0:
                 plan = event.plan
-                doing = f"verifying for up to {plan.verify_s:.0f} s…" if plan.verify_s >= 1 else "running…"
+                doing = f"verifying for up to {event.verifying_s:.0f} s…" if event.verifying_s >= 1 else "running…"
                 self.notify(f"{plan.node}: {plan.title} — {doing}", timeout=5)
         elif isinstance(event, ev.ActionFinished):
             outcome = event.outcome
@@ -327,14 +327,14 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         long ago its last reading came, in its row and, when in view, on the status line."""
         if not self.screen_stack or not self.query("#status"):
             return
-        stale = {n for n in self._arrived if self.stale_s(n) is not None}
-        if not stale and not self._stale:
+        ages = {n: age for n in self._arrived if (age := self.stale_s(n)) is not None}
+        if not ages and not self._stale:
             return
         if self.multi_node and self.query("#nodes"):
             nodes = self.query_one("#nodes", NodeTable)
-            for name in stale | self._stale:
-                tables.update_row(nodes, name, tables.node_cells(name, self.snapshots.get(name), self.stale_s(name)))
-        self._stale = stale
+            for name in ages.keys() | self._stale:
+                tables.update_row(nodes, name, tables.node_cells(name, self.snapshots.get(name), ages.get(name)))
+        self._stale = set(ages)
         self._render_status()
 
     def _render_nodes(self, updated) -> None:

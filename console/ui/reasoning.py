@@ -41,7 +41,7 @@ class ReasoningKeys:
         from console.incident import freetimes
         seconds = self.WAIT_S
         if self.timeline is not None:
-            monitor = next((m for m in self.monitors if m.name == self.current_node), None)
+            monitor = self.session.monitor(self.current_node)
             done = [a.rung for a in (monitor.actions if monitor else ()) if a.node in (None, self.current_node)]
             after = done[-1] if done else "job"
             kept = freetimes.load(self.timeline.path.parent)
