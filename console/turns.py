@@ -1,6 +1,7 @@
 """Keys first: the operator's key is answered before the engine's next poll is worked on.
 
-One event loop runs the screen and the engine (SSH reads, parsing, diagnosis). At 256 nodes
+The screen and the engine (SSH reads, parsing, diagnosis) share one interpreter, on one
+loop or (console/session/engine.py) on two threads whose turns the interpreter's lock decides. At 256 nodes
 polled every second the engine's work arrives as hundreds of small steps a second; a key
 that lands among them waits behind every step already queued, then its frame waits behind
 the next ones. So a key *holds* the engine (``KEYS_FIRST.hold``, called by the UI when a key
@@ -16,6 +17,7 @@ No Textual here: the UI calls ``hold``/``release``; the sources and the monitor 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import weakref
 
@@ -26,48 +28,66 @@ REOPEN_MIN_S = 0.05
 
 
 class KeysFirst:
+    """Thread-safe: the screen's loop holds and releases, the engine's loop (its own thread,
+    console/session/engine.py, or the same loop) waits at ``turn``."""
+
     def __init__(self) -> None:
-        self._open: asyncio.Event | None = None        # a new one per hold, set by its release
+        self._lock = threading.Lock()
+        self._until = 0.0                  # monotonic: a hold is on until then (or its release)
         self._loop: asyncio.AbstractEventLoop | None = None   # the loop of the hold
-        self._timer: asyncio.TimerHandle | None = None
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._released_at = float("-inf")
 
     @property
     def holding(self) -> bool:
-        """A hold of this loop is on (a hold left by a loop that is gone holds nothing)."""
-        if self._open is None or self._open.is_set():
-            return False
-        try:
-            return asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            return False
+        """A hold is on: not released, not past HOLD_MAX_S, and its loop still runs (a hold left
+        by a loop that is gone holds nothing)."""
+        return (time.monotonic() < self._until and self._loop is not None
+                and not self._loop.is_closed())
 
     def hold(self) -> bool:
-        """Hold the engine until ``release`` (or HOLD_MAX_S). Call on the event loop. False
+        """Hold the engine until ``release`` (or HOLD_MAX_S). Call on the screen's loop. False
         when it did not hold: already holding, or released less than REOPEN_MIN_S ago."""
-        if self.holding or time.monotonic() - self._released_at < REOPEN_MIN_S:
-            return False
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return False
-        self._open, self._loop = asyncio.Event(), loop
-        self._timer = loop.call_later(HOLD_MAX_S, self.release)
+        with self._lock:
+            now = time.monotonic()
+            if self._until and now >= self._until:          # the last hold ran out unreleased
+                self._released_at, self._until = self._until, 0.0
+            if self.holding or now - self._released_at < REOPEN_MIN_S:
+                return False
+            self._until, self._loop, self._waiters = now + HOLD_MAX_S, loop, []
         return True
 
     def release(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._open is not None and not self._open.is_set():
-            self._released_at = time.monotonic()
-            self._open.set()
+        with self._lock:
+            if not self._until:
+                return
+            self._released_at = min(time.monotonic(), self._until)
+            self._until = 0.0
+            waiters, self._waiters = self._waiters, []
+        for loop, opened in waiters:
+            try:
+                loop.call_soon_threadsafe(opened.set)
+            except RuntimeError:            # that loop is gone
+                pass
 
     async def turn(self) -> None:
         """Wait while a key holds the engine (no wait at all when none does)."""
-        if self.holding:
-            assert self._open is not None
-            await self._open.wait()
+        if not self.holding:
+            return
+        opened = asyncio.Event()
+        with self._lock:
+            left = self._until - time.monotonic()
+            if left <= 0:
+                return
+            self._waiters.append((asyncio.get_running_loop(), opened))
+        try:
+            await asyncio.wait_for(opened.wait(), left)
+        except TimeoutError:                # the frame never came: HOLD_MAX_S is the bound
+            pass
 
 
 #: the one gate of the console's event loop

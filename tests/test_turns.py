@@ -50,3 +50,24 @@ def test_a_hold_left_by_a_finished_loop_holds_nothing():
         assert not gate.holding
         await asyncio.wait_for(gate.turn(), 1)
     asyncio.run(later())
+
+
+async def test_a_key_on_the_screens_loop_holds_the_engine_on_its_own_thread():
+    """The engine thread (console/session/engine.py): the hold is taken on the screen's loop and
+    waited on at the engine's; its release wakes the engine's loop."""
+    import threading
+    gate = KeysFirst()
+    engine_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=engine_loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        assert gate.hold()
+        waiting = asyncio.run_coroutine_threadsafe(gate.turn(), engine_loop)
+        await asyncio.sleep(0.03)
+        assert not waiting.done(), "the engine's turn waits while the screen answers a key"
+        gate.release()
+        await asyncio.wait_for(asyncio.wrap_future(waiting), 2)
+    finally:
+        engine_loop.call_soon_threadsafe(engine_loop.stop)
+        thread.join(5)
+        engine_loop.close()

@@ -38,6 +38,9 @@ PARSE_RESERVE_S = 1.0
 INLINE_PARSE_BYTES = 64 * 1024
 
 
+#: the mark's place in a probe text built before its mark is drawn (ShellSource._script); no
+#: mark (probe.new_mark: hex digits) is this
+_MARK_SLOT = "::gi-mark::"
 #: the sticky sections asked every so many polls (probe.STICKY)
 _EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY}
 #: a whole probe (every stat record, every fd: probe_scope.py) comes every WHOLE_MIN_S, so a
@@ -97,6 +100,8 @@ class ShellSource(Source):
         self._light_ms: float | None = None            # a light probe's time, smoothed
         self._whole_extra_ms = 0.0                     # what a whole probe takes on top of it
         self._args_age = 0
+        self._script_key: tuple | None = None       # what the probe text below was built for
+        self._script_text = ""
 
     def request_whole(self) -> None:
         """Read every process at the next poll (the operator looks at all of them, searches for
@@ -141,7 +146,13 @@ class ShellSource(Source):
         return Capture(mark, probe.last_section(self.device_glob, self._skip), self.limits)
 
     def _script(self, mark: str) -> str:
-        return probe.build_script(mark, self.device_glob, self._driver_pids, self._skip, self._scope, self._users)
+        """The probe for ``mark``: built once per scope (at 2,000 processes the scope's PID lists
+        make a text of tens of KB, mostly the same from poll to poll), the mark put in after."""
+        key = (self.device_glob, self._driver_pids, self._skip, self._scope, self._users)
+        if key != self._script_key:
+            self._script_key = key
+            self._script_text = probe.build_script(_MARK_SLOT, *key)
+        return self._script_text.replace(_MARK_SLOT, mark)
 
     def _shell_token(self) -> object | None:
         """The long-lived shell the probe goes to, while the transport keeps one (what the
