@@ -79,7 +79,7 @@ async def test_markup_and_escape_codes_in_names_render_literally():
         app.post_message(NodeUpdated(snap))
         await pilot.pause()
         from textual.widgets import DataTable
-        row = app.query_one("#procs", DataTable).get_row("demo:10")
+        row = app.query_one("#procs").get_row("demo:10")
         assert "[bold red]pwn[/]" in str(row[-1]) and "\x1b" not in str(row[-1])
 
 
@@ -151,7 +151,7 @@ async def test_enter_shows_the_whole_finding_with_the_exact_commands():
         assert "$ kill -s TERM" in text            # the exact command line, before anything runs
         await pilot.press("escape")
         # Enter on a process shows its full command line and state
-        app.query_one("#procs", DataTable).focus()
+        app.query_one("#procs").focus()
         await pilot.press("enter")
         await pilot.pause()
         text = app.screen.text
@@ -220,7 +220,7 @@ async def test_space_tags_and_filter_narrows(incident_dir):
     from textual.widgets import DataTable
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 3)
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 3)
         first = app.selected_process_key
         await pilot.press("space")
         await pilot.press("space")
@@ -231,8 +231,8 @@ async def test_space_tags_and_filter_narrows(incident_dir):
         await pilot.pause()
         await pilot.press(*"TP3", "enter")
         await pilot.pause()
-        procs = app.query_one("#procs", DataTable)
-        shown = [str(procs.get_row(r.key)[-1]).strip() for r in procs.ordered_rows]
+        procs = app.query_one("#procs")
+        shown = [str(procs.get_row(key)[-1]).strip() for key in procs.row_keys]
         assert shown == ["sglang::scheduler_TP3"], shown
 
 
@@ -246,8 +246,8 @@ async def test_k_shows_confirm_with_exact_command_then_kills_and_verifies(incide
     src = SimSource(name="demo", scenario="seed", clock=FakeClock())
     app = IncidentApp([src], timeline=tl)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 3)
-        procs = app.query_one("#procs", DataTable)
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 3)
+        procs = app.query_one("#procs")
         procs.move_cursor(row=procs.get_row_index("demo:72169"))     # the launcher
         await pilot.press("k")
         await pilot.pause()
@@ -278,7 +278,7 @@ async def test_read_only_refuses_in_the_action_layer_and_says_so(incident_dir):
     src = SimSource(name="demo", scenario="graceful", clock=FakeClock())
     app = IncidentApp([src], timeline=tl, read_only=True)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 0)
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 0)
         assert "READ-ONLY" in str(app.query_one("#mode").render())
         await pilot.press("t")
         await pilot.pause()
@@ -334,7 +334,7 @@ async def test_keys_are_remapped_by_the_config_file(tmp_path):
     config = load_config(str(cfg))
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], keymap=config.keys)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 0)
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 0)
         await pilot.press("k")
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)     # k no longer kills

@@ -115,7 +115,7 @@ async def test_v_after_a_sigterm_that_freed_the_gpus_suggests_confirmed_for_h1(i
         app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("h", *"SIGTERM to the launcher frees GPUs 0-1", "enter")
-        procs = app.query_one("#procs", DataTable)
+        procs = app.query_one("#procs")
         procs.move_cursor(row=procs.get_row_index("demo:65102"))
         await pilot.press("t")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")

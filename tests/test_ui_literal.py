@@ -92,7 +92,7 @@ async def test_gpu_and_process_text_from_the_node_is_literal_everywhere(incident
         await wait_for(pilot, lambda: "demo" in app.snapshots and app.query_one("#procs").row_count > 3)
         # the GPU table (its name column is cut at 48 characters) and the process tree
         await wait_for(pilot, lambda: shows(app, "H200 [/bogus] [b]x[/b] [link=http://x]y[/link] …"))
-        procs = app.query_one("#procs", DataTable)
+        procs = app.query_one("#procs")
         procs.move_cursor(row=procs.get_row_index("demo:72294"))
         # the node's ps shows control characters in argv as "?" (procps does); the rest literally
         argv = "python3 " + printable(ALL.replace("\x1b", "?"))
@@ -114,7 +114,7 @@ async def test_gpu_and_process_text_from_the_node_is_literal_everywhere(incident
             no_escape_on_screen(app)
             await pilot.press("escape")
             await wait_for(pilot, lambda: not isinstance(app.screen, DetailScreen))
-        app.query_one("#procs", DataTable).focus()
+        app.query_one("#procs").focus()
         await still_alive(pilot)
 
 
@@ -144,10 +144,10 @@ async def test_a_compute_apps_uuid_of_markup_on_a_second_node(incident_dir):
         nodes = app.query_one("#nodes", DataTable)
         nodes.focus()          # the node in trouble comes first and is chosen: the cursor is on it
         await wait_for(pilot, lambda: app.current_node == "gpu02")
-        await wait_for(pilot, lambda: app.query_one("#procs", DataTable).row_count > 3)
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 3)
         app.action_toggle_all()
         app.action_toggle_all()
-        procs_table = app.query_one("#procs", DataTable)
+        procs_table = app.query_one("#procs")
         row = procs_table.get_row(f"gpu02:{holder.pid}")
         assert printable(ALL) in "".join(str(c) for c in row)
         no_escape_on_screen(app)

@@ -140,11 +140,6 @@ def stop_of(proc: Proc) -> BlockerStop:
                        f"{name} runs under no service this console can see: it is sent SIGTERM")
 
 
-def nvswitch_system(snap: NodeSnapshot) -> bool:
-    """NVSwitch device files, or a fabric manager running: NVLink peers behind NVSwitches."""
-    return bool(snap.nvswitches) or fabric_manager_running(snap)
-
-
 def fabric_manager_running(snap: NodeSnapshot) -> bool:
     return any(p.state != "Z" and (program_of(p) == FABRIC_MANAGER or p.name == FABRIC_MANAGER[:15])
                for p in snap.processes)

@@ -5,7 +5,6 @@ postmortem's SVG chart (console/output/memory_svg.py) draw the same data:
 
 - ``MemoryTrail``: per node, every poll's per-GPU memory used, kept for the whole incident
   (thinned to at most ``MAX_POINTS`` by dropping every other old point, the newest kept);
-- ``series_from_history``: the same from a monitor's history (its digests) and its actions;
 - ``series_from_timeline``: from the timeline alone (the before/after readings of actions,
   checks and observations) when no trail was kept;
 - ``columns`` / ``spark``: a series cut into as many columns as there is room for, drawn
@@ -108,14 +107,6 @@ class MemoryTrail:
 
 def marks_of(actions: Iterable[ActionRecord]) -> tuple[Mark, ...]:
     return tuple(Mark(a.ts, a.rung) for a in actions)
-
-
-def series_from_history(history: Iterable[NodeSnapshot], actions: Iterable[ActionRecord] = ()) -> MemorySeries:
-    """A monitor's history (its digests keep each GPU's memory) and its actions."""
-    trail = MemoryTrail(max_points=10 ** 6)
-    for snap in history:
-        trail.add(snap)
-    return trail.series(actions)
 
 
 def series_from_data(data: Mapping, marks: Sequence[Mark] = ()) -> MemorySeries:

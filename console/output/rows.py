@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
 
 from console.diagnosis.history import memo
 from console.model import NodeSnapshot, Proc
 
 #: the most process rows a table holds at once. A node may run 100,000 processes (a real kernel
 #: allows ~4M PIDs); the table shows the first PROC_ROW_LIMIT in a stable order, GPU-related
-#: trees first, and one more row saying how many are not shown; `/` filters all of them.
-PROC_ROW_LIMIT = 500
+#: trees first, and one more row saying how many are not shown; `/` filters all of them. The
+#: process panel draws only the rows in view (console/ui/virtual_table.py), so a real-size node's
+#: 2,000 processes are all there; what the limit bounds is the walk of the tree (~2 ms a 1,000).
+PROC_ROW_LIMIT = 5000
 #: ancestors walked up from one process (a corrupt table may have a cycle)
 MAX_DEPTH = 64
 
@@ -172,13 +173,6 @@ def proc_view(snap: NodeSnapshot, *, show_all: bool = False, text_filter: str = 
         if kept is not None:
             rows[-1] = ProcRow(key=f"{snap.name}:{kept.pid}", node=snap.name, proc=kept, depth=0)
     return ProcView(rows=tuple(rows), matched=len(tree.procs), total=len(snap.processes))
-
-
-def proc_rows(snaps: Sequence[NodeSnapshot], *, show_all: bool = False,
-              text_filter: str = "", limit: int | None = None) -> list[ProcRow]:
-    """Every node's rows of proc_view, one after the other (``limit`` per node)."""
-    return [r for snap in snaps
-            for r in proc_view(snap, show_all=show_all, text_filter=text_filter, limit=limit).rows]
 
 
 def _holders_by_gpu(snap: NodeSnapshot) -> dict[str, list[Proc]]:

@@ -72,11 +72,31 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     stat_ok, stat_text = _section(sec, "stat")
     seen = cache.setdefault("stat_whole" if whole else "stat_light", {})
     fresh = parse_stat(stat_text, seen)
-    table = merge_table(before_table, listing, fresh, whole and stat_ok)
-    gone = before_table.keys() - table.keys()
+    # a record whose text changed only in what the table keeps no field of (a busy worker's CPU
+    # times, every poll) is the record the table holds: its process did not change
+    for pid, st in fresh.items():
+        old_st = before_table.get(pid)
+        if old_st is not None and old_st is not st and old_st == st:
+            fresh[pid] = old_st
     changed = {pid for pid, st in fresh.items() if before_table.get(pid) is not st}
     args = _cached(cache, "args", parse_args, _section(sec, "args")[1])
     uids = _cached(cache, "uids", parse_uids, _section(sec, "uids")[1])
+    dthreads = _cached(cache, "dstate", parse_dstate, _section(sec, "dstate")[1])
+    fds_ok, fds_text = _section(sec, "fds")
+    fds = _cached(cache, "fds", parse_fds, fds_text)
+    pidns = _cached(cache, "pidns", parse_pidns, _section(sec, "pidns")[1])
+    cgroups = _cached(cache, "cgroup", parse_cgroup_records, _section(sec, "cgroup")[1])
+    inputs = (args, uids, dthreads, fds, pidns, cgroups)
+    last = cache.get("last_read")
+    if (last is not None and not whole and not changed and "users" not in sec
+            and listing.pids is not None and listing.pids is cache.get("listing")
+            and all(a is b for a, b in zip(inputs, last[0]))):
+        # a steady light probe: the same listing, no record changed, every other section's
+        # text as the last poll's: the table is the last one (no set operation over 2,000
+        # entries, 256 times a second at a fan-out of real-size nodes)
+        return last[1]
+    table = merge_table(before_table, listing, fresh, whole and stat_ok)
+    gone = before_table.keys() - table.keys()
     idents = merge_idents(cache.get("idents", {}), table, args, uids, changed)
     users = cache.get("users", {})
     if "users" in sec:
@@ -84,11 +104,6 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         for uid, name in parse_users(sec["users"][1]).items():
             if len(users) < MAX_USERS:
                 users[uid] = name
-    dthreads = _cached(cache, "dstate", parse_dstate, _section(sec, "dstate")[1])
-    fds_ok, fds_text = _section(sec, "fds")
-    fds = _cached(cache, "fds", parse_fds, fds_text)
-    pidns = _cached(cache, "pidns", parse_pidns, _section(sec, "pidns")[1])
-    cgroups = _cached(cache, "cgroup", parse_cgroup_records, _section(sec, "cgroup")[1])
     walk_all = whole and fds_ok
     before: dict[int, Extra] = cache.get("extras", {})
     extras = dict(before)
@@ -139,4 +154,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     unnamed = cache.setdefault("unnamed", set())
     unnamed.update(uid for uid in uids.values() if uid not in users)
     unnamed.difference_update(users)
-    return Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads, touched=touched)
+    out = Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads, touched=touched)
+    cache["last_read"] = (inputs, Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads,
+                                        touched=set()))
+    return out

@@ -179,7 +179,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             with Horizontal(id="gpu-row"):
                 yield GpuTable(id="gpus", cursor_type="row")
                 yield MemoryChart(id="gpu-chart")      # memory over the incident, actions marked
-            yield ProcTable(id="procs", cursor_type="row")
+            yield ProcTable(id="procs")
             yield FindingTable(id="findings", cursor_type="row", show_header=False)
         yield LiteralStatic(id="activity")
         if self._mode_text():
@@ -198,10 +198,10 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             tables.add_columns(nodes, tables.NODE_COLUMNS)
             tables.sync_table(nodes, {s.name: tables.node_cells(s.name, None) for s in self.sources})
         tables.add_columns(self.query_one("#gpus", DataTable), tables.GPU_COLUMNS)
-        tables.add_columns(self.query_one("#procs", DataTable), tables.PROC_COLUMNS)
+        tables.add_columns(self.query_one("#procs", ProcTable), tables.PROC_COLUMNS)
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         # several nodes: the node table first (the worst node comes to its top); one: its processes
-        self.query_one("#nodes" if self.multi_node else "#procs", DataTable).focus()
+        self.query_one("#nodes" if self.multi_node else "#procs").focus()
         self._render_status()
         self._render_activity()
         for w in self.theme_warnings:
@@ -413,7 +413,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         panels += [layout.Panel("findings", tables.content_lines(findings) + 1, least=3, share=0.5),
                    layout.Panel("gpus", tables.content_lines(self.query_one("#gpus", DataTable)), least=3,
                                 share=0.5),
-                   layout.Panel("procs", tables.content_lines(self.query_one("#procs", DataTable)) + 1, least=5)]
+                   layout.Panel("procs", self.query_one("#procs", ProcTable).content_lines() + 1, least=5)]
         if room > 0:
             for name, height in layout.fit(room, panels, rest="findings").items():
                 # the GPU table and the memory chart share one row: the row gets the height,
@@ -564,18 +564,23 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         tables.sync_table(self.query_one("#gpus", DataTable), wanted)
 
     def _render_procs(self, snap: NodeSnapshot | None) -> None:
-        """At most rows.PROC_ROW_LIMIT rows (console/output/rows.py) and a last one counting the rest:
-        a 100,000-process node costs the table what 500 do. The selected process stays."""
-        table = self.query_one("#procs", DataTable)
+        """At most rows.PROC_ROW_LIMIT rows (console/output/rows.py) and a last one counting the
+        rest; only the rows in view are drawn (console/ui/virtual_table.py): a 2,000-process
+        view costs a frame what 30 rows do. The selected process stays."""
+        table = self.query_one("#procs", ProcTable)
         selected = self.selected_process_key
         keep = int(selected.rsplit(":", 1)[1]) if selected and selected.startswith(f"{self.current_node}:") else None
         view = (proc_view(snap, show_all=self.show_all, text_filter=self.proc_filter, keep=keep)
                 if snap is not None else None)
         rows = view.rows if view is not None else ()
-        wanted = {r.key: tables.proc_cells(r, r.key in self.tagged) for r in rows}
+        listed: list[tuple[str, object]] = [(r.key, r) for r in rows]
         if view is not None and view.hidden:
-            wanted[tables.MORE_KEY] = tables.more_cells(view.hidden)
-        tables.sync_table(table, wanted)
+            listed.append((tables.MORE_KEY, view.hidden))
+        tagged = self.tagged
+
+        def make(row) -> tuple:
+            return tables.more_cells(row) if isinstance(row, int) else tables.proc_cells(row, row.key in tagged)
+        table.set_rows(listed, make, tables.proc_widths(rows, tagged))
         total = view.total if view is not None else 0
         hint = "a: GPU-related only" if self.show_all else "a: all"
         if view is not None and view.hidden:
@@ -590,16 +595,21 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 table.move_cursor(row=table.get_row_index(top.key), animate=False)
                 self._selected_initially.add(snap.name)
 
+    @on(ProcTable.RowSelected)
+    def _show_proc_detail(self, event: ProcTable.RowSelected) -> None:
+        self._show_detail_of("procs", event.key)
+
     @on(DataTable.RowSelected)
     def _show_detail(self, event: DataTable.RowSelected) -> None:
+        self._show_detail_of(event.data_table.id, event.row_key.value if event.row_key is not None else None)
+
+    def _show_detail_of(self, table: str | None, key: str | None) -> None:
         """Enter on a finding, process or GPU: everything about it, nothing cut."""
         from console.ui.details import DetailScreen, finding_detail, gpu_detail, proc_detail
         snap = self.snapshots.get(self.current_node)
-        key = event.row_key.value if event.row_key is not None else None
         if snap is None or key is None:
             return
         body = None
-        table = event.data_table.id
         if table == "procs" and key == tables.MORE_KEY:
             self.action_filter()         # the hidden processes are found by filtering
             return
@@ -678,5 +688,5 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
     @property
     def selected_process_key(self) -> str | None:
         """The process row under the cursor (None on the row that counts the hidden ones)."""
-        key = tables.selected_key(self.query_one("#procs", DataTable))
+        key = self.query_one("#procs", ProcTable).selected_key
         return None if key == tables.MORE_KEY else key

@@ -7,6 +7,7 @@ from textual import events
 
 from console.ui import keys
 from console.ui.text import LiteralTable
+from console.ui.virtual_table import VirtualTable
 
 
 class PanelTable(LiteralTable):
@@ -61,8 +62,10 @@ class GpuTable(PanelTable):
             chart.scroll_to_row(round(new))
 
 
-class ProcTable(PanelTable):
-    BINDINGS = keys.bindings("procs")
+class ProcTable(VirtualTable):
+    """The process panel: a real-size node's 2,000 rows drawn only where they show
+    (console/ui/virtual_table.py)."""
+    BINDINGS = keys.bindings("tables") + keys.bindings("procs")
 
 
 class FindingTable(PanelTable):

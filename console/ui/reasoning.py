@@ -313,7 +313,7 @@ class ReasoningKeys:
             return
         self.tagged.symmetric_difference_update({key})
         self.refresh_node_view()
-        self.query_one("#procs", DataTable).action_cursor_down()
+        self.query_one("#procs").action_cursor_down()
         pid = key.rsplit(":", 1)[1]
         mine = sum(1 for k in self.tagged if k.rsplit(":", 1)[0] == self.current_node)
         now = self.selected_process_key

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import weakref
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -12,6 +11,7 @@ from console.actions.ladder import top_step
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
 from console.output.rows import ProcRow, fmt_mib, gpu_holders
 from console.ui.text import cells as literal_cells, literal, printable
+from console.ui.virtual_table import VirtualTable, cell_width
 
 SEVERITY_STYLE = {"critical": "bold white on dark_red", "high": "bold red", "low": "yellow", "info": "dim"}
 STATE_STYLE = {"Z": "bold magenta", "D": "bold red", "R": "green"}
@@ -28,7 +28,7 @@ PROC_COLUMNS = (("PID", "pid"), ("S", "state"), ("D", "d"), ("GPU MiB", "mib"), 
                 ("Process", "name"))
 
 
-def add_columns(table: DataTable, columns: tuple[tuple[str, str], ...]) -> None:
+def add_columns(table, columns: tuple[tuple[str, str], ...]) -> None:
     for label, key in columns:
         table.add_column(label, key=key)
 
@@ -134,6 +134,18 @@ def lost_gpu_cells(bus: str) -> tuple:
     return (Text("?"), Text("GPU is lost", style="bold red"), "", "", literal(bus))
 
 
+def proc_widths(rows, tagged: set[str]) -> dict[str, int]:
+    """The process panel's column widths for ``rows`` without building their cells (the
+    panel builds only those it draws): as wide as the widest PID, D count, memory and user."""
+    if not rows:
+        return {}
+    mem = [cell_width(proc_cells(r)[3]) for r in rows if r.proc.gpu_memory_mib or r.proc.holds_devices]
+    return {"pid": max(len(str(r.proc.pid)) for r in rows) + (1 if tagged else 0),
+            "d": max(len(str(r.proc.threads_in_d)) if r.proc.threads_in_d else 0 for r in rows),
+            "mib": max(mem, default=0),
+            "user": min(10, max(len(r.proc.user or "?") for r in rows))}
+
+
 def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
     p = r.proc
     mib = p.gpu_memory_total_mib
@@ -199,8 +211,10 @@ def cell_lines(cells: tuple) -> int:
     return max((len((c.plain if isinstance(c, Text) else str(c)).split("\n")) for c in cells), default=1)
 
 
-def content_lines(table: DataTable) -> int:
+def content_lines(table) -> int:
     """Lines that show the whole table: its header and every row."""
+    if isinstance(table, VirtualTable):
+        return table.content_lines()
     header = table.header_height if table.show_header else 0
     return header + sum(r.height if not r.auto_height else cell_lines(tuple(table.get_row(r.key)))
                         for r in table.ordered_rows)
@@ -208,6 +222,8 @@ def content_lines(table: DataTable) -> int:
 
 def rows_in_view(table: DataTable, lines: int) -> int:
     """How many rows fit whole in ``lines`` (the header taken off)."""
+    if isinstance(table, VirtualTable):      # a line a row
+        return max(0, min(table.row_count, lines - table.header_height))
     lines -= table.header_height if table.show_header else 0
     shown = 0
     for r in table.ordered_rows:
@@ -218,7 +234,9 @@ def rows_in_view(table: DataTable, lines: int) -> int:
     return shown
 
 
-def selected_key(table: DataTable) -> str | None:
+def selected_key(table) -> str | None:
+    if isinstance(table, VirtualTable):
+        return table.selected_key
     if not table.row_count or not 0 <= table.cursor_row < table.row_count:
         return None
     return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
@@ -239,12 +257,6 @@ def row_height(cells: tuple) -> int | None:
         elif not isinstance(cell, str) or "\n" in cell:
             return None
     return 1
-
-
-def cell_width(value: object) -> int:
-    """The cells a value takes on its widest line (what the table measures it at)."""
-    text = value.plain if isinstance(value, Text) else str(value)
-    return max((cell_len(line) for line in text.split("\n")), default=0)
 
 
 def _wider(table: DataTable, col: str, value: object) -> bool:
@@ -309,7 +321,7 @@ def _refill(table: DataTable, wanted: dict[str, tuple], selected: str | None) ->
         table.move_cursor(row=min(row, table.row_count - 1), animate=False)
 
 
-def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
+def sync_table(table, wanted: dict[str, tuple]) -> None:
     """Update rows by key: the cursor stays on the same row (process). When most rows go, the
     table is refilled (_refill), the cursor put back on its row by key.
 
@@ -317,6 +329,9 @@ def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
     a fresh object, so the sort key can find each row's wanted position by that object's
     identity.
     """
+    if isinstance(table, VirtualTable):
+        table.set_cells(wanted)
+        return
     wanted = {key: literal_cells(cells) for key, cells in wanted.items()}   # literally, never markup
     selected = selected_key(table)
     sent = _SENT.setdefault(table, {})

@@ -1,0 +1,108 @@
+"""The process panel's table (console/ui/virtual_table.py): it makes and draws only the rows on
+screen, keeps the cursor on its row's key while the rows change, and shows cells literally."""
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from console.ui.virtual_table import VirtualTable
+
+
+class Holder(App):
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[int] = []
+        self.selected: list[str] = []
+        self.highlighted: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield VirtualTable(id="t")
+
+    def on_mount(self) -> None:
+        table = self.query_one(VirtualTable)
+        table.styles.height = 12
+        table.add_column("PID", key="pid", width=6)
+        table.add_column("Name", key="name")
+        table.focus()
+
+    def fill(self, pids, name=lambda pid: f"proc-{pid}") -> None:
+        def make(pid):
+            self.made.append(pid)
+            return (str(pid), name(pid))
+        self.query_one(VirtualTable).set_rows([(f"n:{pid}", pid) for pid in pids], make)
+
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        self.selected.append(event.key)
+
+    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
+        self.highlighted.append(event.key)
+
+
+def screen_text(app: App) -> str:
+    table = app.query_one(VirtualTable)
+    return "\n".join(table.render_line(y).text for y in range(table.size.height))
+
+
+async def test_twenty_thousand_rows_make_only_the_rows_on_screen():
+    app = Holder()
+    async with app.run_test(size=(60, 20)) as pilot:
+        app.fill(range(1, 20_001))
+        await pilot.pause()
+        table = app.query_one(VirtualTable)
+        assert table.row_count == 20_000 and table.content_lines() == 20_001
+        assert 0 < len(set(app.made)) <= 12, "only the rows in view are made"
+        assert "proc-1" in screen_text(app) and "proc-500" not in screen_text(app)
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.selected_key == "n:20000" and "proc-20000" in screen_text(app)
+        assert len(set(app.made)) <= 30, "the end of the table made only what it shows"
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert table.cursor_row < 19_999 - 5
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.selected_key == "n:1" and app.highlighted[-1] == "n:1"
+
+
+async def test_the_cursor_stays_on_its_process_when_rows_come_and_go():
+    app = Holder()
+    async with app.run_test(size=(60, 20)) as pilot:
+        app.fill([10, 20, 30, 40])
+        await pilot.pause()
+        await pilot.press("down", "down")
+        table = app.query_one(VirtualTable)
+        assert table.selected_key == "n:30"
+        app.fill([5, 7, 10, 30, 40])               # two new above it, one gone
+        await pilot.pause()
+        assert table.selected_key == "n:30" and table.cursor_row == 3
+        app.fill([5, 7])                           # its row went: the cursor keeps its place
+        await pilot.pause()
+        assert table.selected_key == "n:7"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.selected == ["n:7"]
+
+
+async def test_a_click_moves_the_cursor_and_a_click_on_it_selects():
+    app = Holder()
+    async with app.run_test(size=(60, 20)) as pilot:
+        app.fill([1, 2, 3])
+        await pilot.pause()
+        table = app.query_one(VirtualTable)
+        await pilot.click(VirtualTable, offset=(2, 3))        # the header, then rows 1, 2, 3
+        await pilot.pause()
+        assert table.selected_key == "n:3" and not app.selected
+        await pilot.click(VirtualTable, offset=(2, 3))
+        await pilot.pause()
+        assert app.selected == ["n:3"]
+
+
+async def test_markup_and_escape_codes_in_a_name_show_literally():
+    app = Holder()
+    async with app.run_test(size=(60, 20)) as pilot:
+        app.fill([1], name=lambda pid: "[bold]x[/bold] [@click=app.quit]q \x1b[31mred")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "[bold]x[/bold] [@click=app.quit]q \\x1b[31mred" in text, text
+        app.fill([1], name=lambda pid: "plain")
+        await pilot.pause()
+        assert app.is_running
