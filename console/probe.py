@@ -78,6 +78,7 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
+from console import probe_loop
 from console.probe_scope import (ARGS_SCOPED, DSTATE_SCOPED, STAT_SCOPED, UIDS_SCOPED, Scope, fd_dirs,
                                  pids_command, users_command)
 
@@ -243,14 +244,27 @@ def driver_call(name: str) -> str:
     return f"if [ \"${NV_RC}\" = 124 ]; then echo '{SKIPPED}'; else {run}; fi"
 
 
+def loop_command() -> str:
+    """The loop section (console/probe_loop.py): it also resets NV_RC, as the first driver call
+    does (the GPU query is not asked while the loops answer)."""
+    old = "|".join(p.replace(" ", "\\ ") for p in OLD_DRIVER_PATTERNS)
+    return f"{NV_RC}=0; " + probe_loop.start_command(
+        GPU_FIELDS, f"{GPU_FIELDS},{RECOVERY_FIELD}", APP_FIELDS, RF, DRIVER_VERSION_FILE, old)
+
+
 def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
              cgroup_pids: tuple[int, ...] | list[int] = (), scope: Scope | None = None,
-             users: tuple[int, ...] | list[int] = ()) -> list[tuple[str, str]]:
+             users: tuple[int, ...] | list[int] = (), *, loop: bool = False,
+             per_poll: bool = True) -> list[tuple[str, str]]:
     """(name, command line) in probe order: the processes first, then the driver.
     ``cgroup_pids``: the PIDs the driver listed in the previous probe (cgroup_command);
     ``scope``: what of the process table this probe reads (probe_scope.Scope; None is a shell's
     first probe: everything, and every user named); ``users``: user IDs to name (no users
-    section when none, but in a first probe)."""
+    section when none, but in a first probe); ``loop``: the loop-mode sections
+    (console/probe_loop.py); ``per_poll``: the per-poll GPU and compute-apps queries (left out
+    while the loops answer)."""
+    looped = [("loop", loop_command()), ("loopg", probe_loop.READ_GPU), ("loopa", probe_loop.READ_APPS)] \
+        if loop else []
     return [
         ("meta", META),
         ("pids", pids_command(scope if scope is not None else Scope())),
@@ -263,7 +277,8 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
         ("pidns", pidns_command(device_glob)),
         ("cgroup", cgroup_command(cgroup_pids)),
         ("sys", SYS),
-        *((name, driver_call(name)) for name in DRIVER_SECTIONS),
+        *looped,
+        *((name, driver_call(name)) for name in DRIVER_SECTIONS if per_poll or name not in ("gpu", "apps")),
         ("xid", XID),
         ("driver", DRIVER),
     ]
@@ -290,16 +305,19 @@ ARGS_EVERY = 10
 def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB,
                  cgroup_pids: tuple[int, ...] | list[int] = (),
                  skip: frozenset[str] | set[str] = frozenset(), scope: Scope | None = None,
-                 users: tuple[int, ...] | list[int] = ()) -> str:
+                 users: tuple[int, ...] | list[int] = (), loop: bool = False, per_poll: bool = True) -> str:
     """The whole probe as shell text, every section one line; ``cgroup_pids``: see
-    cgroup_command; ``skip``: sections of STICKY left out; ``scope``, ``users``: see sections."""
+    cgroup_command; ``skip``: sections of STICKY left out; ``scope``, ``users``, ``loop``,
+    ``per_poll``: see sections."""
     return "".join(section_line(mark, name, cmd) + "\n"
-                   for name, cmd in sections(device_glob, cgroup_pids, scope, users) if name not in skip)
+                   for name, cmd in sections(device_glob, cgroup_pids, scope, users, loop=loop, per_poll=per_poll)
+                   if name not in skip)
 
 
-def last_section(device_glob: str = DEFAULT_DEVICE_GLOB, skip: frozenset[str] | set[str] = frozenset()) -> str:
+def last_section(device_glob: str = DEFAULT_DEVICE_GLOB, skip: frozenset[str] | set[str] = frozenset(),
+                 *, loop: bool = False, per_poll: bool = True) -> str:
     """The name of the probe's last section (its end marker ends the probe's output)."""
-    return [name for name, _ in sections(device_glob) if name not in skip][-1]
+    return [name for name, _ in sections(device_glob, loop=loop, per_poll=per_poll) if name not in skip][-1]
 
 
 def new_mark() -> str:

@@ -14,11 +14,14 @@ def _calls(node, since: int) -> list[str]:
     return node.smi.calls()[since:]
 
 
-async def test_a_kept_shell_is_asked_two_nvidia_smi_calls_a_poll_and_the_snapshot_is_the_same(
+async def test_without_loop_mode_a_kept_shell_is_asked_two_nvidia_smi_calls_a_poll_and_the_snapshot_is_the_same(
         sshd, node_a, tmp_path, ssh_home, gpu_workers):  # noqa: F811
+    """(Loop mode, where NVML starts once per shell: tests/test_smi_loop.py; this is the per-poll
+    path, what a node whose nvidia-smi cannot loop is asked.)"""
     (w0,) = gpu_workers(1)
     node_a.smi.set(used=(61000, 1200), apps=[(w0, 0, 60000, "sleep")])
     src = SshSource(node_a.target, options(sshd, tmp_path))
+    src.smi_loop = False
     whole = SshSource(node_a.target, options(sshd, tmp_path))
     try:
         before = len(node_a.smi.calls())

@@ -161,6 +161,7 @@ async def test_over_ssh_a_new_nvidia_smi_gives_the_action_in_the_same_call(sshd,
     node_a.smi.set(recovery=("None", "Reset"))
     node_a.smi.clear_calls()
     src = SshSource(node_a.target, options(sshd, tmp_path))
+    src.smi_loop = False      # the per-poll calls (loop mode: tests/test_smi_loop.py)
     try:
         for _ in range(2):
             snap = await src.poll()
@@ -179,6 +180,7 @@ async def test_over_ssh_an_old_nvidia_smi_does_not_break_the_gpu_query(sshd, nod
     node_a.smi.set(old_smi=True)
     node_a.smi.clear_calls()
     src = SshSource(node_a.target, options(sshd, tmp_path))
+    src.smi_loop = False      # the per-poll calls (loop mode: tests/test_smi_loop.py)
     try:
         snaps = [await src.poll() for _ in range(3)]
         assert all(s.error is None and not s.warnings for s in snaps), [(s.error, s.warnings) for s in snaps]
@@ -197,6 +199,7 @@ async def test_over_ssh_an_old_driver_version_costs_no_extra_call(sshd, node_a, 
     node_a.smi.set(old_smi=True)
     node_a.smi.clear_calls()
     src = SshSource(node_a.target, options(sshd, tmp_path))
+    src.smi_loop = False      # the per-poll calls (loop mode: tests/test_smi_loop.py)
     try:
         for _ in range(2):
             snap = await src.poll()

@@ -41,8 +41,10 @@ PROCS = 2000
 THREADS = 10000
 POLL_S = 1.0
 #: the stand-in lists what $GI_BENCH_APPS holds (one compute-apps CSV line per GPU process)
-APPS_STANDIN = STANDIN.replace("  *--query-compute-apps=*) ;;",
-                               '  *--query-compute-apps=*) cat "${GI_BENCH_APPS:-/dev/null}" ;;')
+APPS_STANDIN = STANDIN.replace(
+    "  *--query-compute-apps=*) ;;",
+    '  *--query-compute-apps=*) while IFS= read -r l; do echo "$P$l"; done < "${GI_BENCH_APPS:-/dev/null}" ;;')
+assert APPS_STANDIN != STANDIN
 
 
 class _Counting(SshSource):
@@ -74,6 +76,18 @@ def _node_cpu_s(server: loopback.LoopbackSshd) -> float | None:
             total += t.user + t.system
             if name == "sh":
                 total += t.children_user + t.children_system
+                # what the shell runs for longer than a poll (the nvidia-smi loops: probe_loop.py)
+                # counts while it runs, not only once reaped
+                try:
+                    kids = p.children(recursive=True)
+                except Exception:  # noqa: BLE001 - the shell ended
+                    kids = []
+                for kid in kids:
+                    try:
+                        k = kid.cpu_times()
+                    except Exception:  # noqa: BLE001 - a command that ended: its shell counts it
+                        continue
+                    total += k.user + k.system + k.children_user + k.children_system
     return total if found else None
 
 

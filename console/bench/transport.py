@@ -38,19 +38,38 @@ from console.sources.ssh.options import SshOptions
 from console.sources.ssh.source import SshSource
 
 #: answers like nvidia-smi on an idle 8-GPU node, at once; one line per call into $GI_BENCH_SMI_CALLS
-STANDIN = r"""#!/bin/sh
+STANDIN = r"""#!/bin/bash
+# The bench's nvidia-smi: eight GPUs. With -lms N it loops as the real one does (console/probe_loop.py),
+# a sample every interval, each line after its timestamp, with no process started per sample
+# (bash's own clock and a read that times out instead of date and sleep): what a real loop costs
+# the node is NVML's queries, not forks.
 echo "$*" >> "${GI_BENCH_SMI_CALLS:-/dev/null}"
+P=
+rows() {
 case "$*" in
   *--query-gpu=*)
     for i in 0 1 2 3 4 5 6 7; do
-      echo "$i, GPU-0bench00-0000-0000-0000-00000000000$i, NVIDIA H100 80GB HBM3, 00000000:1$i:00.0, 1, 81559, 0, Enabled, [N/A]"
+      echo "$P$i, GPU-0bench00-0000-0000-0000-00000000000$i, NVIDIA H100 80GB HBM3, 00000000:1$i:00.0, 1, 81559, 0, Enabled, [N/A]"
     done ;;
   *--query-compute-apps=*) ;;
   *" -L"*|"-L")
     for i in 0 1 2 3 4 5 6 7; do
       echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-0bench00-0000-0000-0000-00000000000$i)"
     done ;;
-  *) echo "bench nvidia-smi stand-in: unsupported call: $*" >&2; exit 2 ;;
+  *) echo "bench nvidia-smi stand-in: unsupported call: $*" >&2; return 2 ;;
+esac
+}
+case " $* " in
+  *" -lms "*)
+    exec 9<> <(:)
+    while :; do
+      printf -v ts '%(%Y/%m/%d %H:%M:%S)T' -1
+      ms=${EPOCHREALTIME#*.}
+      P="$ts.${ms:0:3}, "
+      rows "$@"
+      read -r -t 1 -u 9
+    done ;;
+  *) rows "$@"; exit $? ;;
 esac
 """
 READ_CHUNK = 1 << 16

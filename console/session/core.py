@@ -13,6 +13,7 @@ confirmed is handed to ``execute``. ``execute`` is the one executor every client
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import Callable, Iterable, Sequence
@@ -39,6 +40,9 @@ log = logging.getLogger("gpu_incident.session")
 
 #: actions planned from a reading of every process (their targets are every holder of a GPU)
 WHOLE_FIRST = ("kill-holders", "reset", "clear-blockers")
+#: actions that must not meet the console's own NVML handle: its nvidia-smi loops hold the device
+#: files (console/probe_loop.py), so they are stopped first and started again after
+LOOP_STOP_RUNGS = ("kill-holders", "reset", "clear-blockers", "reboot", "reload-driver")
 #: how long ``stop`` waits for an action in flight to write what it saw
 ACTION_STOP_S = 3.0
 
@@ -263,7 +267,31 @@ class Session:
             raise ValueError(f"{node}: no reading of this node yet")
         if rung in WHOLE_FIRST and not source.whole_is_fresh():
             snap = await self.whole_snapshot(source) or self.latest(node) or snap
-        return plan_action(snap, rung, pids=tuple(pids), gpus=tuple(gpus), signal=signal)
+        plan = plan_action(snap, rung, pids=tuple(pids), gpus=tuple(gpus), signal=signal)
+        stop = _loop_stop_commands(source, snap) if rung in LOOP_STOP_RUNGS else ()
+        if stop:
+            pids_text = ", ".join(str(p) for p in source.loop_pids)
+            plan = dataclasses.replace(plan, notes=plan.notes + (
+                f"first the console stops its own nvidia-smi loops (PIDs {pids_text}: they hold the device "
+                f"files) and starts them again after: {'; '.join(stop)}",))
+        return plan
+
+    async def stop_smi_loop(self, source: Source) -> tuple[str, ...]:
+        """Stop the console's own nvidia-smi loops on ``source``'s node and start none until
+        ``resume_smi_loop``; the commands run (each guarded by its start time)."""
+        commands = _loop_stop_commands(source, self.latest(source.name))
+        if hasattr(source, "pause_loop"):
+            source.pause_loop()
+        for command in commands:
+            await source.run(command)
+        if commands:
+            self.incident.note(source.name, "stopped the console's own nvidia-smi loops before the action: "
+                               + "; ".join(commands))
+        return commands
+
+    def resume_smi_loop(self, source: Source) -> None:
+        if hasattr(source, "resume_loop"):
+            source.resume_loop()
 
     def step(self, node: str, finding: Finding, *, wait_default: int) -> Step | None:
         """A finding's next step on ``node`` (a wait is a check; anything else a plan)."""
@@ -290,11 +318,17 @@ class Session:
         task = asyncio.current_task()
         if task is not None:
             self._actions.add(task)
+        paused = (plan.rung in LOOP_STOP_RUNGS and node_source is not None and verifying > 0
+                  and bool(_loop_stop_commands(node_source, None)))
         try:
+            if paused:
+                await self.stop_smi_loop(node_source)
             outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline, monitor=monitor,
                                     read=read, typed=typed, hypothesis=hyp.seq if hyp else None,
                                     poll_s=poll_s, **options)
         finally:
+            if paused:
+                self.resume_smi_loop(node_source)
             if task is not None:
                 self._actions.discard(task)
         if outcome.watch is not None:
@@ -314,3 +348,10 @@ class Session:
 def custom_output(outcome: ActionOutcome) -> bool:
     """A command of the operator's own printed something worth showing."""
     return outcome.plan.rung == CUSTOM_RUNG and bool(outcome.results)
+
+
+def _loop_stop_commands(source: Source, snap: NodeSnapshot | None) -> tuple[str, ...]:
+    """The commands that stop the console's own nvidia-smi loops on ``source``'s node (none
+    when it runs none)."""
+    stop = getattr(source, "loop_stop_commands", None)
+    return tuple(stop(snap)) if stop is not None else ()

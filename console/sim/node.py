@@ -54,6 +54,8 @@ class SimNode:
         self.dmesg_allowed = True
         self.driver_state = "ok"         # ok | not-loaded | mismatch | no-devices
         self.nvsmi_hang = False          # nvidia-smi blocks (wedged driver) until killed
+        #: the console's nvidia-smi loops running here (console/probe_loop.py): PID -> started at
+        self.smi_loops: dict[int, float] = {}
         self.driver_version = "580.95.05"
         self.nvswitches = 0              # /dev/nvidia-nvswitchN files (an NVSwitch system)
         self.drm_modeset: bool | None = None   # nvidia_drm loaded with modeset=Y/N; None: not loaded
@@ -223,6 +225,10 @@ class SimNode:
     def signal(self, pid: int, sig: str) -> str | None:
         """Deliver a signal. Returns None, or "ESRCH" when there is no such process here."""
         self.settle()
+        if pid in self.smi_loops:            # a loop of the console's (sim/probe_answers.py)
+            if sig != "0":
+                del self.smi_loops[pid]
+            return None
         p = self.procs.get(pid)
         if p is None or not p.visible:
             return "ESRCH"

@@ -50,13 +50,13 @@ def _gpu_value(node: SimNode, g: SimGpu, field: str) -> str | None:
         "count": str(len(node.gpus)), "compute_mode": "Default", "clocks.sm": "1455", "clocks.mem": "13365",
         "timestamp": time.strftime("%Y/%m/%d %H:%M:%S.000", time.gmtime(node.now)),
     }
-    if field == RECOVERY_FIELD and _knows_recovery(node):
+    if field == RECOVERY_FIELD and knows_recovery(node):
         # what nvidia-smi prints (NVIDIA/DCGM#263: "None", "Reset")
         return "Reset" if g.reset_required else "None"
     return values.get(field)
 
 
-def _knows_recovery(node: SimNode) -> bool:
+def knows_recovery(node: SimNode) -> bool:
     """An nvidia-smi from probe.RECOVERY_MIN_DRIVER on knows the recovery-action field."""
     major = node.driver_version.split(".", 1)[0]
     return major.isdecimal() and int(major) >= RECOVERY_MIN_DRIVER

@@ -9,8 +9,8 @@ import re
 import shlex
 from typing import Callable
 
-from console import probe, probe_scope
-from console.sim import vfs
+from console import probe, probe_loop, probe_scope
+from console.sim import nvsmi, vfs
 from console.sim.node import SimNode
 from console.sim.procfs import stat_line
 
@@ -212,6 +212,9 @@ def recognise(name: str, command: str, glob: str) -> Callable[[SimNode, str, dic
         return cgroup_answer(extra) if extra is not None else None
     if name in probe.DRIVER_SECTIONS:
         return None
+    if name in probe_loop.SECTIONS:
+        want = dict(probe.sections(glob, loop=True)).get(name)
+        return LOOP_ANSWERS[name] if want == command else None
     want = dict(probe.sections(glob)).get(name)
     return ANSWERS.get(name) if want == command else None
 
@@ -234,3 +237,92 @@ def loop_command(cmd: str) -> tuple[Callable[[SimNode, str, dict], str], str] | 
         if answer is not None:
             return answer, glob
     return None
+
+
+# ---------------------------------------------------------------- loop mode (probe_loop.py)
+#: the shell variable holding when the loops were last read (the next read prints the samples
+#: taken since, at most LOOP_READ_MAX of them)
+_LOOP_READ = "gi_Lr"
+LOOP_READ_MAX = 3
+
+
+def _loop_failure(node: SimNode) -> str | None:
+    """What nvidia-smi prints when it cannot start (its loop ends at once), else None."""
+    out, _err, rc = nvsmi.run(node, ["--query-gpu=index", "--format=csv,noheader"])
+    return out if rc != 0 else None
+
+
+def loop_answer(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+    g, a = v.get(probe_loop.LOOP_GPU, ""), v.get(probe_loop.LOOP_APPS, "")
+    alive = g.isdecimal() and a.isdecimal() and int(g) in node.smi_loops and int(a) in node.smi_loops
+    if alive:
+        return f"running {g} {a}\n"
+    out = f"died {g} {a}\n" if g else ""
+    now = node.clock.now()
+    g, a = str(node.alloc_pid()), str(node.alloc_pid())
+    v[probe_loop.LOOP_GPU], v[probe_loop.LOOP_APPS], v[_LOOP_READ] = g, a, repr(now)
+    failure = _loop_failure(node)
+    if failure is None:
+        node.smi_loops[int(g)] = node.smi_loops[int(a)] = now
+    else:                                # it printed why and ended: the next probe sees it died
+        v["gi_Lf"] = failure
+    return out + f"started {g} {a}\n"
+
+
+def _loop_ticks(node: SimNode, v: dict[str, str]) -> list[float]:
+    """The sampling moments since the last read (the GPU loop's read decides them; the apps
+    loop's read in the same probe prints the same moments)."""
+    if "gi_Lt" in v:
+        return [float(t) for t in v["gi_Lt"].split()]
+    step = probe_loop.LOOP_MS / 1000
+    try:
+        last = float(v.get(_LOOP_READ, ""))
+    except ValueError:
+        last = node.clock.now()
+    now = node.clock.now()
+    ticks = []
+    t = last + step
+    while t <= now + 1e-9:
+        ticks.append(t)
+        t += step
+    ticks = ticks[-LOOP_READ_MAX:]
+    if ticks:
+        v[_LOOP_READ] = repr(ticks[-1])
+    v["gi_Lt"] = " ".join(repr(t) for t in ticks)
+    return ticks
+
+
+def _stamp(t: float) -> str:
+    import time as _time
+    return _time.strftime("%Y/%m/%d %H:%M:%S", _time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}"
+
+
+def _loop_rows(node: SimNode, v: dict[str, str], query: list[str]) -> str:
+    g = v.get(probe_loop.LOOP_GPU, "")
+    if "gi_Lf" in v:                     # the loop that could not start said why, once
+        return v.pop("gi_Lf")
+    if not (g.isdecimal() and int(g) in node.smi_loops) or node.nvsmi_hang:
+        return ""
+    ticks = _loop_ticks(node, v)
+    if not ticks:
+        return ""
+    out, _err, rc = nvsmi.run(node, query)
+    if rc != 0:
+        return out
+    rows = out.splitlines()
+    return "".join(f"{_stamp(t)}, {row}\n" for t in ticks for row in rows)
+
+
+def loopg_answer(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+    v.pop("gi_Lt", None)
+    fields = f"{probe.GPU_FIELDS},{probe.RECOVERY_FIELD}" if nvsmi.knows_recovery(node) else probe.GPU_FIELDS
+    return _loop_rows(node, v, [f"--query-gpu={fields}", "--format=csv,noheader,nounits"])
+
+
+def loopa_answer(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+    out = _loop_rows(node, v, [f"--query-compute-apps={probe.APP_FIELDS}", "--format=csv,noheader,nounits"])
+    v.pop("gi_Lt", None)
+    return out
+
+
+LOOP_ANSWERS = {"loop": loop_answer, "loopg": loopg_answer, "loopa": loopa_answer}

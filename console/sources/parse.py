@@ -15,6 +15,7 @@ from console.textsafe import one_line
 from console.probe import RECOVERY_FIELD, split_sections
 from console.probe_scope import Scope
 from console.sources.proc_table import command_line
+from console.sources.parse_loop import LoopState, parse_loop_state
 from console.sources.proc_read import NO_EXTRA, read_table
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
 # that read probe-format text import them from here too
@@ -537,6 +538,27 @@ def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta) -> Proc:
                 d_threads=tuple(dthreads), num_threads=st.num_threads, pid_ns=extra[2], cgroup=extra[3])
 
 
+def _read_loop(sec: dict, cache: dict, taken_at: float) -> list[str]:
+    """The loop-mode sections (console/probe_loop.py): their newest whole sample stands in for
+    the per-poll GPU and compute-apps queries when the probe left those out. Kept in ``cache``:
+    the loops' state (``smi_loop``), what the loop section said (``smi_loop_what``), the loops'
+    PIDs (``smi_loop_pids``) and when the newest sample came (``smi_loop_at``, probe time)."""
+    what, pids = parse_loop_state(sec["loop"][1])
+    state = cache.get("smi_loop")
+    if state is None or what in ("started", "died+started"):
+        state = cache["smi_loop"] = LoopState()       # new loops, new files
+    cache["smi_loop_what"], cache["smi_loop_pids"] = what, pids
+    if state.feed(sec.get("loopg", (None, ""))[1], sec.get("loopa", (None, ""))[1]):
+        cache["smi_loop_at"] = taken_at
+    warnings = [f"nvidia-smi loop: {clip(line, 160)}" for line in (state.gpu.noise + state.apps.noise)[:2]]
+    texts = state.texts()
+    if texts is not None and "gpu" not in sec:
+        sec["gpu"], sec["apps"] = (0, texts[0]), (0, texts[1])
+    elif "gpu" not in sec:
+        warnings.append("nvidia-smi loop: no sample yet")
+    return warnings
+
+
 def _parse_probe(name: str, text: str, mark: str, taken_at: float,
                  probe_ms: float | None, cache: dict | None = None, scope: Scope | None = None) -> NodeSnapshot:
     scope = scope or Scope()
@@ -546,7 +568,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     kept = {name: cache[("kept", name)] for name in _KEPT
             if cache is not None and name not in sec and ("kept", name) in cache}
     for wanted in ("meta", "gpu", "apps", "pids", "stat"):
-        if wanted in kept:
+        if wanted in kept or (wanted in ("gpu", "apps") and "loop" in sec):
             continue
         if wanted not in sec:
             warnings.append(f"probe section '{wanted}' missing")
@@ -557,6 +579,8 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         return sec.get(key, (None, ""))
 
     meta = kept["meta"] if "meta" in kept else _keep(cache, sec, "meta", parse_meta(body("meta")[1]))
+    if "loop" in sec and cache is not None:
+        warnings += _read_loop(sec, cache, taken_at)
     gpu_rc, gpu_text = body("gpu")
     gp = _same(cache, "gpu", parse_gpu_query, gpu_text, gpu_rc) if "gpu" in sec else GpuParse(error=None)
     warnings += gp.warnings

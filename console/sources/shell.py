@@ -41,6 +41,12 @@ INLINE_PARSE_BYTES = 64 * 1024
 #: the mark's place in a probe text built before its mark is drawn (ShellSource._script); no
 #: mark (probe.new_mark: hex digits) is this
 _MARK_SLOT = "::gi-mark::"
+#: loop mode (console/probe_loop.py): its newest sample stands for the per-poll queries while
+#: it is at most this old (probe time); started more than LOOP_STARTS_MAX times within
+#: LOOP_BACKOFF_S (or unable to start), the loops rest that long and every poll asks nvidia-smi
+LOOP_FRESH_S = 3.0
+LOOP_BACKOFF_S = 300.0
+LOOP_STARTS_MAX = 3
 #: the sticky sections asked every so many polls (probe.STICKY)
 _EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY}
 #: a whole probe (every stat record, every fd: probe_scope.py) comes every WHOLE_MIN_S, so a
@@ -102,6 +108,14 @@ class ShellSource(Source):
         self._args_age = 0
         self._script_key: tuple | None = None       # what the probe text below was built for
         self._script_text = ""
+        # loop mode (console/probe_loop.py): the GPU and compute-apps queries from nvidia-smi
+        # loops the probe shell keeps, not two nvidia-smi starts a poll
+        self.smi_loop = True                        # wanted (a long-lived shell is needed too)
+        self._loop = False                          # this probe asks the loop sections
+        self._per_poll = True                       # ... and the per-poll queries
+        self._loop_paused = 0                       # actions that must not meet our NVML handle
+        self._loop_off_until = float("-inf")        # monotonic: loops failed, per-poll until then
+        self._loop_starts: list[float] = []         # when the loops were started (monotonic)
 
     def request_whole(self) -> None:
         """Read every process at the next poll (the operator looks at all of them, searches for
@@ -143,16 +157,72 @@ class ShellSource(Source):
         host key, timed out)."""
 
     def _capture(self, mark: str) -> Capture:
-        return Capture(mark, probe.last_section(self.device_glob, self._skip), self.limits)
+        return Capture(mark, probe.last_section(self.device_glob, self._skip, loop=self._loop, per_poll=self._per_poll),
+                       self.limits)
 
     def _script(self, mark: str) -> str:
         """The probe for ``mark``: built once per scope (at 2,000 processes the scope's PID lists
         make a text of tens of KB, mostly the same from poll to poll), the mark put in after."""
-        key = (self.device_glob, self._driver_pids, self._skip, self._scope, self._users)
+        key = (self.device_glob, self._driver_pids, self._skip, self._scope, self._users, self._loop,
+               self._per_poll)
         if key != self._script_key:
             self._script_key = key
             self._script_text = probe.build_script(_MARK_SLOT, *key)
         return self._script_text.replace(_MARK_SLOT, mark)
+
+    # ------------------------------------------------------------------ loop mode
+    def _loop_plan(self) -> tuple[bool, bool]:
+        """(ask the loop sections, ask the per-poll queries) for the next probe: the loops while
+        wanted and not paused or backed off, on a shell that lives from probe to probe; the
+        per-poll queries until the loops' newest sample is fresh."""
+        if (not self.smi_loop or self._loop_paused or time.monotonic() < self._loop_off_until
+                or self._shell_token() is None or self._shell_token() is not self._meta_shell):
+            return False, True
+        at = self._parse_cache.get("smi_loop_at")
+        fresh = at is not None and self.clock_now() - at < LOOP_FRESH_S
+        return True, not fresh
+
+    def clock_now(self) -> float:
+        clock = getattr(self, "clock", None)
+        return clock.now() if clock is not None else time.time()
+
+    def _note_loop(self, snap: NodeSnapshot) -> None:
+        """After a probe that asked the loops: back off to per-poll calls when they keep dying
+        (an nvidia-smi that cannot loop, a driver that fails) or cannot start."""
+        what = self._parse_cache.get("smi_loop_what", "")
+        now = time.monotonic()
+        if what == "failed":
+            self._loop_off_until = now + LOOP_BACKOFF_S
+        elif what in ("started", "died+started"):
+            self._loop_starts = [t for t in self._loop_starts if now - t < LOOP_BACKOFF_S] + [now]
+            if len(self._loop_starts) > LOOP_STARTS_MAX:
+                self._loop_off_until = now + LOOP_BACKOFF_S
+                self._loop_starts = []
+
+    @property
+    def loop_pids(self) -> tuple[int, ...]:
+        """The console's own nvidia-smi loops on the node (``timeout``'s PIDs), while they run."""
+        if not self._loop:
+            return ()
+        return tuple(self._parse_cache.get("smi_loop_pids", ()))
+
+    def loop_stop_commands(self, snap: NodeSnapshot | None) -> tuple[str, ...]:
+        """The commands that stop the loops now (each guarded by its start time from ``snap``:
+        a PID reused since is refused)."""
+        out = []
+        snap = snap if snap is not None else self._table_snap
+        for pid in self.loop_pids:
+            proc = snap.proc(pid) if snap is not None else None
+            out.append(probe.guarded_kill_command(pid, "TERM", proc.start_ticks if proc is not None else None))
+        return tuple(out)
+
+    def pause_loop(self) -> None:
+        """No loop is started until ``resume_loop``: an action (R, B, F, reboot) must not meet
+        the console's own NVML handle."""
+        self._loop_paused += 1
+
+    def resume_loop(self) -> None:
+        self._loop_paused = max(0, self._loop_paused - 1)
 
     def _shell_token(self) -> object | None:
         """The long-lived shell the probe goes to, while the transport keeps one (what the
@@ -221,8 +291,11 @@ class ShellSource(Source):
         self._scope = self._next_scope()
         self._users = self._unnamed_users()
         self._parse_cache.setdefault("users_asked", set()).update(self._users)
+        self._loop, self._per_poll = self._loop_plan()
         snap = await self._poll()
         self._remember(snap)
+        if self._loop:
+            self._note_loop(snap)
         return snap
 
     async def _poll(self) -> NodeSnapshot:

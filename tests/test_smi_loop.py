@@ -1,0 +1,153 @@
+"""nvidia-smi in loop mode (console/probe_loop.py) over a real sshd with the test nvidia-smi
+(tests/bin/nvidia-smi: it counts its starts and, with -lms, prints a timestamped sample every
+interval): NVML starts once per probe shell, not twice a poll; the loops are the console's own
+processes, never holders; they end with the console; a node whose nvidia-smi cannot loop is
+asked per poll; R, B and F stop them first and say so."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psutil
+
+from console.actions.plan import plan_action
+from console.diagnosis import diagnose
+from console.session import Session
+from console.sources.ssh.source import SshSource
+from tests.polling import eventually
+from tests.test_ssh import node_a, options  # noqa: F401 (fixture)
+
+
+def _starts(node, since: int) -> list[str]:
+    return node.smi.calls()[since:]
+
+
+async def _poll_until(src, predicate, tries: int = 30, pause: float = 0.4):
+    snap = None
+    for _ in range(tries):
+        snap = await src.poll()
+        if predicate(snap):
+            return snap
+        await asyncio.sleep(pause)
+    raise AssertionError(f"not reached; last: error={snap.error} warnings={snap.warnings}")
+
+
+async def test_the_loops_start_once_and_a_steady_poll_starts_no_nvidia_smi(sshd, node_a, tmp_path, ssh_home,
+                                                                           gpu_workers):  # noqa: F811
+    (w0,) = gpu_workers(1)
+    node_a.smi.set(used=(61000, 1200), apps=[(w0, 0, 60000, "sleep")])
+    src = SshSource(node_a.target, options(sshd, tmp_path))
+    per_poll = SshSource(node_a.target, options(sshd, tmp_path))
+    per_poll.smi_loop = False
+    try:
+        await src.poll()
+        await _poll_until(src, lambda s: src.loop_pids and not src._per_poll)
+        since = len(node_a.smi.calls())
+        for _ in range(4):
+            snap = await src.poll()
+            await asyncio.sleep(0.5)
+        assert _starts(node_a, since) == [], "a steady poll in loop mode starts no nvidia-smi"
+        assert snap.error is None and snap.proc(w0).gpu_memory_mib == {"0": 60000}
+        assert [g.memory_used_mib for g in snap.gpus] == [61000, 1200]
+        # the loops' answer is the per-poll calls' answer
+        plain = await per_poll.poll()
+        assert snap.gpus == plain.gpus and snap.driver_processes == plain.driver_processes
+        assert len(_starts(node_a, since)) == 3          # that fresh shell's GPU, apps and -L calls
+        # the loops are the console's own processes (children of its probe shell)
+        assert set(src.loop_pids) <= set(snap.own_pids)
+        loops = [psutil.Process(p) for p in src.loop_pids]
+        assert all("nvidia-smi" in " ".join(p.cmdline()) and "-lms" in p.cmdline() for p in loops)
+        # the memory it reports follows the node: the worker ends, the driver stops listing it
+        node_a.smi.set(used=(300, 1200), apps=[])
+        freed = await _poll_until(src, lambda s: not s.driver_processes and s.gpu(0).memory_used_mib == 300)
+        assert freed.error is None
+    finally:
+        pids = list(src.loop_pids)
+        await src.close()
+        await per_poll.close()
+    gone = await eventually(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+                                            for p in pids), bound_s=10)
+    assert gone, "closing the console ends its nvidia-smi loops"
+
+
+async def test_the_loops_hold_device_files_and_are_never_holders(sshd, node_a, tmp_path, ssh_home):  # noqa: F811
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    held = devices / "nvidia0"
+    held.write_text("")
+    (node_a.smi.dir / "holds").write_text(str(held) + "\n")     # the stand-in's loop opens it
+    node_a.smi.set(used=(300, 200))
+    src = SshSource(node_a.target, options(sshd, tmp_path), device_glob=f"{devices}/nvidia*")
+    try:
+        await src.poll()
+        await _poll_until(src, lambda s: src.loop_pids and not src._per_poll)
+        src.request_whole()
+        snap = await _poll_until(src, lambda s: any(p.holds_devices for p in s.processes))
+        holders = [p for p in snap.processes if p.holds_devices]
+        assert holders and all(p.pid in snap.own_pids for p in holders), "the loops' processes are the console's"
+        findings = diagnose(snap)
+        assert not [f for f in findings if set(f.pids) & {p.pid for p in holders}], findings
+        plan = plan_action(snap, "kill-holders", gpus=(0,))
+        assert not set(t.pid for t in plan.targets) & {p.pid for p in holders}
+    finally:
+        (node_a.smi.dir / "holds").unlink(missing_ok=True)
+        await src.close()
+
+
+async def test_reset_blocker_and_holder_plans_stop_the_loops_first_and_say_so(sshd, node_a, tmp_path,
+                                                                             ssh_home):  # noqa: F811
+    node_a.smi.set(used=(300, 200))
+    src = SshSource(node_a.target, options(sshd, tmp_path))
+    session = Session([src])
+    try:
+        await src.poll()
+        snap = await _poll_until(src, lambda s: src.loop_pids and not src._per_poll)
+        plan = await session.plan(src.name, "reset", gpus=(0,), seen=snap)
+        said = "\n".join(plan.notes)
+        assert "nvidia-smi loop" in said and all(str(p) in said for p in src.loop_pids), said
+        loops = list(src.loop_pids)
+        await session.stop_smi_loop(src)
+        assert src._loop_paused and await eventually(
+            lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in loops),
+            bound_s=10), "the loops were stopped"
+        since = len(node_a.smi.calls())
+        after = await src.poll()
+        assert after.error is None and src._per_poll and not src._loop, "paused: per-poll calls, no loop"
+        assert not any("-lms" in c for c in _starts(node_a, since))
+        session.resume_smi_loop(src)
+        await _poll_until(src, lambda s: src.loop_pids and set(src.loop_pids).isdisjoint(loops))
+    finally:
+        await src.close()
+
+
+async def test_an_nvidia_smi_that_cannot_loop_is_asked_per_poll(sshd, node_a, tmp_path, ssh_home):  # noqa: F811
+    node_a.smi.set(mode="noloop")
+    since = len(node_a.smi.calls())
+    src = SshSource(node_a.target, options(sshd, tmp_path))
+    try:
+        t0 = time.monotonic()
+        for _ in range(10):
+            snap = await src.poll()
+            assert snap.error is None and [g.memory_used_mib for g in snap.gpus] == [76109, 76113]
+            await asyncio.sleep(0.3)
+        assert src._loop_off_until > t0, "the loops kept dying: the source rests them"
+        assert not src._loop and src._per_poll
+        starts = [c for c in _starts(node_a, since) if "-lms" in c]
+        assert 0 < len(starts) <= 2 * (3 + 1), starts       # a few tries, then per-poll calls only
+        warned = [w for w in snap.warnings if "nvidia-smi loop" in w]
+        assert not warned or "Invalid combination" in warned[0]
+    finally:
+        await src.close()
+
+
+async def test_a_failing_driver_is_asked_per_poll_and_no_loop_starts(sshd, node_a, tmp_path, ssh_home):  # noqa: F811
+    node_a.smi.set(mode="nodriver")
+    src = SshSource(node_a.target, options(sshd, tmp_path))
+    try:
+        since = len(node_a.smi.calls())
+        for _ in range(4):
+            snap = await src.poll()
+        assert snap.error and "driver" in snap.error, snap.error
+        assert not any("-lms" in c for c in _starts(node_a, since)), "no loop on a node whose driver fails"
+    finally:
+        await src.close()
