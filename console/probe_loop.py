@@ -86,3 +86,14 @@ def start_command(gpu_fields: str, gpu_fields_recovery: str, apps_fields: str, r
 
 READ_GPU = f"head -c {READ_MAX} <&{GPU_FD} 2>/dev/null"
 READ_APPS = f"head -c {READ_MAX} <&{APPS_FD} 2>/dev/null"
+
+
+def guarded_stop_command(pid: int) -> str:
+    """Stop a loop whose start time the console has not read: only while /proc/PID/cmdline is
+    still one of its loops' (``timeout LOOP_RENEW_S … nvidia-smi --query-… -lms LOOP_MS``), so a
+    PID reused since is never signalled."""
+    pid = int(pid)
+    signature = f"^timeout {LOOP_RENEW_S} .*nvidia-smi --query-.* -lms {LOOP_MS}"
+    return (f"if tr '\\000' ' ' </proc/{pid}/cmdline 2>/dev/null | grep -q '{signature}'; then "
+            f"kill -s TERM {pid}; else echo 'refused: PID {pid} is no longer an nvidia-smi loop of this console' >&2; "
+            f"exit 3; fi")

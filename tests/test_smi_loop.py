@@ -151,3 +151,23 @@ async def test_a_failing_driver_is_asked_per_poll_and_no_loop_starts(sshd, node_
         assert not any("-lms" in c for c in _starts(node_a, since)), "no loop on a node whose driver fails"
     finally:
         await src.close()
+
+
+def test_a_loop_whose_start_time_is_unread_is_stopped_only_while_it_is_still_a_loop():
+    """(probe_loop.guarded_stop_command: the fallback guard is the loop's own command line.)"""
+    import subprocess
+    from console import probe_loop
+    loop = subprocess.Popen(["timeout", str(probe_loop.LOOP_RENEW_S), "sh", "-c", "sleep 60", "nvidia-smi",
+                             "--query-gpu=index", "-lms", str(probe_loop.LOOP_MS)])
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        refused = subprocess.run(["sh", "-c", probe_loop.guarded_stop_command(other.pid)], capture_output=True,
+                                 text=True)
+        assert refused.returncode == 3 and "no longer an nvidia-smi loop" in refused.stderr
+        assert other.poll() is None, "a process that is not a loop of ours is never signalled"
+        stopped = subprocess.run(["sh", "-c", probe_loop.guarded_stop_command(loop.pid)])
+        assert stopped.returncode == 0 and loop.wait(10) is not None
+    finally:
+        for p in (loop, other):
+            p.kill()
+            p.wait()

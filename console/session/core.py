@@ -282,11 +282,14 @@ class Session:
         commands = _loop_stop_commands(source, self.latest(source.name))
         if hasattr(source, "pause_loop"):
             source.pause_loop()
+        failed = []
         for command in commands:
-            await source.run(command)
+            result = await source.run(command)
+            if result.rc != 0:
+                failed.append(f"{command}: {(result.error or result.stderr or f'exit {result.rc}').strip()[:120]}")
         if commands:
             self.incident.note(source.name, "stopped the console's own nvidia-smi loops before the action: "
-                               + "; ".join(commands))
+                               + "; ".join(commands) + (f" (not stopped: {'; '.join(failed)})" if failed else ""))
         return commands
 
     def resume_smi_loop(self, source: Source) -> None:

@@ -14,12 +14,13 @@ import fnmatch
 import re
 
 from console.model import CommandResult
-from console import probe
+from console import probe, probe_loop
 from console.sim import probe_answers, vfs
 from console.sim.commands import COMMANDS
 from console.sim.errors import Deadline, Rebooting, ShellExit
 
 _PROBE_LINE = re.compile(r"^echo '(?P<mark>[^']*) begin (?P<name>\w+)'; ")
+_LOOP_STOP = re.compile(r"</proc/(?P<pid>\d+)/cmdline ")
 _GUARD = re.compile(r"/proc/(?P<pid>\d+)/stat .*\[ \"\$s\" = (?P<ticks>-?\d+) \]; then kill -s (?P<sig>\w+) ")
 _REDIR = re.compile(r"^(\d?)(>>|>|<)(&?)(.*)$")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -153,6 +154,8 @@ class Shell:
             if await self._probe_line(line):
                 continue
             if await self._guarded_kill(line):
+                continue
+            if self._loop_stop(line):
                 continue
             loop = probe_answers.loop_command(line.strip())
             if loop is not None:
@@ -427,6 +430,20 @@ class Shell:
                 self.vars[probe.RF] = "0"
         await self.run_line(f"{probe.timed(probe.DRIVER_SECTIONS[name])} 2>&1")
         self.vars[probe.NV_RC] = str(self.status)
+
+    def _loop_stop(self, line: str) -> bool:
+        """probe_loop.guarded_stop_command: the loop stops while it is one of this node's
+        console loops (sim/probe_answers.py), else the refusal the real command prints."""
+        m = _LOOP_STOP.search(line)
+        if not m or probe_loop.guarded_stop_command(int(m.group("pid"))) != line:
+            return False
+        pid = int(m.group("pid"))
+        if pid in self.node.smi_loops:
+            del self.node.smi_loops[pid]
+            self.status = 0
+            return True
+        self.err.append(f"refused: PID {pid} is no longer an nvidia-smi loop of this console\n")
+        raise ShellExit(3)
 
     async def _guarded_kill(self, line: str) -> bool:
         m = _GUARD.search(line)

@@ -19,7 +19,7 @@ import dataclasses
 import time
 
 from console.model import CommandResult, NodeSnapshot
-from console import probe
+from console import probe, probe_loop
 from console.clock import timeout_ignoring_stalls
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_LIMITS, DEFAULT_PROBE_TIMEOUT_S, ProbeLimits
 from console.sources.base import Source, logged
@@ -213,7 +213,10 @@ class ShellSource(Source):
         snap = snap if snap is not None else self._table_snap
         for pid in self.loop_pids:
             proc = snap.proc(pid) if snap is not None else None
-            out.append(probe.guarded_kill_command(pid, "TERM", proc.start_ticks if proc is not None else None))
+            if proc is not None and proc.start_ticks is not None:
+                out.append(probe.guarded_kill_command(pid, "TERM", proc.start_ticks))
+            else:          # not read yet: the process must still be a loop of ours (its command line)
+                out.append(probe_loop.guarded_stop_command(pid))
         return tuple(out)
 
     def pause_loop(self) -> None:
