@@ -73,6 +73,8 @@ case " $* " in
 esac
 """
 READ_CHUNK = 1 << 16
+#: polls (a quarter second apart) the kept connection gets for its nvidia-smi loops to answer
+LOOP_WARM_POLLS = 40
 POLL_TIMEOUT_S = 30.0
 
 
@@ -241,6 +243,12 @@ async def measure(reps: int, polls: int, fresh_polls: int,
             if snap.error is not None:
                 errors.append(f"transport: the kept SSH connection failed: {snap.error}")
                 kept = None
+            else:       # until the nvidia-smi loops answer (console/probe_loop.py): the steady state
+                for _ in range(LOOP_WARM_POLLS):
+                    if kept.loop_answering:
+                        break
+                    await asyncio.sleep(0.25)
+                    await kept.poll()
             fresh_argv = ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
                           "-o", f"UserKnownHostsFile={known}", "-o", "IdentitiesOnly=yes",
                           "-i", str(client_key), "-p", str(port), f"{loopback.login_user()}@127.0.0.1", "sh"]

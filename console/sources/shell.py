@@ -200,6 +200,11 @@ class ShellSource(Source):
                 self._loop_starts = []
 
     @property
+    def loop_answering(self) -> bool:
+        """The last probe took the GPUs and their processes from the loops (no nvidia-smi start)."""
+        return self._loop and not self._per_poll
+
+    @property
     def loop_pids(self) -> tuple[int, ...]:
         """The console's own nvidia-smi loops on the node (``timeout``'s PIDs), while they run."""
         if not self._loop:
