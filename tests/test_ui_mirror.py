@@ -140,3 +140,36 @@ async def test_the_live_state_is_written_only_while_someone_follows(incident_dir
         await pilot.press("q")
     tl.close()
     assert not read_state(state).running, "the stop is written"
+
+
+async def test_a_key_the_driver_acts_with_says_who_drives_instead_of_nothing(incident_dir):
+    path, _source = await drive(incident_dir)
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    said: list[str] = []
+    real_notify = app.notify
+
+    def notify(message, **kw):
+        said.append(str(message))
+        real_notify(message, **kw)
+    app.notify = notify
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None)
+        app.query_one("#procs").focus()
+        await pilot.press("t")
+        await pilot.pause()
+        assert said and "read-only" in said[-1] and "alice@bastion drives this incident" in said[-1], said
+        await pilot.press("F")
+        await pilot.pause()
+        assert "Kill holders" in said[-1] and len(app.screen_stack) == 1, "a message, never a Confirm"
+
+
+async def test_the_mirror_at_80x24_shows_the_gpu_holders_rows(incident_dir):
+    """The follower's panels share the rows as the driver's do (panels.fit_main_panels): at 80x24
+    the process panel keeps its rows (once: "processes: 9 GPU-related" over no row at all)."""
+    path, _source = await drive(incident_dir)
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and app.query_one("#procs").row_count > 3)
+        await wait_for(pilot, lambda: app.query_one("#procs").size.height >= 4)
+        text = screen_text(app)
+        assert "sglang::scheduler_TP0" in text and "reset blockers" in text, text

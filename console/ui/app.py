@@ -25,11 +25,11 @@ from console.session.engine import Engine, Mailbox
 from console.sources.base import Source
 from console.turns import KEYS_FIRST
 from console.incident.timeline import Timeline
-from console.ui import activity, gc_pacing, keys, layout, tables
+from console.ui import activity, gc_pacing, keys, tables
 from console.ui.escalation import EscalationKeys
 from console.ui.fleet_mode import FleetMode, FleetSetup
 from console.ui.footer import FittedFooter
-from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable
+from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable, fit_main_panels
 from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
@@ -400,32 +400,11 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
 
     # ------------------------------------------------------------------ room on the screen
     def fit_panels(self) -> None:
-        """Share the rows between the panels by what they hold (console/ui/layout.py): the
-        findings first (up to half), the node table, the GPUs, then the processes; what is
-        left goes to the findings. Recomputed on every update and resize."""
-        main = self.query_one("#main")
-        room = main.size.height
+        """Share the rows between the panels by what they hold (panels.fit_main_panels);
+        recomputed on every update and resize."""
+        fitted = fit_main_panels(self, self.multi_node)
         findings = self.query_one("#findings", DataTable)
-        panels = []
-        if self.multi_node:
-            nodes = self.query_one("#nodes", DataTable)
-            panels.append(layout.Panel("nodes", tables.content_lines(nodes) + 1, least=5, share=0.5))
-        panels += [layout.Panel("findings", tables.content_lines(findings) + 1, least=3, share=0.5),
-                   layout.Panel("gpus", tables.content_lines(self.query_one("#gpus", DataTable)), least=3,
-                                share=0.5),
-                   layout.Panel("procs", self.query_one("#procs", ProcTable).content_lines() + 1, least=5)]
-        if room > 0:
-            for name, height in layout.fit(room, panels, rest="findings").items():
-                # the GPU table and the memory chart share one row: the row gets the height,
-                # and neither may grow past it (the chart's lines would push the panels below
-                # off the screen; the table scrolls, the chart follows: panels.GpuTable)
-                widget = self.query_one("#gpu-row" if name == "gpus" else f"#{name}")
-                if widget.styles.height is None or widget.styles.height.value != height:
-                    widget.styles.height = height
-                    if name == "gpus":
-                        for child in widget.children:
-                            child.styles.max_height = height
-        self._title_findings(room > 0 and findings.styles.height is not None)
+        self._title_findings(fitted and findings.styles.height is not None)
 
     def _title_findings(self, fitted: bool) -> None:
         findings = self.query_one("#findings", DataTable)
@@ -473,7 +452,11 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 if snap.probe_ms is not None:
                     line.append(f"  probe {snap.probe_ms:.0f}ms", style="dim")
                 if snap.warnings:
-                    line.append(f"  ⚠ {printable(snap.warnings[0], 60)}", style="yellow")
+                    first = snap.warnings[0]
+                    line.append(f"  ⚠ {printable(first, 60)}", style="yellow")
+                    if len(snap.warnings) > 1 or len(first) > 60:     # the rest, whole: in m
+                        line.append(f" (m: {len(snap.warnings)} whole)" if len(snap.warnings) > 1 else " (m: whole)",
+                                    style="dim")
         if self.proc_filter:
             line.append(f"  filter: {printable(self.proc_filter, 30)}", style="bold cyan")
         if self.tagged:
@@ -548,6 +531,8 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
     def action_messages(self) -> None:
         from console.ui.details import DetailScreen
         where = [self._idle_text()] + ([f"recorded in {self.timeline.path}"] if self.timeline is not None else [])
+        # what the nodes warn of, whole (the status line has room for the first 60 characters)
+        where += [f"⚠ {name}: {w}" for name, snap in self.snapshots.items() if snap is not None for w in snap.warnings]
         self.push_screen(DetailScreen(activity.history_text(self.activity.history(), where)))
 
     def action_elsewhere(self, key_id: str) -> None:

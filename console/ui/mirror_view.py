@@ -27,12 +27,16 @@ from console.incident.safefiles import UnsafeFile
 from console.model import NodeSnapshot
 from console.output.memory_series import marks_of, series_from_data
 from console.output.rows import proc_view
-from console.ui import tables
+from console.ui import keys, tables
 from console.ui.memory_chart import MemoryChart
+from console.ui.panels import fit_main_panels
 from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
 from console.ui.timeline_view import FollowApp
 
 WIDE = 150          # at least this many columns: panels and entries side by side
+#: the keys that act in the driving console (console/ui/keys.py ids): the mirror names who drives
+DRIVERS_KEYS = ("sigterm", "sigkill", "signal", "tag", "kill-holders", "reset", "clear-blockers", "next-step",
+                "wait", "check", "hypothesis", "verdict", "note", "drain", "resume")
 
 
 class LiveFollowApp(FollowApp):
@@ -43,6 +47,9 @@ class LiveFollowApp(FollowApp):
     BINDINGS = [
         Binding("end", "follow_tail", "Follow new", priority=True),
         Binding("q", "quit", "Quit", priority=True),
+        # the driving console's acting keys: pressed here they say whose they are, never nothing
+        *(Binding(k.key, f"drivers_key('{k.id}')", k.footer, show=False) for k in keys.KEYS
+          if k.id in DRIVERS_KEYS),
     ]
 
     def __init__(self, path: str, state_file: str, *, poll_interval: float | None = None,
@@ -100,6 +107,8 @@ class LiveFollowApp(FollowApp):
 
     def on_resize(self) -> None:
         self._layout()
+        if self.state is not None:
+            self.call_after_refresh(lambda: fit_main_panels(self, self.query_one("#nodes").display))
 
     def _layout(self) -> None:
         self.query_one("#live-split").set_class(not self.wide, "-narrow")
@@ -144,6 +153,14 @@ class LiveFollowApp(FollowApp):
             return self.chosen_node
         return state.viewing if state.viewing in names else (names[0] if names else None)
 
+    def action_drivers_key(self, key_id: str) -> None:
+        """A key that acts in the driving console: read-only here, and who drives."""
+        key = next((k for k in keys.KEYS if k.id == key_id), None)
+        what = key.footer if key is not None else key_id
+        who = printable(self.state.by, 40) if self.state is not None else "the console that writes this incident"
+        self.notify(f"read-only: {what} is the driver's key here — {who} drives this incident; "
+                    "ask them, or open your own console on the node", severity="warning", timeout=6)
+
     def render_state(self) -> None:
         if not self.is_running or not self.query("#live-status"):
             return          # a read that lands while the view closes
@@ -175,6 +192,7 @@ class LiveFollowApp(FollowApp):
         name = self.viewing()
         snap = state.node(name)
         self._render_node(snap, state.hidden.get(name or "", 0))
+        fit_main_panels(self, nodes.display)
 
     def _render_node(self, snap: NodeSnapshot | None, hidden: int) -> None:
         gpus: dict[str, tuple] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual import events
 
-from console.ui import keys
+from console.ui import keys, layout, tables
 from console.ui.text import LiteralTable
 from console.ui.virtual_table import VirtualTable
 
@@ -70,3 +70,32 @@ class ProcTable(VirtualTable):
 
 class FindingTable(PanelTable):
     BINDINGS = keys.bindings("findings")
+
+
+def fit_main_panels(root, with_nodes: bool) -> bool:
+    """Share ``root``'s #main rows between its panels (console/ui/layout.py): the findings first
+    (up to half), the node table, the GPUs, then the processes (at least 5 lines: a GPU's holders
+    are on screen at 80x24); what is left goes to the findings. The driving console and the
+    follower's mirror lay out the same panels this way. False when there is no room yet."""
+    room = root.query_one("#main").size.height
+    for status in root.query("#live-status"):
+        room -= status.outer_size.height
+    panels = []
+    if with_nodes:
+        panels.append(layout.Panel("nodes", tables.content_lines(root.query_one("#nodes")) + 1, least=5, share=0.5))
+    panels += [layout.Panel("findings", tables.content_lines(root.query_one("#findings")) + 1, least=3, share=0.5),
+               layout.Panel("gpus", tables.content_lines(root.query_one("#gpus")), least=3, share=0.5),
+               layout.Panel("procs", tables.content_lines(root.query_one("#procs")) + 1, least=5)]
+    if room <= 0:
+        return False
+    for name, height in layout.fit(room, panels, rest="findings").items():
+        # the GPU table and the memory chart share one row: the row gets the height, and neither
+        # may grow past it (the chart's lines would push the panels below off the screen; the
+        # table scrolls, the chart follows: GpuTable)
+        widget = root.query_one("#gpu-row" if name == "gpus" else f"#{name}")
+        if widget.styles.height is None or widget.styles.height.value != height:
+            widget.styles.height = height
+            if name == "gpus":
+                for child in widget.children:
+                    child.styles.max_height = height
+    return True
