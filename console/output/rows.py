@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Sequence
 
 from console.diagnosis.history import memo
 from console.model import NodeSnapshot, Proc
@@ -193,3 +194,20 @@ def gpu_holders(snap: NodeSnapshot, index: int) -> list[Proc]:
     """Processes with memory on GPU ``index`` or its device file (/dev/nvidiaN) open.
     Worked out once per snapshot for all its GPUs."""
     return list(memo(snap, "holders_by_gpu", _holders_by_gpu).get(str(index), ()))
+
+
+#: the process panel's orders: the tree (GPU-related trees first), then flat by what matters
+SORTS = ("tree", "memory", "pid", "user")
+
+
+def sorted_rows(rows: Sequence[ProcRow], order: str) -> tuple[ProcRow, ...]:
+    """``rows`` (a proc_view's) in ``order``: "tree" as they are; otherwise flat (depth 0) by GPU
+    memory (most first, device holders next), PID, or user then PID."""
+    if order == "tree" or order not in SORTS:
+        return tuple(rows)
+    keys = {
+        "memory": lambda r: (-r.proc.gpu_memory_total_mib, not r.proc.holds_devices, r.proc.pid),
+        "pid": lambda r: r.proc.pid,
+        "user": lambda r: (r.proc.user or "~", r.proc.pid),
+    }
+    return tuple(dataclasses.replace(r, depth=0) for r in sorted(rows, key=keys[order]))

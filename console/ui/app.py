@@ -35,7 +35,7 @@ from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
 from console.ui.slurm_keys import SlurmKeys
 from console.ui.theme_install import install_themes
-from console.output.rows import proc_view
+from console.output.rows import SORTS, proc_view, sorted_rows
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
 
 
@@ -125,6 +125,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.current_node = self.sources[0].name if self.sources else ""
         self.show_all = False
+        self.proc_sort = "tree"           # the process panel's order (o: rows.SORTS)
         self.proc_filter = ""
         self.tagged: set[str] = set()
         self.activity = activity.Activity(clock)
@@ -557,7 +558,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         keep = int(selected.rsplit(":", 1)[1]) if selected and selected.startswith(f"{self.current_node}:") else None
         view = (proc_view(snap, show_all=self.show_all, text_filter=self.proc_filter, keep=keep)
                 if snap is not None else None)
-        rows = view.rows if view is not None else ()
+        rows = sorted_rows(view.rows, self.proc_sort) if view is not None else ()
         listed: list[tuple[str, object]] = [(r.key, r) for r in rows]
         if view is not None and view.hidden:
             listed.append((tables.MORE_KEY, view.hidden))
@@ -567,7 +568,8 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             return tables.more_cells(row) if isinstance(row, int) else tables.proc_cells(row, row.key in tagged)
         table.set_rows(listed, make, tables.proc_widths(rows, tagged))
         total = view.total if view is not None else 0
-        hint = "a: GPU-related only" if self.show_all else "a: all"
+        hint = ("a: GPU-related only" if self.show_all else "a: all") + (
+            f", by {self.proc_sort} (o)" if self.proc_sort != "tree" else "")
         if view is not None and view.hidden:
             what = f"all {total:,}" if self.show_all else f"{view.matched:,} GPU-related"
             set_title(table, f"processes: {len(rows)} of {what} shown (/ filters, {hint})")
@@ -657,6 +659,13 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         if self.show_all:
             self.read_whole_table()
         self.refresh_node_view()
+
+    def action_sort(self) -> None:
+        """o: the process panel's next order (tree, GPU memory, PID, user); the cursor stays on its
+        process."""
+        self.proc_sort = SORTS[(SORTS.index(self.proc_sort) + 1) % len(SORTS)]
+        self.refresh_node_view()
+        self.say(f"processes: {'as a tree' if self.proc_sort == 'tree' else 'by ' + self.proc_sort} (o: next order)")
 
     def read_whole_table(self, source: Source | None = None) -> None:
         """The node in view (or ``source``) reads its whole process table at once."""

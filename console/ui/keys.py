@@ -103,6 +103,8 @@ KEYS: tuple[Key, ...] = (
         "the previous node of the node table, from any panel (wraps)", "Previous node", show=False),
     Key("toggle-all", "a", "toggle_all", "All procs", "show all processes / GPU-related only",
         "Show all processes / GPU-related only", show=False),
+    Key("sort", "o", "sort", "Sort", "process order: tree → GPU memory → PID → user → tree",
+        "Sort the processes (tree, GPU memory, PID, user)", show=False),
     Key("messages", "m", "messages", "Messages", "what the console said, most recent first",
         "Messages: what the console said", rank=5),
     Key("help", "question_mark", "help", "Help", "this help screen", "Help: every key", rank=0),
