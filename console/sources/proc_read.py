@@ -95,9 +95,24 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         # text as the last poll's: the table is the last one (no set operation over 2,000
         # entries, 256 times a second at a fan-out of real-size nodes)
         return last[1]
-    table = merge_table(before_table, listing, fresh, whole and stat_ok)
-    gone = before_table.keys() - table.keys()
-    idents = merge_idents(cache.get("idents", {}), table, args, uids, changed)
+    # the same listing as the table's (its keys are that listing's) and every record read is of a
+    # process it holds: a few records changed (busy workers go R and S every poll), no PID came
+    # or went: nothing over the whole table but one dict copy
+    same_keys = (not whole and listing.pids is not None and listing.pids is cache.get("listing")
+                 and cache.get("keys_are_listing", False) and all(pid in before_table for pid in fresh))
+    if same_keys:
+        table = dict(before_table)
+        table.update(fresh)
+        gone: set[int] = set()
+    else:
+        table = merge_table(before_table, listing, fresh, whole and stat_ok)
+        gone = before_table.keys() - table.keys()
+    old_idents = cache.get("idents", {})
+    if same_keys and not uids and all((i := old_idents.get(pid)) is None or i.start_ticks == table[pid].start_ticks
+                                      for pid in changed):
+        idents = old_idents            # what merge_idents would keep: every one
+    else:
+        idents = merge_idents(old_idents, table, args, uids, changed)
     users = cache.get("users", {})
     if "users" in sec:
         users = dict(users)
@@ -107,8 +122,9 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     walk_all = whole and fds_ok
     before: dict[int, Extra] = cache.get("extras", {})
     extras = dict(before)
-    for pid in extras.keys() - table.keys():
-        del extras[pid]
+    if not same_keys:
+        for pid in extras.keys() - table.keys():
+            del extras[pid]
     look = table.keys() if walk_all else (set(scope.fds) | fds.keys() | pidns.keys() | cgroups.keys() | changed)
     for pid in look:
         st = table.get(pid)
@@ -132,7 +148,8 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     # what the watched set is made of changed (sources/watch.py works it out again only then):
     # PIDs came or went, a parent, a zombie or D state, a thread count, device files, threads in D
     last_dthreads = cache.get("dthreads", {})
-    shape = (table.keys() != before_table.keys() or extras != before or dthreads is not last_dthreads
+    shape = ((not same_keys and table.keys() != before_table.keys()) or extras != before
+             or dthreads is not last_dthreads
              or any(_shape(before_table.get(pid)) != _shape(table[pid]) for pid in changed))
     if shape or "shape" not in cache:
         cache["shape"] = cache.get("shape", 0) + 1
@@ -145,12 +162,16 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     # processes whose comm changed since their command line was read (kernel workers rename
     # themselves with every work item: not those)
     renamed = cache.setdefault("renamed", set())
-    renamed &= table.keys()
+    if not same_keys:
+        renamed &= table.keys()
     renamed.update(pid for pid in changed if (i := idents.get(pid)) is not None and i.comm != table[pid].comm
                    and table[pid].ppid != 2 and pid != 2)
     renamed.difference_update(uids)
     # what the next probe should read of processes the console knows too little of
-    cache["unread"] = (listing.pids - idents.keys()) if listing.pids is not None else set()
+    if not (same_keys and idents is old_idents and "unread" in cache):
+        cache["unread"] = (listing.pids - idents.keys()) if listing.pids is not None else set()
+    if not same_keys:
+        cache["keys_are_listing"] = listing.pids is not None and table.keys() == listing.pids
     unnamed = cache.setdefault("unnamed", set())
     unnamed.update(uid for uid in uids.values() if uid not in users)
     unnamed.difference_update(users)
