@@ -19,7 +19,7 @@ HOSTENGINE = Proc(pid=1500, ppid=1, state="S", user="root", name="nv-hostengine"
 
 
 def test_rungs_in_order():
-    assert RUNGS == ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
+    assert RUNGS == ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot", "restore")
     assert set(ACTION_RUNGS) == (set(RUNGS) - {"wait"}) | {"reload-driver", "signal"}   # signal: the F9 menu
 
 

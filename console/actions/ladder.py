@@ -28,14 +28,14 @@ from __future__ import annotations
 from typing import Sequence
 
 from console.diagnosis.who import (BLOCKER_DAEMONS, FREED_MIB, MODESET_STOP, blocker_daemon, holder_pids,
-                                   is_protected, stop_of)
+                                   is_protected, restore_commands, stop_of)
 from console.model import Finding, NodeSnapshot, Proc
 
 #: what diagnosis may propose (Finding.rung), gentlest first
-RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
+RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot", "restore")
 #: what the action layer runs ("wait" is the wait-and-reread check, not an action)
 ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot",
-                "signal")
+                "signal", "restore")
 #: a command line of the operator's own (console/actions/plan.py plan_custom): an action, not a rung
 #: diagnosis proposes, and not in ACTION_RUNGS (plan_action never builds it)
 CUSTOM_RUNG = "custom"
@@ -122,6 +122,8 @@ def commands_for(rung: str, snap: NodeSnapshot, pids: Sequence[int] = (),
         return [f"nvidia-smi -r -i {g}" for g in _reset_gpus(snap, gpus)]
     if rung == "reload-driver":
         return [RELOAD_DRIVER_COMMAND]
+    if rung == "restore":      # without a finding's own list: persistence mode and its daemon
+        return restore_commands(snap, ("nvidia-persistenced",), gpus)
     return ["systemctl reboot"]
 
 

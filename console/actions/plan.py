@@ -46,7 +46,7 @@ VERIFY_WINDOW_OF = {"sigterm": who.SIGTERM_GRACE_S, CUSTOM_RUNG: 0.0}
 #: how long after an action later changes are still attributed to it (observations)
 RUNG_DEADLINE_S = {"sigterm": 30.0, "sigkill": who.TEARDOWN_WINDOW_S,
                    "kill-holders": who.TEARDOWN_WINDOW_S, "clear-blockers": 30.0, "reset": 60.0,
-                   "reload-driver": 120.0, "reboot": 600.0, "signal": 30.0,
+                   "reload-driver": 120.0, "reboot": 600.0, "signal": 30.0, "restore": 30.0,
                    CUSTOM_RUNG: 0.0}   # a command of one's own: one re-read after it, no watch
 #: the custom entry as the check picker and the palette list it (always the picker's last)
 CUSTOM_DESCRIPTION = ("Run a command of your own on the node: an action (Confirm first; refused under "
@@ -153,7 +153,25 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
         return _blockers_plan(snap, gpus)
     if rung == "reset":
         return _reset_plan(snap, gpus)
+    if rung == "restore":
+        return plan_restore(snap, ladder.commands_for("restore", snap, gpus=gpus), gpus)
     return _node_plan(snap, rung)
+
+
+def plan_restore(snap: NodeSnapshot, commands: Sequence[str], gpus: Sequence[int] = ()) -> ActionPlan:
+    """Put back what B stopped: ``commands`` (a finding's, diagnosis/node.py blockers_off), each
+    one of the lines who.restore_commands makes — persistence mode on, a blocker daemon's unit
+    started — and still needed in this reading; anything else is refused, never run."""
+    every = who.restore_commands(snap, tuple(d.program for d in who.BLOCKER_DAEMONS), gpus)
+    lines = [c for c in commands if c in every]
+    refusals = [f"not a restore step (or no longer needed): {c}" for c in commands if c not in every]
+    if not lines and not refusals:
+        refusals = ["nothing B stopped is still off"]
+    on = tuple(sorted(gpus)) or tuple(g.index for g in snap.gpus if g.persistence_mode is False)
+    what = ", ".join(c.removeprefix("systemctl start ") if c.startswith("systemctl") else "persistence mode"
+                     for c in lines)
+    return _finish(snap, "restore", f"Restore what B stopped: {what}" if what else "Restore what B stopped",
+                   lines, on, refusals=refusals)
 
 
 def plan_custom(node: str, command: str, snap: NodeSnapshot | None = None) -> ActionPlan:

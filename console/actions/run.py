@@ -122,6 +122,8 @@ class _Seen:
             return slurm_rungs.settled(plan.rung, snap)
         if plan.rung == "clear-blockers":
             return av.blockers_cleared(snap, plan.gpus)
+        if plan.rung == "restore":
+            return av.restored(snap, plan.commands)
         if not plan.gpus:
             return bool(plan.targets) and not self.fates.running
         return av.memory_settled(plan.memory_before, self.after or {}, plan.expected_mib)
@@ -218,7 +220,10 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
         ran = any(_issued(plan, r) for r in results)
         signalled = tuple(tgt.pid for tgt, r in zip(plan.targets, results) if r.ok) if plan.signal else ()
         if ran and monitor is not None:
-            family = tuple((tg.pid, tg.ppid, tg.name) for tg in plan.targets if tg.pid in signalled)
+            # the processes it reached: those signalled, or every target of a command rung (B's
+            # daemons: what a restore starts again, diagnosis/node.py blockers_off)
+            family = tuple((tg.pid, tg.ppid, tg.name) for tg in plan.targets
+                           if tg.pid in signalled or not plan.signal)
             monitor.actions.append(ActionRecord(rung=plan.rung, ts=started, node=plan.node, family=family,
                                                 pids=signalled, gpus=plan.gpus))
         if monitor is not None:
@@ -337,7 +342,7 @@ async def _watch_loop(watch: ActionWatch, seen: _Seen, read: Reader, clock: Any,
             watch.settled = True
             observe(_settled_text(seen, words), seen.seconds_to_free)
             return
-        if seen.after is None or snap is None or snap.error is not None or plan.rung == "clear-blockers":
+        if seen.after is None or snap is None or snap.error is not None or plan.rung in ("clear-blockers", "restore"):
             continue
         newly = set(av.settled_gpus(plan.memory_before, seen.after, plan.expected_mib)) - reported
         if newly:
@@ -356,6 +361,8 @@ def _settled_text(seen: _Seen, words: str) -> str:
     tail = f"; targets {fates}" if fates else ""
     if plan.rung == "clear-blockers":
         return f"reset blockers gone {av.secs(seen.elapsed)} after {words}"
+    if plan.rung == "restore":
+        return f"back on {av.secs(seen.elapsed)} after {words}: {', '.join(plan.commands)}"
     if plan.gpus and (seen.freed or 0) > 0:
         freed_on = av.gpus_freed(plan.memory_before, seen.after or {}) or list(plan.gpus)
         return f"{t.gpus(freed_on)} freed {t.mib(seen.freed)} {av.secs(seen.elapsed)} after {words}{tail}"
@@ -369,6 +376,8 @@ def _deadline_text(seen: _Seen, words: str) -> str:
     fates = av.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
     if plan.rung == "clear-blockers":
         return f"reset blockers still there {av.secs(seen.elapsed)} after {words}"
+    if plan.rung == "restore":
+        return f"not back on {av.secs(seen.elapsed)} after {words} (look at the commands' output)"
     if not plan.gpus:
         return f"targets {fates or 'unchanged'} {av.secs(seen.elapsed)} after {words}"
     still = av.used_mib({k: seen.after.get(k) for k in plan.memory_before})
@@ -456,6 +465,11 @@ def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, c
             bits.append(f"blockers gone after {av.secs(seen.settled_at)}")
         elif seen.after is not None:
             bits.append(f"blockers still there after {av.secs(seen.elapsed)}")
+    elif plan.rung == "restore":
+        if seen.settled_at is not None:
+            bits.append(f"back on after {av.secs(seen.settled_at)}")
+        elif seen.after is not None:
+            bits.append(f"not back on after {av.secs(seen.elapsed)}")
     else:
         bits.append(av.memory_line(plan.gpus, plan.memory_before, seen.after, elapsed=seen.elapsed,
                                    freed_at=seen.seconds_to_free))
@@ -488,7 +502,7 @@ def restore_hint(plan: ActionPlan, snap: NodeSnapshot | None, actions) -> str:
     what = " and ".join(w for w, on in (("persistence mode", bool(off)),
                                          ("nvidia-persistenced", "systemctl" in steps[-1])) if on)
     return f"{what} still off since B: once the GPU is healthy, restore {'them' if ' and ' in what else 'it'} " \
-           f"with `{'`, `'.join(steps)}`"
+           f"with `{'`, `'.join(steps)}` (x: the next step does it, Confirm first)"
 
 
 __all__ = ["ActionOutcome", "ActionWatch", "execute"]

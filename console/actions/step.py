@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from console.actions.ladder import step_args
-from console.actions.plan import ActionPlan, plan_action
+from console.actions.plan import ActionPlan, plan_action, plan_restore
 from console.model import Finding, NodeSnapshot
 
 WAIT_CHECK_S = 5            # a wait with no length of its own (the `w` key's default too)
@@ -43,4 +43,6 @@ def step_for(finding: Finding, snap: NodeSnapshot, *, wait_default: int = WAIT_C
     if finding.rung == "wait":
         return Step(finding, check=("wait-and-reread", {"seconds": wait_seconds(finding, wait_default)}))
     pids, gpus = step_args(finding)
+    if finding.rung == "restore":          # exactly what the finding names B stopped
+        return Step(finding, plan=plan_restore(snap, tuple(finding.evidence.get("commands", ())), gpus))
     return Step(finding, plan=plan_action(snap, finding.rung, pids=pids, gpus=gpus))

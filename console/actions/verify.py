@@ -18,7 +18,8 @@ Memory = Mapping[str, "int | None"]
 #: what follows "freed 594.6 GiB 90 s after …" in observations
 AFTER_WORDS = {"sigterm": "SIGTERM", "sigkill": "SIGKILL", "kill-holders": "killing the holders",
                "clear-blockers": "clearing the blockers", "reset": "the reset",
-               "reload-driver": "the driver reload", "reboot": "the reboot", "signal": "the signal"}
+               "reload-driver": "the driver reload", "reboot": "the reboot", "signal": "the signal",
+               "restore": "the restore"}
 
 
 def secs(value: float) -> str:
@@ -84,6 +85,24 @@ def settled_gpus(before: Memory, after: Memory, expected: Memory) -> list[int]:
 
 def memory_settled(before: Memory, after: Memory, expected: Memory) -> bool:
     return bool(before) and all(gpu_settled(k, before, after, expected) for k in before)
+
+
+def restored(snap: NodeSnapshot, commands: Sequence[str]) -> bool:
+    """What a restore (B undone) ran shows in this reading: persistence mode on where it asked,
+    each daemon it started running."""
+    from console.diagnosis.who import BLOCKER_DAEMONS, program_of
+    running = {program_of(p) for p in snap.processes if p.state != "Z"}
+    for line in commands:
+        if line.startswith("nvidia-smi -pm 1"):
+            want = line.partition(" -i ")[2]
+            gpus = [snap.gpu(int(i)) for i in want.split(",")] if want else list(snap.gpus)
+            if any(g is None or g.persistence_mode is not True for g in gpus):
+                return False
+        elif line.startswith("systemctl start "):
+            unit = line.removeprefix("systemctl start ")
+            if not any(d.unit == unit and d.program in running for d in BLOCKER_DAEMONS):
+                return False
+    return True
 
 
 def blockers_cleared(snap: NodeSnapshot, gpus: Sequence[int]) -> bool:

@@ -18,7 +18,7 @@ from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, Node
 
 #: within one severity, the order findings are shown (cause before consequence)
 KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "xid", "respawn", "zombie", "d-state", "foreign-pid", "hidden-holder",
-              "orphan", "ghost-memory", "reset-blocker", "holder", "latched-utilisation")
+              "orphan", "ghost-memory", "reset-blocker", "holder", "latched-utilisation", "blockers-off")
 DEFAULT_GHOST_THRESHOLD_MIB = 1024
 
 
@@ -56,6 +56,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += processes.holders(sit, covered)
         findings += node.latched_utilisation(sit)
         findings += node.reset_blockers(sit)      # last: knows which GPUs the advice wants reset
+        findings += node.blockers_off(sit)        # ... and so does this: restore once none is
     return tuple(sorted(findings, key=_order))
 
 

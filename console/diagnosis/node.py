@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, program_of
+from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, program_of, restore_commands
 from console.model import Finding, NodeSnapshot, recovery_words
 from console.diagnosis import text as t
 from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
@@ -307,6 +307,36 @@ def reset_blockers(sit: Situation) -> list[Finding]:
     step = Step(None, "Nothing to do unless a GPU reset is needed: then clear these first, since "
                       "`nvidia-smi -r` refuses while they hold the GPU.", tuple(pids), found.persistence)
     return [finding("reset-blocker", "low", summary, step, pids, found.persistence, ev)]
+
+
+# ---------------------------------------------------------------- what B stopped
+
+def blockers_off(sit: Situation) -> list[Finding]:
+    """After B (clear-blockers), what it turned off and is still off: persistence mode, the
+    daemons it stopped. While a reset is still wanted it stays off (info); once no advice wants
+    one, putting it back is the node's next step (low, rung "restore": x, through Confirm)."""
+    b = sit.last_action(("clear-blockers",))
+    if b is None or sit.last_action(("restore",)) is not None and sit.last_action(("restore",)).ts >= b.ts:
+        return []
+    stopped = [name for _pid, _parent, name in b.family]
+    lines = restore_commands(sit.snap, stopped, b.gpus)
+    if not lines:
+        return []
+    off = [g.index for g in sit.snap.gpus if g.persistence_mode is False and (not b.gpus or g.index in b.gpus)]
+    what = []
+    if off:
+        what.append(f"persistence mode on {t.gpus(off)}")
+    what += [line.removeprefix("systemctl start ") for line in lines if line.startswith("systemctl start ")]
+    summary = f"off since B ({t.ago(sit.age(b.ts))}): {', '.join(what)}"
+    commands = ", ".join(f"`{line}`" for line in lines)
+    if sit.reset_wanted:
+        step = Step(None, f"Leave them off until the reset of {t.gpus(sorted(sit.reset_wanted))} is done; then "
+                          f"restore them ({commands}).", (), tuple(off))
+        return [finding("blockers-off", "info", summary, step, (), off, {"commands": lines})]
+    step = Step("restore", f"Restore what B stopped: {commands}; the node runs without them until then "
+                           "(new CUDA jobs start slower without persistence mode; NVLink and DCGM need their "
+                           "daemons).", (), tuple(off))
+    return [finding("blockers-off", "low", summary, step, (), off, {"commands": lines})]
 
 
 # ---------------------------------------------------------------- busy with nothing

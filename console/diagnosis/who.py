@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Sequence, Iterable
 
 from console.model import NodeSnapshot, Proc
 from console.probe import guarded_kill_command
@@ -73,6 +73,24 @@ BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
     BlockerDaemon("nvidia-persistenced", "persistence daemon", "systemctl stop nvidia-persistenced",
                   unit="nvidia-persistenced", users=("root", "nvidia-persistenced")),   # --user drops to it
 )
+def restore_commands(snap: NodeSnapshot, stopped: Sequence[str] = (), gpus: Sequence[int] = ()) -> list[str]:
+    """What puts back what B (clear-blockers) turned off and is still off: persistence mode on
+    ``gpus`` (every GPU when empty) where it reads off, and each of the ``stopped`` programs
+    (their names: program or comm, which the kernel cuts at 15 characters) that runs under a
+    known unit and is not running now."""
+    off = [g.index for g in snap.gpus if g.persistence_mode is False and (not gpus or g.index in gpus)]
+    out = []
+    if off:
+        out.append("nvidia-smi -pm 1" + ("" if len(off) == len(snap.gpus) else " -i " + ",".join(map(str, off))))
+    running = {program_of(p) for p in snap.processes if p.state != "Z"}
+    for d in BLOCKER_DAEMONS:
+        if d.unit and (d.program in stopped or d.program[:15] in stopped) and d.program not in running:
+            line = f"systemctl start {d.unit}"
+            if line not in out:
+                out.append(line)
+    return out
+
+
 #: the non-process blocker: nvidia_drm loaded with modeset=Y is a kernel client of every GPU
 #: (NVIDIA/mig-parted#181: resets refused "In use by another client" until it is unloaded)
 MODESET_STOP = "modprobe -r nvidia_drm"

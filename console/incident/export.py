@@ -134,6 +134,7 @@ def headline(s: Summary) -> list[str]:
             ("State", s.state + (" (a console is still attached)" if s.console_running else "")),
             ("What was stuck", stuck),
             *([("Still held", "; ".join(x.text() for x in s.still_held))] if s.still_held else []),
+            *([("Left off", "what B stopped, not restored on " + ", ".join(s.left_off))] if s.left_off else []),
             ("Root cause", s.root_cause),
             ("Resolution", s.resolution),
             ("Time to free", free),

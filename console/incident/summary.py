@@ -23,6 +23,11 @@ from console.incident.timeline import hypothesis_label, hypothesis_numbers, outc
 from console.model import TimelineEntry
 
 BUSY_MIB = 1024            # a GPU above this holds memory; at or below it, it is back
+#: the titles of B's action and of the restore that undoes it (console/actions/plan.py)
+CLEAR_TITLE = "Clear the reset blockers"
+RESTORE_TITLE = "Restore what B stopped"
+#: a note that declines the restore (the operator keeps B's blockers off on purpose)
+DECLINED_RESTORE = "declined restore"
 CONSOLE_STARTED = "console started watching "
 CONSOLE_STOPPED = "console stopped"
 
@@ -102,6 +107,7 @@ class Summary:
     acted_by: tuple[str, ...] = ()            # "root@vm: 2 actions"
     people: tuple[str, ...] = field(default_factory=tuple)
     still_held: tuple[Stuck, ...] = ()        # per node: what its latest reading still holds
+    left_off: tuple[str, ...] = ()            # nodes where what B stopped was neither restored nor declined
 
 
 def _freed(before: Mapping[str, int | None] | None, after: Mapping[str, int | None] | None) -> int:
@@ -141,8 +147,23 @@ def _still_held(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> list[St
     return out
 
 
+def _left_off(entries: Sequence[TimelineEntry]) -> list[str]:
+    """Nodes whose last B (clear-blockers, sent) has no restore after it, and no note that
+    declines it ("declined restore: …")."""
+    open_b: dict[str, int] = {}
+    for e in entries:
+        node = e.node or ""
+        if e.kind == "action" and e.text.startswith(CLEAR_TITLE):
+            open_b[node] = e.seq
+        elif e.kind == "action" and e.text.startswith(RESTORE_TITLE):
+            open_b.pop(node, None)
+        elif e.kind == "note" and e.text.lower().startswith(DECLINED_RESTORE):
+            open_b.pop(node, None)
+    return sorted(open_b)
+
+
 def _resolved(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> bool:
-    return bool(stuck) and not _still_held(entries, stuck)
+    return bool(stuck) and not _still_held(entries, stuck) and not _left_off(entries)
 
 
 def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summary:
@@ -207,12 +228,17 @@ def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summar
     held = _still_held(entries, stuck)
     if held and best is not None:
         resolution = "not resolved: still held: " + "; ".join(h.text() for h in held) + f" (freed so far: {resolution})"
+    left_off = _left_off(entries)
+    if left_off and not held and stuck:
+        resolution = (f"not resolved: what B stopped is still off on {', '.join(left_off)} (x restores it, or a "
+                      f"note \"{DECLINED_RESTORE}: why\"; freed: {resolution})")
     return Summary(
         incident_id=incident_id,
         nodes=tuple(sorted({e.node for e in entries if e.node})),
         started=entries[0].ts, last=entries[-1].ts, entries=len(entries),
         hypotheses=len(hyps), open_hypotheses=len(opened), actions=len(actions),
-        state="resolved" if stuck and not held else "open", still_held=tuple(held),
+        state="resolved" if stuck and not held and not left_off else "open", still_held=tuple(held),
+        left_off=tuple(left_off),
         console_running=started > stopped,
         stuck=tuple(stuck), root_cause=root, resolution=resolution, freed_at=freed_at,
         time_to_free_s=to_free, after_action_s=after_action,

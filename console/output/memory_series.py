@@ -22,10 +22,10 @@ from console.model import ActionRecord, NodeSnapshot, TimelineEntry
 MAX_POINTS = 720
 BARS = " ▁▂▃▄▅▆▇█"
 #: one letter per rung, as the keys that send them (driver reload and reboot are palette-only:
-#: L and X; D and U are Slurm's drain and resume; s: a signal from the F9 menu)
+#: L and X; D and U are Slurm's drain and resume; s: a signal from the F9 menu; b: B undone)
 RUNG_LETTER = {"sigterm": "t", "sigkill": "k", "kill-holders": "F", "clear-blockers": "B", "reset": "R",
                "reload-driver": "L", "reboot": "X", "custom": "$", "wait": "w", "drain": "D", "resume": "U",
-               "signal": "s"}
+               "signal": "s", "restore": "b"}
 
 Reading = Mapping[str, "int | None"]          # {"0": 76109, ...} as the timeline writes it
 
