@@ -24,3 +24,15 @@ async def test_a_long_warning_is_cut_on_the_status_line_and_whole_in_messages():
         text = " ".join(screen_text(app).split())
         assert "demo: dmesg not permitted: Xid lines unavailable" in text
         assert "[/bold] and this tail must be readable" in text, text
+
+
+async def test_q_while_a_check_runs_says_so_and_a_second_q_quits():
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        app.set_activity("test", "demo: wait-and-reread: 3 of 86 s")     # what a running check shows
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.is_running and "still running: demo: wait-and-reread" in screen_text(app)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running)

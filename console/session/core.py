@@ -114,6 +114,11 @@ class Session:
             monitor.start()
         return monitor
 
+    @property
+    def acting(self) -> bool:
+        """An action is in flight (sent, or being verified)."""
+        return any(not t.done() for t in self._actions)
+
     def source(self, name: str) -> Source | None:
         return next((s for s in self.sources if s.name == name), None)
 

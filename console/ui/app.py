@@ -87,6 +87,9 @@ HELD_REDRAW_S = 0.02
 SWITCH_INTERVAL_S = 0.001
 
 
+#: q while a check runs or an action is verified says so; a second q within this long quits
+QUIT_AGAIN_S = 5.0
+
 class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
@@ -126,6 +129,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.current_node = self.sources[0].name if self.sources else ""
         self.show_all = False
         self.proc_sort = "tree"           # the process panel's order (o: rows.SORTS)
+        self._quit_asked_at = float("-inf")     # q with work running: when it was said
         self.proc_filter = ""
         self.tagged: set[str] = set()
         self.activity = activity.Activity(clock)
@@ -674,6 +678,13 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             self.engine.do(self.session.read_whole, source)
 
     async def action_quit(self) -> None:
+        # work in progress: say so first, quit at a second q (within QUIT_AGAIN_S)
+        busy = self.running_work() + (["an action is being verified"] if self.session.acting else [])
+        if busy and time.monotonic() - self._quit_asked_at > QUIT_AGAIN_S:
+            self._quit_asked_at = time.monotonic()
+            self.say(f"still running: {printable('; '.join(busy), 120)} — q again to quit (what it saw so far "
+                     "is recorded)", "warning")
+            return
         # actions in flight write what they saw; the follower's last state; then the screen goes
         self.session.viewing = self.current_node
         await self.engine.call(lambda: self.session.finish("console stopped"))
