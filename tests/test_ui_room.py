@@ -88,6 +88,11 @@ async def test_seven_findings_are_all_in_view_at_120x36_and_nothing_blank_above_
         await pilot.resize_terminal(80, 24)                          # recomputed on resize
         await wait_for(pilot, lambda: "findings: 7, " in screen(app) and "in view (↓)" in screen(app))
         assert in_view(app, "findings") >= 2 and blank_rows_below(app, "procs") <= 0
+        app.query_one("#findings").focus()                        # to the last finding: the rest is above
+        await pilot.press("end")
+        await wait_for(pilot, lambda: "in view (↑)" in screen(app))
+        await pilot.press("home")
+        await wait_for(pilot, lambda: "in view (↓)" in screen(app))
 
 
 async def test_at_200x50_the_process_panel_holds_no_blank_rows_and_every_finding_shows():

@@ -419,7 +419,11 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         if fitted and count:
             shown = tables.rows_in_view(findings, int(findings.styles.height.value) - 1)
             if shown < findings.row_count:
-                title += f", {shown} in view (↓)"
+                # which way the others are: below until scrolled down, above once at the end
+                # (a table not laid out yet has no scroll range: the rest is below)
+                below = findings.scroll_y < findings.max_scroll_y or findings.max_scroll_y == 0
+                more = ("↑" if findings.scroll_y > 0 else "") + ("↓" if below else "")
+                title += f", {shown} in view" + (f" ({more})" if more else "")
         set_title(findings, title + " · enter: details and commands · x: next step")
 
     def _render_status(self) -> None:
@@ -546,9 +550,10 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
 
     def _render_gpus(self, snap: NodeSnapshot | None) -> None:
         wanted: dict[str, tuple] = {}
+        room = tables.name_room(self.query_one("#gpus", DataTable))
         if snap is not None:
             for g in snap.gpus:
-                wanted[f"{snap.name}:{g.index}"] = tables.gpu_cells(snap, g)
+                wanted[f"{snap.name}:{g.index}"] = tables.gpu_cells(snap, g, room)
             for bus in snap.lost_gpus:
                 wanted[f"{snap.name}:lost:{bus}"] = tables.lost_gpu_cells(bus)
         tables.sync_table(self.query_one("#gpus", DataTable), wanted)

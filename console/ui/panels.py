@@ -71,6 +71,13 @@ class ProcTable(VirtualTable):
 class FindingTable(PanelTable):
     BINDINGS = keys.bindings("findings")
 
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        """The title's arrows say where the findings out of view are (IncidentApp._title_findings)."""
+        super().watch_scroll_y(old, new)
+        title = getattr(self.app, "_title_findings", None)
+        if title is not None and self.styles.height is not None:
+            title(True)
+
 
 def fit_main_panels(root, with_nodes: bool) -> bool:
     """Share ``root``'s #main rows between its panels (console/ui/layout.py): the findings first

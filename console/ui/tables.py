@@ -119,7 +119,9 @@ def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = Non
     return (literal(name, limit=28), state, t.mib(used), str(len(snap.gpus)), probe, finding_cell(snap))
 
 
-def gpu_cells(snap: NodeSnapshot, g: Gpu) -> tuple:
+def gpu_cells(snap: NodeSnapshot, g: Gpu, name_room: int | None = None) -> tuple:
+    """``name_room``: the cells the name may take before the panel's edge (it is cut there with
+    "…", never mid-word against the memory chart)."""
     holders = gpu_holders(snap, g.index)
     used, total = g.memory_used_mib, g.memory_total_mib
     share = (used or 0) / total if total else 0
@@ -127,7 +129,23 @@ def gpu_cells(snap: NodeSnapshot, g: Gpu) -> tuple:
     mig = f" MIG×{len(g.mig_instances)}" if g.mig_mode else ""
     return (Text(str(g.index)), Text(f"{fmt_mib(used)} / {fmt_mib(total)}", style=style),
             "N/A" if g.utilization_pct is None else f"{g.utilization_pct}%",
-            str(len(holders)), literal(g.name + mig, limit=48))
+            str(len(holders)), _cut(literal(g.name + mig, limit=48), name_room))
+
+
+def _cut(text: Text, room: int | None) -> Text:
+    if room is not None and room >= 4 and text.cell_len > room:
+        text.truncate(room, overflow="ellipsis")
+    return text
+
+
+def name_room(table: DataTable, name_key: str = "name") -> int | None:
+    """The cells left for ``name_key``'s column once the table's other columns are drawn (None:
+    not laid out yet)."""
+    width = table.scrollable_content_region.width
+    if width <= 0:
+        return None
+    others = sum(c.get_render_width(table) for c in table.ordered_columns if c.key != name_key)
+    return width - others - 2 * table.cell_padding
 
 
 def lost_gpu_cells(bus: str) -> tuple:
