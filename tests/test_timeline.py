@@ -226,8 +226,8 @@ def test_show_and_export_put_an_action_and_its_outcome_in_one_block(incident_dir
     assert "- targets: 65102 (python3)" in block and "$ kill -s TERM 65102\nsent SIGTERM to 1 of 1" in block
     assert "exit status 0" in block and f"Outcome (#2, {entries[1].ts}): SIGTERM 1 process: sent" in block
     assert "- before: GPU0 69000 MiB" in block and "- after: GPU0 4 MiB" in block
-    assert "- freed: 68996 MiB in 3.0 s" in block
+    assert "- freed: 67.4 GiB in 3.0 s" in block
     text = export.as_text(entries)
     assert [line.split()[0] for line in text.splitlines() if line.startswith("#")] == ["#1", "#3"]
     assert "outcome #2" in text and "(rc 0): SIGTERM 1 process: sent to 1 of 1" in text
-    assert "freed 68996 MiB in 3.0 s" in text
+    assert "freed 67.4 GiB in 3.0 s" in text

@@ -72,7 +72,7 @@ async def test_replay_steps_forward_and_back_and_verdicts_hold_as_of_the_step(tm
         await pilot.pause()
         text = screen(app)
         assert "step 4/5" in text and "T+0:00:40" in text and "H1 open" in text
-        assert "$ kill -s KILL 72169   rc 0" in text and "freed 75799 MiB in 26.4 s" in text
+        assert "$ kill -s KILL 72169   rc 0" in text and "freed 74.0 GiB in 26.4 s" in text
         assert "memory before: GPU0 76109 MiB" in text and "memory after:  GPU0 310 MiB" in text
         await pilot.press("n")
         await pilot.pause()
@@ -122,7 +122,7 @@ async def test_replay_shows_the_action_when_sent_and_its_outcome_when_seen(tmp_p
         text = screen(app)
         assert "step 3/3" in text and "outcome of action #2: kill -s KILL 72169" in text
         assert "outcome" in list_row(app, 2) and "of #2" in list_row(app, 2) and "(rc 0)" in list_row(app, 2)
-        assert "freed 75799 MiB in 9.0 s" in text
+        assert "freed 74.0 GiB in 9.0 s" in text
     # a view that has both (follow, or the last step) shows the outcome in the action's detail too
     body = detail(RECORDED_FIRST, 1, 3).plain
     assert "outcome #3" in body and "rc 0" in body and "memory after:  GPU0 310 MiB" in body

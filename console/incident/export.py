@@ -58,7 +58,7 @@ def _memory(m) -> str:
 
 
 def _freed(e: TimelineEntry) -> str:
-    return (f"freed {e.freed_mib} MiB" + (f" in {e.seconds_to_free:.1f} s" if e.seconds_to_free is not None else "")
+    return (f"freed {mib(e.freed_mib)}" + (f" in {e.seconds_to_free:.1f} s" if e.seconds_to_free is not None else "")
             if e.freed_mib is not None else "")
 
 

@@ -19,6 +19,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from console.diagnosis import text as t
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import TimelineEntry
 
@@ -62,7 +63,11 @@ def duration(seconds: float | None) -> str:
 
 
 def mib(value: int | float) -> str:
-    return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value:.0f} MiB"
+    """GPU memory as the console says it everywhere (console/diagnosis/text.py: one rule); a value
+    that is not a number (a hand-edited file) as it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return f"{value} MiB"
+    return t.mib(round(value))
 
 
 def gpu_list(gpus: Sequence[int]) -> str:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from console.diagnosis import text as t
 from console.incident.timeline import outcomes
 from console.model import TimelineEntry
 
@@ -124,7 +125,7 @@ def _freed_on(before: Mapping[str, int | None] | None, after: Mapping[str, int |
 
 
 def _mib(value: int) -> str:
-    return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value} MiB"
+    return t.mib(value)          # one rounding rule (console/diagnosis/text.py)
 
 
 def _gpus(gpus: set[int]) -> str:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from rich.text import Text
 
+from console.incident.summary import mib
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import VERDICTS, TimelineEntry
 from console.textsafe import one_line
@@ -110,7 +111,7 @@ def memory_text(memory: object) -> str:
 def freed_text(e: TimelineEntry) -> str:
     if e.freed_mib is None:
         return ""
-    out = f"freed {_num(e.freed_mib)} MiB"
+    out = f"freed {mib(e.freed_mib)}"                 # one rounding rule (incident/summary.py, diagnosis/text.py)
     if e.seconds_to_free is not None:
         out += f" in {_num(e.seconds_to_free, '.1f')} s"
     return out
@@ -125,12 +126,12 @@ def targets_text(targets: object) -> str:
     if not isinstance(targets, (list, tuple)):
         return printable(targets, 200)
     parts = []
-    for t in targets:
-        if isinstance(t, Mapping):
-            name = t.get("name")
-            parts.append(printable(t.get("pid"), 12) + (f" ({printable(name, 40)})" if name else ""))
+    for target in targets:
+        if isinstance(target, Mapping):
+            name = target.get("name")
+            parts.append(printable(target.get("pid"), 12) + (f" ({printable(name, 40)})" if name else ""))
         else:
-            parts.append(printable(t, 40))
+            parts.append(printable(target, 40))
     return ", ".join(parts)
 
 
