@@ -12,7 +12,10 @@ What keeps them from outliving the console (netdata's loop-mode nvidia-smi was l
 holding the device files: netdata #7143): each runs under ``timeout LOOP_RENEW_S`` (the probe
 starts a new one when it ends, so the files stay small too), and the shell kills them when it
 exits (a trap on EXIT, HUP, PIPE and TERM: the SSH session closing ends the shell, or its
-next write); each file is
+next write); a shell killed outright (SIGKILL: no trap runs) still takes them along, for each
+loop runs as ``setpriv --pdeathsig TERM timeout … setpriv --pdeathsig TERM nvidia-smi …`` where
+util-linux has setpriv (the kernel sends TERM when the parent dies: an orphaned test loop once
+ran on after its shell and its ``timeout`` were gone); each file is
 capped (``ulimit -f``: an nvidia-smi that floods its output is stopped at LOOP_FILE_BLOCKS, a
 test's flood once filled 80 GB of /tmp in 40 s before this cap). They are the
 console's own processes on the node (children of its probe shell: ssh/session.py counts them
@@ -66,7 +69,8 @@ def start_command(gpu_fields: str, gpu_fields_recovery: str, apps_fields: str, r
     """The loop section: start the loops unless both run (see the module's doc)."""
     g, a, d = LOOP_GPU, LOOP_APPS, LOOP_DIR
     stop = f"kill \"${g}\" \"${a}\" 2>/dev/null; rm -rf \"${d}\""
-    run = (f"(ulimit -f {LOOP_FILE_BLOCKS}; exec timeout {LOOP_RENEW_S} $gi_Lb {{q}}) </dev/null >>\"${d}/{{f}}\" 2>&1 &")
+    run = (f"(ulimit -f {LOOP_FILE_BLOCKS}; exec $gi_Lp timeout {LOOP_RENEW_S} $gi_Lp $gi_Lb {{q}}) "
+           f"</dev/null >>\"${d}/{{f}}\" 2>&1 &")
     return (
         f"if [ -n \"${g}\" ] && kill -0 \"${g}\" 2>/dev/null && kill -0 \"${a}\" 2>/dev/null; then "
         f"echo \"running ${g} ${a}\"; else "
@@ -74,6 +78,7 @@ def start_command(gpu_fields: str, gpu_fields_recovery: str, apps_fields: str, r
         f"grep -qs '{NOT_A_FIELD}' \"${d}/g\" && {rf_var}=0; {stop}; exec {GPU_FD}<&- {APPS_FD}<&-; fi; "
         f"if {d}=$(mktemp -d \"${{TMPDIR:-/tmp}}/gpu-incident-smi.XXXXXX\"); then "
         f": >\"${d}/g\"; : >\"${d}/a\"; gi_Lb=; command -v stdbuf >/dev/null 2>&1 && gi_Lb='stdbuf -oL'; "
+        f"gi_Lp=; command -v setpriv >/dev/null 2>&1 && gi_Lp='setpriv --pdeathsig TERM'; "
         f"case \"${{{rf_var}:-1}}$(head -n 1 {version_file} 2>/dev/null)\" in 0*|{old_driver_case}) "
         f"{run.format(q=query_gpu_loop(gpu_fields), f='g')} {g}=$!;; "
         f"*) {run.format(q=query_gpu_loop(gpu_fields_recovery), f='g')} {g}=$!;; esac; "

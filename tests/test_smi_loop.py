@@ -14,7 +14,7 @@ from console.actions.plan import plan_action
 from console.diagnosis import diagnose
 from console.session import Session
 from console.sources.ssh.source import SshSource
-from tests.polling import eventually
+from tests.polling import eventually, until
 from tests.test_ssh import node_a, options  # noqa: F401 (fixture)
 
 
@@ -171,3 +171,55 @@ def test_a_loop_whose_start_time_is_unread_is_stopped_only_while_it_is_still_a_l
         for p in (loop, other):
             p.kill()
             p.wait()
+
+
+def test_a_probe_shell_killed_outright_takes_its_loops_along(tmp_path):
+    """SIGKILL leaves no trap to run: the loops still end (setpriv's parent-death signal), never
+    an nvidia-smi holding the device files after the console's shell is gone."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import pytest
+    from console import probe
+    if shutil.which("setpriv") is None:
+        pytest.skip("util-linux setpriv is not installed here")
+    smi = tmp_path / "smi"
+    smi.mkdir()
+    (smi / "mode").write_text("normal\n")
+    (smi / "gpu").write_text("0, GPU-a, H100, 00000000:01:00.0, 1, 81559, 0, Enabled, Disabled\n")
+    (smi / "gpu_recovery").write_text("0, GPU-a, H100, 00000000:01:00.0, 1, 81559, 0, Enabled, Disabled, None\n")
+    env = dict(os.environ, GI_FAKE_SMI=str(smi), TMPDIR=str(tmp_path),
+               PATH=os.path.join(os.path.dirname(__file__), "bin") + os.pathsep + os.environ["PATH"])
+    shell = subprocess.Popen(["sh", "-c", probe.loop_command() + "; sleep 60"], env=env, stdout=subprocess.PIPE,
+                             text=True)
+    mine: list[int] = []
+    try:
+        started = shell.stdout.readline().split()
+        assert started[0] == "started", started
+        loops = [int(p) for p in started[1:3]]
+        mine += loops
+
+        def under_timeout() -> list[int]:
+            try:
+                return [k.pid for p in loops for k in psutil.Process(p).children()]
+            except psutil.NoSuchProcess:
+                return []
+        # each loop runs its nvidia-smi under timeout (forked a moment after the shell said started)
+        assert until(lambda: len(under_timeout()) >= 2), "no nvidia-smi under timeout"
+        mine += under_timeout()
+        shell.send_signal(signal.SIGKILL)
+        shell.wait()
+
+        def gone() -> bool:
+            return not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in mine)
+        assert until(gone, 10), [psutil.Process(p).cmdline() for p in mine if psutil.pid_exists(p)]
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
+        for p in mine:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
