@@ -218,6 +218,11 @@ def old_driver(version_line: str) -> bool:
     return any(fnmatch.fnmatchcase(version_line, p) for p in OLD_DRIVER_PATTERNS)
 
 
+def _old_driver_case() -> str:
+    """OLD_DRIVER_PATTERNS as one ``case`` pattern of the shell (spaces escaped)."""
+    return "|".join(p.replace(" ", "\\ ") for p in OLD_DRIVER_PATTERNS)
+
+
 def gpu_call() -> str:
     """The gpu section: the GPU query, with RECOVERY_FIELD where the driver may know it.
 
@@ -226,7 +231,7 @@ def gpu_call() -> str:
     nvidia-smi still rejects the field (exit 2) is asked again without it in the same section,
     and the shell remembers (RF), so that costs one call once per probe shell. An unreadable
     version file (a container without /proc/driver/nvidia) counts as new."""
-    old = "|".join(p.replace(" ", "\\ ") for p in OLD_DRIVER_PATTERNS)
+    old = _old_driver_case()
     plain = f"{timed(QUERY_GPU)} 2>&1; {NV_RC}=$?"
     return (f"case \"${{{RF}:-1}}$(head -n 1 {DRIVER_VERSION_FILE} 2>/dev/null)\" in 0*|{old}) {plain};; "
             f"*) {timed(QUERY_GPU_RECOVERY)} 2>&1; {NV_RC}=$?; "
@@ -247,9 +252,8 @@ def driver_call(name: str) -> str:
 def loop_command() -> str:
     """The loop section (console/probe_loop.py): it also resets NV_RC, as the first driver call
     does (the GPU query is not asked while the loops answer)."""
-    old = "|".join(p.replace(" ", "\\ ") for p in OLD_DRIVER_PATTERNS)
     return f"{NV_RC}=0; " + probe_loop.start_command(
-        GPU_FIELDS, f"{GPU_FIELDS},{RECOVERY_FIELD}", APP_FIELDS, RF, DRIVER_VERSION_FILE, old)
+        GPU_FIELDS, f"{GPU_FIELDS},{RECOVERY_FIELD}", APP_FIELDS, RF, DRIVER_VERSION_FILE, _old_driver_case())
 
 
 def sections(device_glob: str = DEFAULT_DEVICE_GLOB,

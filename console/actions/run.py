@@ -490,16 +490,10 @@ def restore_hint(plan: ActionPlan, snap: NodeSnapshot | None, actions) -> str:
         return ""
     if not any(a.rung == "clear-blockers" and a.node in (None, plan.node) for a in actions):
         return ""
-    off = [g.index for g in snap.gpus if g.persistence_mode is False]
-    steps = []
-    if off:
-        every = len(off) == len(snap.gpus)
-        steps.append("nvidia-smi -pm 1" + ("" if every else " -i " + ",".join(map(str, off))))
-    if not any(who.program_of(p) == "nvidia-persistenced" for p in snap.processes if p.state != "Z"):
-        steps.append("systemctl start nvidia-persistenced")
+    steps = who.restore_commands(snap, ("nvidia-persistenced",))
     if not steps:
         return ""
-    what = " and ".join(w for w, on in (("persistence mode", bool(off)),
+    what = " and ".join(w for w, on in (("persistence mode", steps[0].startswith("nvidia-smi")),
                                          ("nvidia-persistenced", "systemctl" in steps[-1])) if on)
     return f"{what} still off since B: once the GPU is healthy, restore {'them' if ' and ' in what else 'it'} " \
            f"with `{'`, `'.join(steps)}` (x: the next step does it, Confirm first)"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from console.diagnosis import text as t
-from console.diagnosis.who import FREED_MIB, blocker_daemon
+from console.diagnosis.who import BLOCKER_DAEMONS, FREED_MIB, blocker_daemon, program_of
 from console.model import NodeSnapshot
 
 Memory = Mapping[str, "int | None"]
@@ -90,7 +90,6 @@ def memory_settled(before: Memory, after: Memory, expected: Memory) -> bool:
 def restored(snap: NodeSnapshot, commands: Sequence[str]) -> bool:
     """What a restore (B undone) ran shows in this reading: persistence mode on where it asked,
     each daemon it started running."""
-    from console.diagnosis.who import BLOCKER_DAEMONS, program_of
     running = {program_of(p) for p in snap.processes if p.state != "Z"}
     for line in commands:
         if line.startswith("nvidia-smi -pm 1"):

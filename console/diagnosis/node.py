@@ -316,7 +316,8 @@ def blockers_off(sit: Situation) -> list[Finding]:
     daemons it stopped. While a reset is still wanted it stays off (info); once no advice wants
     one, putting it back is the node's next step (low, rung "restore": x, through Confirm)."""
     b = sit.last_action(("clear-blockers",))
-    if b is None or sit.last_action(("restore",)) is not None and sit.last_action(("restore",)).ts >= b.ts:
+    restore = sit.last_action(("restore",))
+    if b is None or (restore is not None and restore.ts >= b.ts):
         return []
     stopped = [name for _pid, _parent, name in b.family]
     lines = restore_commands(sit.snap, stopped, b.gpus)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+import time
 from typing import Callable
 
 from console import probe, probe_loop, probe_scope
@@ -293,8 +294,7 @@ def _loop_ticks(node: SimNode, v: dict[str, str]) -> list[float]:
 
 
 def _stamp(t: float) -> str:
-    import time as _time
-    return _time.strftime("%Y/%m/%d %H:%M:%S", _time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}"
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
 def _loop_rows(node: SimNode, v: dict[str, str], query: list[str]) -> str:

@@ -186,7 +186,7 @@ class ShellSource(Source):
         clock = getattr(self, "clock", None)
         return clock.now() if clock is not None else time.time()
 
-    def _note_loop(self, snap: NodeSnapshot) -> None:
+    def _note_loop(self) -> None:
         """After a probe that asked the loops: back off to per-poll calls when they keep dying
         (an nvidia-smi that cannot loop, a driver that fails) or cannot start."""
         what = self._parse_cache.get("smi_loop_what", "")
@@ -303,7 +303,7 @@ class ShellSource(Source):
         snap = await self._poll()
         self._remember(snap)
         if self._loop:
-            self._note_loop(snap)
+            self._note_loop()
         return snap
 
     async def _poll(self) -> NodeSnapshot:

@@ -157,15 +157,15 @@ def proc_widths(rows, tagged: set[str]) -> dict[str, int]:
     panel builds only those it draws): as wide as the widest PID, D count, memory and user."""
     if not rows:
         return {}
-    mem = [cell_width(proc_cells(r)[3]) for r in rows if r.proc.gpu_memory_mib or r.proc.holds_devices]
+    mem = [cell_width(mem_cell(r.proc)) for r in rows if r.proc.gpu_memory_mib or r.proc.holds_devices]
     return {"pid": max(len(str(r.proc.pid)) for r in rows) + (1 if tagged else 0),
             "d": max(len(str(r.proc.threads_in_d)) if r.proc.threads_in_d else 0 for r in rows),
             "mib": max(mem, default=0),
             "user": min(10, max(len(r.proc.user or "?") for r in rows))}
 
 
-def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
-    p = r.proc
+def mem_cell(p) -> str:
+    """The GPU MiB cell: "76105 g0", "81920 ×8", "dev g7" for a device holder with no memory."""
     mib = p.gpu_memory_total_mib
     gpus = ",".join(sorted(p.gpu_memory_mib, key=lambda k: (len(k), k)))
     devs = p.device_gpus
@@ -173,6 +173,12 @@ def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
                                  else "dev") if p.holds_devices else "")
     if gpus and mib:
         mem = f"{mib} g{gpus}" if len(p.gpu_memory_mib) <= 2 else f"{mib} ×{len(p.gpu_memory_mib)}"
+    return mem
+
+
+def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
+    p = r.proc
+    mem = mem_cell(p)
     indent = "  " * r.depth
     name = indent + (f"{p.name} <defunct>" if p.state == "Z" else (p.cmdline or f"[{p.name}]"))
     return (Text(f"*{p.pid}" if tagged else str(p.pid), style="bold reverse" if tagged else ""),
@@ -240,8 +246,6 @@ def content_lines(table) -> int:
 
 def rows_in_view(table: DataTable, lines: int) -> int:
     """How many rows fit whole in ``lines`` (the header taken off)."""
-    if isinstance(table, VirtualTable):      # a line a row
-        return max(0, min(table.row_count, lines - table.header_height))
     lines -= table.header_height if table.show_header else 0
     shown = 0
     for r in table.ordered_rows:
@@ -252,9 +256,7 @@ def rows_in_view(table: DataTable, lines: int) -> int:
     return shown
 
 
-def selected_key(table) -> str | None:
-    if isinstance(table, VirtualTable):
-        return table.selected_key
+def selected_key(table: DataTable) -> str | None:
     if not table.row_count or not 0 <= table.cursor_row < table.row_count:
         return None
     return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
@@ -339,7 +341,7 @@ def _refill(table: DataTable, wanted: dict[str, tuple], selected: str | None) ->
         table.move_cursor(row=min(row, table.row_count - 1), animate=False)
 
 
-def sync_table(table, wanted: dict[str, tuple]) -> None:
+def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
     """Update rows by key: the cursor stays on the same row (process). When most rows go, the
     table is refilled (_refill), the cursor put back on its row by key.
 
@@ -347,9 +349,6 @@ def sync_table(table, wanted: dict[str, tuple]) -> None:
     a fresh object, so the sort key can find each row's wanted position by that object's
     identity.
     """
-    if isinstance(table, VirtualTable):
-        table.set_cells(wanted)
-        return
     wanted = {key: literal_cells(cells) for key, cells in wanted.items()}   # literally, never markup
     selected = selected_key(table)
     sent = _SENT.setdefault(table, {})

@@ -179,10 +179,6 @@ class VirtualTable(ScrollView, can_focus=True):
         if self.selected_key is not None and self.selected_key != selected:
             self.post_message(self.RowHighlighted(self, self.selected_key))
 
-    def set_cells(self, wanted: dict[str, tuple]) -> None:
-        """The rows as their cells, by key."""
-        self.set_rows(list(wanted.items()))
-
     def clear(self) -> None:
         self.set_rows([])
 
