@@ -6,10 +6,12 @@ polled every second the engine's work arrives as hundreds of small steps a secon
 that lands among them waits behind every step already queued, then its frame waits behind
 the next ones. So a key *holds* the engine (``KEYS_FIRST.hold``, called by the UI when a key
 or click arrives): the engine's heavy steps wait at ``turn()`` until the UI has drawn the
-frame that answers it (``release``), and never longer than HOLD_MAX_S. What is in flight
-keeps flowing (replies are read off the sockets; only parsing waits), so a hold costs a poll
-tens of milliseconds, never its deadline (the poll deadlines do not count a stalled loop:
-clock.timeout_ignoring_stalls). Between two holds the engine runs at least REOPEN_MIN_S,
+frame that answers it (``release``), and never longer than HOLD_MAX_S. On the engine's own
+thread (``own_thread``) the hold stops its whole loop, not only the parses: the loop's next
+step waits (SSH reads, decryption, diagnosis all pause, the replies wait in the sockets) so the screen's thread has the interpreter to itself for the key's frame. At
+256 real-size nodes the engine's other steps still took the interpreter half the time and a key's
+frame p99 was 250 ms. A hold costs a poll tens of milliseconds, never its deadline (the poll
+deadlines do not count a stalled loop: clock.timeout_ignoring_stalls). Between two holds the engine runs at least REOPEN_MIN_S,
 so a held-down key cannot starve the polls.
 
 No Textual here: the UI calls ``hold``/``release``; the sources and the monitor call ``turn``.
@@ -17,6 +19,7 @@ No Textual here: the UI calls ``hold``/``release``; the sources and the monitor 
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 import time
 import weakref
@@ -37,6 +40,8 @@ class KeysFirst:
         self._loop: asyncio.AbstractEventLoop | None = None   # the loop of the hold
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._released_at = float("-inf")
+        self._open = threading.Event()     # set while no hold is on: what a stalled loop waits on
+        self._open.set()
 
     @property
     def holding(self) -> bool:
@@ -59,7 +64,17 @@ class KeysFirst:
             if self.holding or now - self._released_at < REOPEN_MIN_S:
                 return False
             self._until, self._loop, self._waiters = now + HOLD_MAX_S, loop, []
+            self._open.clear()
         return True
+
+    def stall(self) -> None:
+        """Wait here, the whole thread, while a hold is on (an engine loop of its own thread, between
+        two of its steps: ``own_thread``)."""
+        if self._open.is_set():
+            return
+        left = self._until - time.monotonic()
+        if left > 0:
+            self._open.wait(left)
 
     def release(self) -> None:
         with self._lock:
@@ -68,6 +83,7 @@ class KeysFirst:
             self._released_at = min(time.monotonic(), self._until)
             self._until = 0.0
             waiters, self._waiters = self._waiters, []
+            self._open.set()
         for loop, opened in waiters:
             try:
                 loop.call_soon_threadsafe(opened.set)
@@ -98,9 +114,29 @@ KEYS_FIRST = KeysFirst()
 _OWN_THREAD_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 
 
-def own_thread(loop: asyncio.AbstractEventLoop) -> None:
-    """``loop`` is the engine's own (console/session/engine.py): no screen is drawn on it."""
+def own_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    """``loop`` is the engine's own (console/session/engine.py): no screen is drawn on it, and a
+    key's hold stops it between any two of its steps (True) or only at ``turn`` (False: a loop
+    whose ready queue is not asyncio's own deque)."""
     _OWN_THREAD_LOOPS.add(loop)
+    ready = getattr(loop, "_ready", None)
+    if type(ready) is not collections.deque:
+        return False
+    loop._ready = _GatedReady(ready)      # asyncio's queue of the callbacks due (CPython 3.11-3.13)
+    return True
+
+
+class _GatedReady(collections.deque):
+    """An event loop's queue of due callbacks whose every take waits while a key holds the engine.
+    asyncio runs each callback it takes off the queue with ``popleft``: gating there stops the
+    loop between two steps (an SSH packet, a parse, a diagnosis), not only at ``turn``. A
+    callback queued from another thread (``call_soon_threadsafe``) waited behind every callback
+    already due: at 256 nodes 50 to 200 ms, longer than the key's whole frame."""
+
+    def popleft(self):
+        if not KEYS_FIRST._open.is_set():
+            KEYS_FIRST.stall()
+        return super().popleft()
 
 
 def offload() -> bool:

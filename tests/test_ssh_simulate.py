@@ -162,7 +162,7 @@ async def test_one_console_two_simulated_nodes_and_a_real_node_one_failing(sshd,
                 if all(t in app.snapshots for t in targets):
                     break
                 await pilot.pause(0.02)
-            nodes = app.query_one("#nodes", DataTable)
+            nodes = app.query_one("#nodes")
             states = {t: str(nodes.get_cell(t, "state")) for t in targets}
             why = str(nodes.get_cell(targets[-1], "finding"))     # why it fails, in one line
             assert states[targets[-1]].startswith("✖ unreachable") and "refused" in why

@@ -71,3 +71,36 @@ async def test_a_key_on_the_screens_loop_holds_the_engine_on_its_own_thread():
         engine_loop.call_soon_threadsafe(engine_loop.stop)
         thread.join(5)
         engine_loop.close()
+
+
+async def test_a_key_stops_the_engines_whole_loop_between_two_steps_not_only_its_parses():
+    """Every step of the engine's loop waits while a key is answered, not only the parses that
+    ask for their turn: at 256 real-size nodes its SSH reads and diagnoses took the interpreter
+    half the time and a key's frame waited behind them (key→frame p99 250 ms)."""
+    import threading
+    engine_loop = asyncio.new_event_loop()
+    assert turns.own_thread(engine_loop), "asyncio's own ready queue: gated between steps"
+    steps = [0]
+
+    def step() -> None:              # a busy engine: one step after another, never awaiting a turn
+        steps[0] += 1
+        engine_loop.call_soon(step)
+    thread = threading.Thread(target=engine_loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        engine_loop.call_soon_threadsafe(step)
+        while steps[0] < 100:
+            await asyncio.sleep(0.005)
+        assert turns.KEYS_FIRST.hold()
+        await asyncio.sleep(0.01)    # the step in flight ends
+        held_at = steps[0]
+        await asyncio.sleep(0.05)
+        assert steps[0] - held_at <= 1, "the engine's loop went on while a key was answered"
+        turns.KEYS_FIRST.release()
+        while steps[0] < held_at + 100:
+            await asyncio.sleep(0.005)
+    finally:
+        turns.KEYS_FIRST.release()
+        engine_loop.call_soon_threadsafe(engine_loop.stop)
+        thread.join(5)
+        engine_loop.close()

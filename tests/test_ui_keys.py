@@ -249,7 +249,7 @@ async def test_brackets_step_through_the_nodes_from_any_panel():
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: len(app.snapshots) == 3)
         app.query_one("#procs").focus()
-        order = [r.key.value for r in app.query_one("#nodes").ordered_rows]
+        order = app.query_one("#nodes").row_keys
         start = app.current_node
         await pilot.press("right_square_bracket")
         await wait_for(pilot, lambda: app.current_node != start)

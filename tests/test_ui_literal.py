@@ -141,7 +141,7 @@ async def test_a_compute_apps_uuid_of_markup_on_a_second_node(incident_dir):
         app.post_message(NodeUpdated(await good.poll()))
         app.post_message(NodeUpdated(evil))
         await wait_for(pilot, lambda: len(app.snapshots) == 2)
-        nodes = app.query_one("#nodes", DataTable)
+        nodes = app.query_one("#nodes")
         nodes.focus()          # the node in trouble comes first and is chosen: the cursor is on it
         await wait_for(pilot, lambda: app.current_node == "gpu02")
         await wait_for(pilot, lambda: app.query_one("#procs").row_count > 3)
@@ -280,7 +280,7 @@ async def test_node_names_from_a_nodes_file_are_literal(tmp_path):
     app = IncidentApp(sources, interval=0.5)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await wait_for(pilot, lambda: len(app.snapshots) == len(sources))
-        table = app.query_one("#nodes", DataTable)
+        table = app.query_one("#nodes")
         for name in targets:
             assert shows(app, name[:27]), name               # the node column holds 28 characters
         assert shows(app, "demo\\x1b[31m")

@@ -234,7 +234,7 @@ async def test_several_nodes_come_sorted_by_trouble_with_the_worst_chosen_and_fo
                 await monitor.poll_once()
         await wait_for(pilot, lambda: len(app.snapshots) == 4)
         await pilot.pause()
-        order = [r.key.value for r in nodes.ordered_rows]
+        order = nodes.row_keys
         assert order == ["c-dead", "d-reset", "a-graceful", "b-seed"]     # failing, critical, then by name
         assert app.current_node == "c-dead" and tables.selected_key(nodes) == "c-dead"
         await pilot.press("down")                                          # ↓ works at once
@@ -247,7 +247,7 @@ async def test_several_nodes_come_sorted_by_trouble_with_the_worst_chosen_and_fo
             Finding(kind="xid", severity="critical", summary="Xid 79 on GPU 0", next_step="reboot", gpus=(0,),
                     rung="reboot"),) + app.snapshots["a-graceful"].findings)
         app.post_message(NodeUpdated(worse))
-        await wait_for(pilot, lambda: [r.key.value for r in nodes.ordered_rows][1] == "a-graceful")
+        await wait_for(pilot, lambda: nodes.row_keys[1] == "a-graceful")
         assert app.current_node == "d-reset" and tables.selected_key(nodes) == "d-reset"
 
 

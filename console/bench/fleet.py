@@ -41,24 +41,25 @@ def _peak_rss_mib() -> float:
 
 async def _poll_rounds(url: str, rounds: int, window_s: float) -> dict:
     """ROUNDS rounds as the console makes them: one after another, the console's garbage
-    collection pacing between them (console/ui/gc_pacing.py: survivors frozen)."""
+    collection pacing between them (console/ui/gc_pacing.py)."""
     from console.diagnosis.fleet import assess
     from console.sources.prometheus import PrometheusSource
-    from console.ui.gc_pacing import freeze_survivors
+    from console.ui.gc_pacing import Paced
     source = PrometheusSource(url, window_s=window_s, timeout_s=60)
     times, nodes, suspects, errors = [], 0, 0, []
     try:
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            snap = assess(await source.poll())
-            times.append((time.perf_counter() - t0) * 1000)
-            freeze_survivors()
-            keep = snap                      # noqa: F841 - the console keeps the last round
-            if snap.error:
-                errors.append(snap.error)
-            nodes = len(snap.nodes)
-            suspects = sum(1 for n in snap.nodes if n.suspicion_rank)
-            gpus = sum(len(n.gpus) for n in snap.nodes)
+        with Paced() as paced:
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                snap = assess(await source.poll())
+                times.append((time.perf_counter() - t0) * 1000)
+                paced.tick()
+                keep = snap                      # noqa: F841 - the console keeps the last round
+                if snap.error:
+                    errors.append(snap.error)
+                nodes = len(snap.nodes)
+                suspects = sum(1 for n in snap.nodes if n.suspicion_rank)
+                gpus = sum(len(n.gpus) for n in snap.nodes)
     finally:
         await source.close()
     return {"times_ms": times, "nodes": nodes, "gpus": gpus, "suspects": suspects, "errors": errors[:3],

@@ -32,7 +32,7 @@ from console.bench.crowd import DATALOADERS, WORKER_THREADS, WORKERS, Crowd
 from console.bench.stats import Result, percentile
 from console.bench.transport import STANDIN, _node_env
 from console.monitor import NodeMonitor
-from console.ui.gc_pacing import freeze_survivors
+from console.ui.gc_pacing import Paced
 from console.sources.capture import ProbeOutput
 from console.sources.ssh.options import SshOptions
 from console.sources.ssh.source import SshSource
@@ -107,15 +107,15 @@ async def _measure_one(dest: str, options: SshOptions, server: loopback.Loopback
         monitor = NodeMonitor(src)
         monitor.watched = False                  # one node of many: unchanged input is not re-diagnosed
         n = 0
-        for i in range(polls):
-            due = t0 + (i + 1) * POLL_S
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            if i % 2 == 0:
-                freeze_survivors()               # the console's collector pacing (ui/gc_pacing.py)
-            snap = await monitor.poll_once()
-            if snap.error is not None:
-                raise RuntimeError(f"realsize: a poll failed: {snap.error}")
-            n += 1
+        with Paced() as paced:                   # the console's collector pacing (ui/gc_pacing.py)
+            for i in range(polls):
+                due = t0 + (i + 1) * POLL_S
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                paced.tick()
+                snap = await monitor.poll_once()
+                if snap.error is not None:
+                    raise RuntimeError(f"realsize: a poll failed: {snap.error}")
+                n += 1
         wall = time.perf_counter() - t0
         node1, me1 = _node_cpu_s(server), _self_cpu_s()
         light = [b for is_light, b in src.sizes[1:] if is_light]

@@ -90,6 +90,12 @@ SWITCH_INTERVAL_S = 0.001
 #: q while a check runs or an action is verified says so; a second q within this long quits
 QUIT_AGAIN_S = 5.0
 
+import os as _os
+_TR = open(_os.environ["GI_KEYTRACE"], "a", buffering=1) if _os.environ.get("GI_KEYTRACE") else None
+def _tr(what):
+    if _TR: _TR.write(f"{time.monotonic():.4f} {what}\n")
+
+
 class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
@@ -141,6 +147,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self._last_redraw = float("-inf")
         self._arrived: dict[str, float] = {}       # when each node's last reading came (monotonic)
         self._stale: set[str] = set()              # nodes drawn as stale
+        self._node_widths: dict[str, dict[str, int]] = {}   # each node's row's widths (tables.node_widths)
         #: no reading for this long and the node is drawn stale, with its age (on_mount: three
         #: intervals, and never less than a poll's deadline and its slack)
         self.stale_after_s: float | None = None
@@ -180,7 +187,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         yield slurm_line
         with Vertical(id="main"):
             if self.multi_node:
-                yield NodeTable(id="nodes", cursor_type="row")
+                yield NodeTable(id="nodes")
             with Horizontal(id="gpu-row"):
                 yield GpuTable(id="gpus", cursor_type="row")
                 yield MemoryChart(id="gpu-chart")      # memory over the incident, actions marked
@@ -199,9 +206,8 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         # (256 polls a second) each waits for the interpreter: 1 ms, not Python's 5 ms
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         if self.multi_node:
-            nodes = self.query_one("#nodes", DataTable)
-            tables.add_columns(nodes, tables.NODE_COLUMNS)
-            tables.sync_table(nodes, {s.name: tables.node_cells(s.name, None) for s in self.sources})
+            tables.add_columns(self.query_one("#nodes", NodeTable), tables.NODE_COLUMNS)
+            self._render_nodes({s.name: None for s in self.sources})
         tables.add_columns(self.query_one("#gpus", DataTable), tables.GPU_COLUMNS)
         tables.add_columns(self.query_one("#procs", ProcTable), tables.PROC_COLUMNS)
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
@@ -237,12 +243,15 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
         await asyncio.gather(self.engine.close(), self.stop_fleet(), return_exceptions=True)
+        gc_pacing.stop()
 
     def post_message(self, message: Message) -> bool:
         """A key or a click holds the engine until the frame that answers it is drawn
         (console/turns.py): the operator's key goes before the next node's parse."""
         if isinstance(message, (events.Key, events.MouseDown)):
             KEYS_FIRST.hold()
+            if isinstance(message, events.Key) and message.key == "a":
+                _tr("key")
         return super().post_message(message)
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
@@ -300,6 +309,11 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             self._redraw_timer = self.set_timer(wait, self._redraw_updated)
 
     def _redraw_updated(self) -> None:
+        t0 = time.monotonic()
+        self._redraw_updated2()
+        _tr(f"redraw{(time.monotonic()-t0)*1000:.0f}")
+
+    def _redraw_updated2(self) -> None:
         """Draw what the node updates since the last redraw changed: the status line, their
         rows of the node table, and the panels when the viewed node is among them."""
         self._redraw_timer = None
@@ -335,31 +349,35 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         ages = {n: age for n in self._arrived if (age := self.stale_s(n)) is not None}
         if not ages and not self._stale:
             return
-        if self.multi_node and self.query("#nodes"):
-            nodes = self.query_one("#nodes", NodeTable)
-            for name in ages.keys() | self._stale:
-                tables.update_row(nodes, name, tables.node_cells(name, self.snapshots.get(name), ages.get(name)))
+        changed = ages.keys() | self._stale
         self._stale = set(ages)
+        if self.multi_node and self.query("#nodes"):
+            self._render_nodes(dict.fromkeys(changed))
         self._render_status()
 
     def _render_nodes(self, updated) -> None:
         """Nodes in trouble first (tables.node_order); the cursor stays on its node, or, until
         the operator moves it, on the first row: the node in the most trouble. ``updated``: the
-        names whose snapshots changed since the last redraw (only their rows are redrawn, unless
-        the order changed)."""
+        names whose snapshots changed since the last redraw (their columns' widths are worked
+        out again); only the rows in view are made (NodeTable)."""
         nodes = self.query_one("#nodes", NodeTable)
+        widths = self._node_widths
+        for name in updated:
+            widths[name] = tables.node_widths(name, self.snapshots.get(name), self.stale_s(name))
         order = sorted(self.sources, key=lambda s: tables.node_order(s.name, self.snapshots.get(s.name)))
-        names = [s.name for s in order]
-        same_order = [r.key.value for r in nodes.ordered_rows] == names
-        if not same_order or not all(tables.update_row(nodes, n, tables.node_cells(n, self.snapshots.get(n)))
-                                     for n in updated):
-            tables.sync_table(nodes, {n: tables.node_cells(n, self.snapshots.get(n)) for n in names})
+        wide = {key: max((w[key] for w in widths.values() if key in w), default=0)
+                for _label, key in tables.NODE_COLUMNS[:-1]}
+        nodes.set_rows([(s.name, s.name) for s in order], self._node_row, wide)
         if not nodes.user_moved and nodes.row_count and nodes.cursor_row != 0:
             nodes.move_cursor(row=0, animate=False)
 
-    @on(DataTable.RowHighlighted, "#nodes")
-    def _node_chosen(self, event: DataTable.RowHighlighted) -> None:
-        name = event.row_key.value if event.row_key is not None else None
+    def _node_row(self, name: str) -> tuple:
+        """A node's row as drawn (only for the rows in view)."""
+        return tables.node_cells(name, self.snapshots.get(name), self.stale_s(name))
+
+    @on(NodeTable.RowHighlighted, "#nodes")
+    def _node_chosen(self, event: NodeTable.RowHighlighted) -> None:
+        name = event.key
         if name and name != self.current_node:
             self.current_node = name
             self._watch_current()
@@ -394,6 +412,19 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         tables.sync_table(findings, tables.finding_rows(snap, width))
         self.render_slurm()
         self.fit_panels()
+
+    def _display(self, screen, renderable) -> None:
+        d = self._driver
+        if _TR and d is not None and not getattr(d, "_wrapped", False):
+            w = d.write
+            def write(data, w=w):
+                tag = "ALL" if "a: GPU-related only" in data else ("GPU" if "a: all" in data else "")
+                _tr(f"write{len(data)}{tag}")
+                return w(data)
+            d.write = write; d._wrapped = True
+        t0 = time.monotonic()
+        super()._display(screen, renderable)
+        if _TR and renderable is not None: _tr(f"display{(time.monotonic()-t0)*1000:.0f}")
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._resized)
@@ -664,6 +695,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.push_screen(HelpScreen(keys.help_rows(self.keymap, fleet=self.fleet_mode)))
 
     def action_toggle_all(self) -> None:
+        _tr("act")
         self.show_all = not self.show_all
         if self.show_all:
             self.read_whole_table()

@@ -1,50 +1,88 @@
-"""Garbage collection paced for a console that keeps a lot in memory and must answer keys.
+"""Garbage collection for a console that keeps a lot in memory and must answer keys.
 
-Polling 256 nodes keeps a few hundred thousand objects alive (each node's latest snapshot and
-five minutes of history digests). CPython's full collection walks all of them: 70 to 400 ms
-with every thread stopped, every few seconds while the history fills, and each one is a key
-that waits. So what has survived a young collection is moved out of the collector's sight
-(``gc.freeze()``) every FREEZE_EVERY_S: collections then walk only what is young and take a
-few milliseconds. What the console drops (old history, replaced snapshots) holds no reference
-cycles and is freed by reference counting all the same; cyclic garbage that was frozen while
-still in use (an asyncio future of a poll in flight, say) is collected by one full collection
-every FULL_EVERY_S, the one pause left.
+Polling 256 real-size nodes (2,000 processes each) keeps some gigabyte of objects alive, and
+every poll makes containers of thousands of entries (a node's table, its process list). A
+collection walks every entry of every container younger than what it collects, and each entry
+is a read of an object somewhere in that gigabyte: measured there, CPython's automatic young
+collections took up to 150 ms of CPU each and its middle ones up to 250 ms, in both threads,
+each holding the interpreter. They were most of the key→frame p99 (250 ms; 100 ms with the
+collector off). And what they looked for is hardly there: a node polled 40 times leaves no
+cyclic garbage at all (reference counting frees what a poll drops); a failed poll leaves ~76
+objects (an exception's traceback), a frame of the screen a few.
+
+So the automatic collector is off. Every COLLECT_EVERY_S, when no key is being answered, one
+collection frees the cycles made since the last one, and what survives it is moved out of
+the collector's sight (``gc.freeze``): the next one walks only what is younger. That is one
+pause of ~0.1-0.3 s every half minute at 256 real-size nodes, instead of several a second. A
+cycle that was still in use when frozen and became garbage later is freed by the full
+collection every FULL_EVERY_S (it walks everything: seconds at that size, so rarely).
 """
 from __future__ import annotations
 
 import gc
+import time
 
 from console.turns import KEYS_FIRST
 
-#: how often survivors of a young collection are moved out of the collector's sight
-FREEZE_EVERY_S = 2.0
-#: how often everything is collected once (frozen cyclic garbage freed): one pause
-FULL_EVERY_S = 600.0
-#: the collector's own thresholds: young collections every GEN0 allocations (CPython's 700 ran
-#: ~100 young collections a second at 256 real-size nodes), and no full collection of its own
-#: (a full one between two freezes walked every survivor since the last: 11% of the console's
-#: CPU at 256 real-size nodes); what a full collection is for, freeing cyclic garbage, is
-#: collect_all's
-GEN0, GEN1, GEN2 = 10_000, 10, 1 << 30
+#: how often the cycles made since the last time are collected (and the survivors frozen)
+COLLECT_EVERY_S = 30.0
+#: how often everything, frozen or not, is collected once: one long pause
+FULL_EVERY_S = 3600.0
+#: a collection due while a key is being answered is tried again this much later
+RETRY_S = 0.25
 
 
-def freeze_survivors() -> None:
-    if KEYS_FIRST.holding:     # a key is being answered: the next turn (console/turns.py)
-        return
-    gc.collect(1)          # what is young and already garbage goes first
+def collect_young() -> int:
+    """Collect what is not frozen yet, then freeze what survived (the number of objects found
+    unreachable)."""
+    found = gc.collect()
     gc.freeze()
+    return found
 
 
 def collect_all() -> int:
     gc.unfreeze()
-    found = gc.collect()
-    freeze_survivors()
-    return found
+    return collect_young()
 
 
 def start(app) -> None:
-    """Freeze now (everything the start built), then pace the collector."""
-    gc.set_threshold(GEN0, GEN1, GEN2)
-    freeze_survivors()
-    app.set_interval(FREEZE_EVERY_S, freeze_survivors, name="gc freeze")
-    app.set_interval(FULL_EVERY_S, collect_all, name="gc full")
+    """The automatic collector off; freeze what the start built; then collect on a schedule, never
+    while a key is being answered."""
+    gc.disable()
+    gc.freeze()
+
+    def when_free(collect):
+        def run() -> None:
+            if KEYS_FIRST.holding:        # a key is being answered: its frame first (console/turns.py)
+                app.set_timer(RETRY_S, run)
+            else:
+                collect()
+        return run
+
+    app.set_interval(COLLECT_EVERY_S, when_free(collect_young), name="gc young")
+    app.set_interval(FULL_EVERY_S, when_free(collect_all), name="gc full")
+
+
+class Paced:
+    """The same pacing for a loop with no screen (the benches that stand for the console):
+    ``with Paced() as paced:`` … ``paced.tick()`` once per round."""
+
+    def __enter__(self) -> "Paced":
+        gc.disable()
+        gc.freeze()
+        self._last = time.monotonic()
+        return self
+
+    def tick(self) -> None:
+        if time.monotonic() - self._last >= COLLECT_EVERY_S:
+            collect_young()
+            self._last = time.monotonic()
+
+    def __exit__(self, *exc) -> None:
+        stop()
+
+
+def stop() -> None:
+    """The automatic collector back on (the console's screen is gone)."""
+    gc.unfreeze()
+    gc.enable()

@@ -14,9 +14,12 @@ class PanelTable(LiteralTable):
     BINDINGS = keys.bindings("tables")
 
 
-class NodeTable(PanelTable):
-    """The node table. Until the operator moves its cursor, the console keeps it on the node
-    in the most trouble (the first row); after that it stays on the node chosen."""
+class NodeTable(VirtualTable):
+    """The node table: only the rows on screen are drawn (console/ui/virtual_table.py), so a
+    redraw of 256 nodes costs what the twenty in view do. Until the operator moves its cursor,
+    the console keeps it on the node in the most trouble (the first row); after that it stays on
+    the node chosen."""
+    BINDINGS = keys.bindings("tables")
 
     user_moved = False
 
@@ -47,9 +50,9 @@ class NodeTable(PanelTable):
         self._moved()
         super().action_scroll_bottom()
 
-    async def _on_click(self, event: events.Click) -> None:
+    def on_click(self, event: events.Click) -> None:
+        """(VirtualTable's own click handler runs after this one: Textual calls each class's.)"""
         self._moved()
-        await super()._on_click(event)
 
 
 class GpuTable(PanelTable):

@@ -93,14 +93,23 @@ def probe_cell(ms: float | None) -> str:
     return f"{ms / 1000:.1f}s"
 
 
-def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = None) -> tuple:
+def node_widths(name: str, snap: NodeSnapshot | None, stale_s: float | None = None) -> dict[str, int]:
+    """The cells a node's row needs in each column but the last (the finding: it takes what is
+    left), without making its finding cell (the dear one: the memory its processes hold)."""
+    cells = node_cells(name, snap, stale_s, finding=False)
+    return {key: cell_width(value) for (_label, key), value in zip(NODE_COLUMNS[:-1], cells)}
+
+
+def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = None, *,
+               finding: bool = True) -> tuple:
     """Node, state, GPUs, used, probe time, and what matters most there: the finding that
     carries its next step, or — for a node that fails — why, in one line. ``stale_s``: no
-    reading came for that long (the poll itself stopped returning): State says so."""
+    reading came for that long (the poll itself stopped returning): State says so.
+    ``finding``: False leaves the finding's cell empty (a healthy node's: node_widths)."""
     if snap is None:
         return (literal(name, limit=28), Text("connecting…", style="dim"), "", "", "", "")
     if stale_s is not None:
-        cells = node_cells(name, snap)
+        cells = node_cells(name, snap, finding=finding)
         return (cells[0], Text(f"stale {stale_s:.0f}s", style="bold yellow"), *cells[2:])
     probe = probe_cell(snap.probe_ms)
     if snap.error:          # "unreachable: connection refused …": the kind in State, the why beside it
@@ -116,7 +125,8 @@ def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = Non
     if snap.warnings:
         word += f" ⚠{len(snap.warnings)}"
     state = Text(word, style=SEVERITY_STYLE.get(worst, "") if worst else ("green" if not snap.warnings else "yellow"))
-    return (literal(name, limit=28), state, t.mib(used), str(len(snap.gpus)), probe, finding_cell(snap))
+    return (literal(name, limit=28), state, t.mib(used), str(len(snap.gpus)), probe,
+            finding_cell(snap) if finding else "")
 
 
 def gpu_cells(snap: NodeSnapshot, g: Gpu, name_room: int | None = None) -> tuple:
@@ -247,6 +257,8 @@ def content_lines(table) -> int:
 def rows_in_view(table: DataTable, lines: int) -> int:
     """How many rows fit whole in ``lines`` (the header taken off)."""
     lines -= table.header_height if table.show_header else 0
+    if isinstance(table, VirtualTable):         # one line a row
+        return max(0, min(lines, table.row_count))
     shown = 0
     for r in table.ordered_rows:
         lines -= r.height if not r.auto_height else cell_lines(tuple(table.get_row(r.key)))
@@ -257,6 +269,8 @@ def rows_in_view(table: DataTable, lines: int) -> int:
 
 
 def selected_key(table: DataTable) -> str | None:
+    if isinstance(table, VirtualTable):
+        return table.selected_key
     if not table.row_count or not 0 <= table.cursor_row < table.row_count:
         return None
     return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value

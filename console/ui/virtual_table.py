@@ -146,6 +146,9 @@ class VirtualTable(ScrollView, can_focus=True):
     def get_row(self, key: str) -> list:
         return list(self._row_cells(self._index[key]))
 
+    def get_cell(self, key: str, column: str) -> Any:
+        return self._row_cells(self._index[key])[self.column_keys.index(column)]
+
     @property
     def selected_key(self) -> str | None:
         return self._keys[self.cursor_row] if 0 <= self.cursor_row < len(self._keys) else None
