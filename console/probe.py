@@ -66,7 +66,8 @@ gpu      nvidia-smi --query-gpu=GPU_FIELDS[,gpu_recovery_action] --format=csv,no
          the recovery action is asked for only where the driver may know it (gpu_call)
 apps     nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits
 list     nvidia-smi -L (MIG devices are indented lines "  MIG 1g.12gb Device 0: (UUID: MIG-…)")
-xid      dmesg lines with "NVRM: Xid" (last 50), or dmesg's own error text
+xid      dmesg lines with "NVRM: Xid" or a GPU's firmware boot failure (KERNEL_LINES_ERE;
+         last 50), or dmesg's own error text
 driver   driver version: cat /proc/driver/nvidia/version (first line) or nothing
 
 Bounds: the node cuts command lines (ARGS_MAX_BYTES); the reader caps each section and the
@@ -139,7 +140,23 @@ PS = f"timeout {NVSMI_TIMEOUT_S} ps -eo pid=,user:32=,args="
 DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d=${f%/stat}; "
           "w=; read -r w 2>/dev/null < $d/wchan; "
           "printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
-XID = "dmesg 2>&1 | grep -E 'NVRM: Xid|dmesg:' | tail -n 50"
+#: what the kernel driver prints, with no Xid, when a GPU's firmware cannot boot (GSP): the WPR2
+#: region a previous boot left up, then the adapter's init failing for the GPU's bus, retried
+#: over and over (open-gpu-kernel-modules #1230; #1259 after a tensor-parallel job with --ipc
+#: host). The GPU drops out of nvidia-smi's list; only a reboot (or a power cycle) clears it
+#: (console/diagnosis/xid.py firmware_failures).
+WPR2_UP = "_kgspBootGspRm: unexpected WPR2 already up"
+INIT_FAILED = "RmInitAdapter failed!"
+#: the kernel-log lines the probe keeps (grep -E): Xid lines and the two above
+KERNEL_LINES_ERE = f"NVRM: Xid|{WPR2_UP}|{INIT_FAILED}"
+
+
+def kernel_line(line: str) -> bool:
+    """A kernel-log line the console keeps: an Xid, or a firmware boot failure."""
+    return isinstance(line, str) and ("NVRM: Xid" in line or WPR2_UP in line or INIT_FAILED in line)
+
+
+XID = f"dmesg 2>&1 | grep -E '{KERNEL_LINES_ERE}|dmesg:' | tail -n 50"
 DRIVER = f"head -n 1 {DRIVER_VERSION_FILE} 2>/dev/null"
 SYS = f"echo \"modeset $(cat {DRM_MODESET_FILE} 2>/dev/null)\"; echo nvswitch {NVSWITCH_GLOB}"
 

@@ -8,6 +8,7 @@ facts a person reads with two small regular expressions (memory cells, process r
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -373,3 +374,49 @@ def test_real_gpu_recovery_action_output_dcgm_263():
 def test_every_fixture_is_parsed_by_some_test():
     here = Path(__file__).read_text(encoding="utf-8")
     assert [n for n in names() if f'"{n}"' not in here] == []
+
+
+def test_a_gpu_whose_firmware_cannot_boot_wants_a_drain_and_a_reboot_not_a_reset():
+    """open-gpu-kernel-modules #1230: no Xid, only the driver's own lines — WPR2 already up, then
+    RmInitAdapter failed for the GPU's bus, retried. The probe's kernel-log section (the real
+    grep -E of the probe, on the pasted lines) keeps them; the finding names the bus nvidia-smi
+    no longer lists, and its next step drains and reboots (a reset cannot reach the GPU)."""
+    import shutil
+    import subprocess
+    from console import probe
+    body = load("gsp-wpr2-rminit-failed-ogkm-1230.log").body
+    lines, warnings = parse.parse_xid(body)
+    assert [("WPR2" in ln, "RmInitAdapter failed!" in ln) for ln in lines] == [(True, False), (False, True)]
+    assert warnings == []
+    if shutil.which("grep"):
+        kept = subprocess.run(["grep", "-E", f"{probe.KERNEL_LINES_ERE}|dmesg:"], input=body, text=True,
+                              capture_output=True, check=True).stdout
+        assert parse.parse_xid(kept)[0] == lines
+    gpus = tuple(Gpu(index=i, uuid=f"GPU-{i}", name="NVIDIA H100 80GB HBM3", bus_id=f"00000000:{b}:00.0",
+                     memory_used_mib=4, memory_total_mib=81559, utilization_pct=0, persistence_mode=True)
+                 for i, b in enumerate(("18", "2a")))          # 0000:a1:00.0 is not among them
+    snap = NodeSnapshot(name="real", taken_at=1.0, gpus=gpus, kernel_log=tuple(lines))
+    found = [f for f in diagnose(snap) if f.kind == "firmware-boot"]
+    assert len(found) == 1
+    f = found[0]
+    assert f.severity == "critical" and f.rung == "reboot" and f.gpus == ()
+    assert "0000:a1:00.0" in f.summary and "WPR2 already up" in f.summary and "nvidia-smi no longer lists" in f.summary
+    assert f.next_step.startswith("Drain the node first") and "reset does not clear" in f.next_step
+    assert diagnose(snap)[0] is f or diagnose(snap)[0].severity == "critical"
+    # after a reboot the kernel log starts anew: nothing left to say
+    assert not [f for f in diagnose(dataclasses.replace(snap, kernel_log=())) if f.kind == "firmware-boot"]
+
+
+@pytest.mark.parametrize("lines", [
+    ["NVRM: GPU 0000:zz:00.0: RmInitAdapter failed! (0x62"],            # cut short, bad bus
+    ["[  1.0] NVRM: GPU3 _kgspBootGspRm: unexpected WPR2 already up"],   # no adapter line: no bus
+    ["RmInitAdapter failed!" * 50, "", "\x1b[31mNVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x1)"],
+])
+def test_firmware_lines_cut_short_or_garbled_never_crash_and_name_only_what_they_say(lines):
+    from console.diagnosis.xid import firmware_failures
+    out = firmware_failures(lines)
+    for fail in out:
+        assert fail.bus is None or re.fullmatch(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]", fail.bus)
+    snap = NodeSnapshot(name="n", taken_at=1.0, kernel_log=tuple(lines))
+    kinds = [f.kind for f in diagnose(snap)]
+    assert kinds.count("firmware-boot") == len(out)

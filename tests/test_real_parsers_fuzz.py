@@ -9,7 +9,7 @@ from tests.fuzzing import examples
 from tests.real_fixtures import load, names
 from console.actions.reset_output import ResetOutcome, parse_reset_output, reset_outcome_line
 from console.checks.parse import parse_kernel_log
-from console.diagnosis.xid import fallen_off_bus, recovery_action
+from console.diagnosis.xid import fallen_off_bus, firmware_failures, recovery_action
 from console.sources.parse import parse_gpu_query, unreachable_gpus
 
 REAL_LINES = sorted({ln for n in names() for ln in load(n).body.splitlines()})
@@ -39,6 +39,8 @@ def test_unreachable_and_fallen_off_never_raise(text):
     gp = parse_gpu_query(text, None)
     assert gp.error is None or "\n" not in gp.error
     assert isinstance(parse_kernel_log(text)["fallen_off_bus"], list)
+    for fail in firmware_failures(text.splitlines()):
+        assert (fail.bus is None or fail.bus in text) and all(ln in text for ln in fail.lines)
 
 
 @fuzz

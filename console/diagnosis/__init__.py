@@ -17,7 +17,7 @@ from console.diagnosis.context import Situation
 from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
 
 #: within one severity, the order findings are shown (cause before consequence)
-KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "xid", "respawn", "zombie", "d-state", "foreign-pid", "hidden-holder",
+KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "xid", "respawn", "zombie", "d-state", "foreign-pid", "hidden-holder",
               "orphan", "ghost-memory", "reset-blocker", "holder", "latched-utilisation", "blockers-off")
 DEFAULT_GHOST_THRESHOLD_MIB = 1024
 
@@ -40,6 +40,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         # (a hung nvidia-smi leaves its callers in D): they are read even then.
         sit = Situation.build(snap, history, actions, now, ghost_threshold_mib)
         findings += node.recovery_actions(sit)
+        findings += node.firmware_boot(sit)
         findings += node.xids(sit)
         findings += processes.zombies(sit)
         findings += processes.dstate(sit)

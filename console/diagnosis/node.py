@@ -10,7 +10,7 @@ from console.diagnosis import text as t
 from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
                      signal_step)
 from console.diagnosis.context import Situation
-from console.diagnosis.xid import XidEvent, bus_key, parse_xid_line, recovery_action
+from console.diagnosis.xid import XidEvent, bus_key, firmware_failures, parse_xid_line, recovery_action
 
 HUNG_PROBES_BEFORE_REBOOT = 3     # consecutive timed-out probes (and at least the teardown window)
 _CONNECTION_WORDS = ("unreachable", "refused", "authentication", "host key")
@@ -251,6 +251,34 @@ def xids(sit: Situation) -> list[Finding]:
 
 
 # ---------------------------------------------------------------- the driver's recovery action
+
+def firmware_boot(sit: Situation) -> list[Finding]:
+    """GPUs the kernel log says could not start: their GSP firmware found WPR2 already up, and the
+    adapter's init failed (no Xid; open-gpu-kernel-modules #1230, #1259). The driver retries and
+    fails again; a GPU reset does not clear it (the driver cannot reach the GPU to reset it, and
+    nvidia-smi no longer lists it): drain, then reboot or power-cycle. After a reboot the kernel
+    log starts anew, so the finding goes."""
+    out = []
+    by_bus = {bus_key(g.bus_id): g.index for g in sit.snap.gpus}
+    for fail in firmware_failures(sit.snap.kernel_log):
+        gpu = by_bus.get(bus_key(fail.bus)) if fail.bus else None
+        if fail.bus is None:
+            where = "a GPU"
+        elif gpu is None:
+            where = f"the GPU at {fail.bus} (nvidia-smi no longer lists it)"
+        else:
+            where = f"GPU {gpu} ({fail.bus})"
+        why = "its firmware (GSP) found WPR2 already up" if fail.wpr2 else "its adapter init failed"
+        code = f" ({fail.code})" if fail.code else ""
+        summary = f"{where[0].upper()}{where[1:]} could not start: {why}{code}; the driver keeps retrying"
+        step = Step("reboot", f"Drain the node first (its jobs cannot use {where}), then reboot it; power-cycle "
+                              "it if the GPU does not come back. A GPU reset does not clear a firmware that "
+                              "cannot boot.", (), (gpu,) if gpu is not None else ())
+        out.append(finding("firmware-boot", "critical", summary, step, (), step.gpus,
+                           {"bus": fail.bus, "gpu": gpu, "wpr2": fail.wpr2, "code": fail.code,
+                            "lines": list(fail.lines)}))
+    return out
+
 
 def recovery_actions(sit: Situation) -> list[Finding]:
     """GPUs whose recovery action (NVML's field, nvidia-smi's ``gpu_recovery_action``) is not

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from console.model import recovery_token
+from console.probe import INIT_FAILED, WPR2_UP
 
 CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 
@@ -247,6 +249,45 @@ def fallen_off_bus(text: str) -> list[str]:
         bus = next((b for b in reversed(recent) if b), None)
         if bus and bus not in out:
             out.append(bus)
+    return out
+
+
+_INIT_FAILED_RE = re.compile(r"NVRM: GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]): "
+                             r"RmInitAdapter failed! \(([0-9A-Fa-fx:]*)\)")
+
+
+@dataclass(frozen=True)
+class FirmwareFailure:
+    """A GPU the driver could not start: its bus (None when only the WPR2 line names it, by the
+    driver's own GPU number), whether WPR2 was already up, the adapter's error code, the lines."""
+    bus: str | None
+    wpr2: bool
+    code: str | None
+    lines: tuple[str, ...]
+
+
+def firmware_failures(lines: Sequence[str]) -> list[FirmwareFailure]:
+    """The GPUs the kernel log says could not start (firmware), one per bus, in the order first
+    seen; a WPR2 line with no adapter line after it names no bus. Never raises."""
+    by_bus: dict[str, FirmwareFailure] = {}
+    wpr2: list[str] = []
+    for line in lines:
+        if not isinstance(line, str):
+            continue
+        if WPR2_UP in line:
+            wpr2.append(line.strip())
+            continue
+        m = _INIT_FAILED_RE.search(line) if INIT_FAILED in line else None
+        if m is None:
+            continue
+        bus = m.group(1)
+        seen = by_bus.get(bus)
+        got = (*(seen.lines if seen else ()), *wpr2, line.strip())[-6:]
+        by_bus[bus] = FirmwareFailure(bus, bool(wpr2) or (seen is not None and seen.wpr2), m.group(2), got)
+        wpr2 = []
+    out = list(by_bus.values())
+    if wpr2 and not out:
+        out.append(FirmwareFailure(None, True, None, tuple(wpr2[-3:])))
     return out
 
 

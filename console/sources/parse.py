@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, recovery_token
 from console.textsafe import one_line
-from console.probe import RECOVERY_FIELD, split_sections
+from console.probe import RECOVERY_FIELD, kernel_line, split_sections
 from console.probe_scope import Scope
 from console.sources.proc_table import command_line
 from console.sources.parse_loop import LoopState, parse_loop_state
@@ -308,10 +308,10 @@ def parse_meta(text: str) -> Meta:
 
 
 def parse_xid(text: str) -> tuple[list[str], list[str]]:
-    """dmesg output -> (NVRM Xid lines, warnings)."""
+    """dmesg output -> (NVRM Xid lines and firmware boot failures: diagnosis/xid.py, warnings)."""
     lines, warnings = [], []
     for line in text_lines(text, MAX_GPU_LINES):
-        if "NVRM: Xid" in line:
+        if kernel_line(line):
             lines.append(line.rstrip())
         elif line.startswith("dmesg:"):
             low = line.lower()
