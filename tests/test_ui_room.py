@@ -269,3 +269,15 @@ async def test_one_node_starts_on_its_processes():
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.query_one("#procs").row_count > 0)
         assert app.focused is app.query_one("#procs")
+
+
+def test_on_a_tight_terminal_the_node_table_gives_up_rows_before_the_processes():
+    """A split pane of 100x16 with several nodes: the room is 13 lines, the panels' least 16.
+    The node table (floor 3: its rule, header and the node on screen) gives first, so the
+    processes keep their title, header and two rows: the holders show."""
+    panels = [layout.Panel("nodes", 14, 5, 0.5, floor=3), layout.Panel("findings", 6, 3, 0.5),
+              layout.Panel("gpus", 9, 3, 0.5), layout.Panel("procs", 12, 5)]
+    got = layout.fit(13, panels, rest="findings")
+    assert got == {"nodes": 3, "findings": 3, "gpus": 3, "procs": 4}
+    roomy = layout.fit(21, panels, rest="findings")
+    assert roomy["nodes"] >= 5 and roomy["procs"] >= 5           # with room, nothing gives up

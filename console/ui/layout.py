@@ -18,6 +18,9 @@ class Panel:
     need: int           # lines that show everything it holds (borders and header included)
     least: int          # lines it keeps however tight (capped at need)
     share: float = 1.0  # most of the room it takes in the first round
+    #: on a terminal too small for every panel's least, this panel gives up lines first, down to
+    #: ``floor`` (None: it gives up only in turn, from the last panel up)
+    floor: int | None = None
 
 
 def fit(room: int, panels: Sequence[Panel], rest: str | None = None) -> dict[str, int]:
@@ -27,11 +30,17 @@ def fit(room: int, panels: Sequence[Panel], rest: str | None = None) -> dict[str
     2. in order, each grows toward its need, up to ``share`` of the room;
     3. in order, each grows to its need;
     4. what is left goes to ``rest``.
-    A terminal too small for every panel's least: the last panels give up lines first (to 1).
+    A terminal too small for every panel's least: a panel with a ``floor`` gives up lines first
+    (down to it), then the last panels (to 1).
     """
     room = max(0, room)
     got = {p.name: max(0, min(p.need, p.least)) for p in panels}
     over = sum(got.values()) - room
+    for p in panels:
+        if over > 0 and p.floor is not None and got[p.name] > p.floor:
+            give = min(over, got[p.name] - max(1, p.floor))
+            got[p.name] -= give
+            over -= give
     for p in reversed(panels):
         if over <= 0:
             break

@@ -85,14 +85,18 @@ class FindingTable(PanelTable):
 def fit_main_panels(root, with_nodes: bool) -> bool:
     """Share ``root``'s #main rows between its panels (console/ui/layout.py): the findings first
     (up to half), the node table, the GPUs, then the processes (at least 5 lines: a GPU's holders
-    are on screen at 80x24); what is left goes to the findings. The driving console and the
+    are on screen at 80x24; on a smaller terminal the node table gives up rows first, down to
+    one row); what is left goes to the findings. The driving console and the
     follower's mirror lay out the same panels this way. False when there is no room yet."""
     room = root.query_one("#main").size.height
     for status in root.query("#live-status"):
         room -= status.outer_size.height
     panels = []
     if with_nodes:
-        panels.append(layout.Panel("nodes", tables.content_lines(root.query_one("#nodes")) + 1, least=5, share=0.5))
+        # on a split pane (100x16) the node table gives up rows before the processes do: the
+        # node on screen stays in view (] and [ step through the others) and its holders show
+        panels.append(layout.Panel("nodes", tables.content_lines(root.query_one("#nodes")) + 1, least=5, share=0.5,
+                                   floor=3))
     panels += [layout.Panel("findings", tables.content_lines(root.query_one("#findings")) + 1, least=3, share=0.5),
                layout.Panel("gpus", tables.content_lines(root.query_one("#gpus")), least=3, share=0.5),
                layout.Panel("procs", tables.content_lines(root.query_one("#procs")) + 1, least=5)]
