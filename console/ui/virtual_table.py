@@ -284,8 +284,13 @@ class VirtualTable(ScrollView, can_focus=True):
         segments: list[Segment] = []
         pad = Segment(" " * PAD, style)
         last = len(self._columns) - 1
+        used = sum(w + 2 * PAD for _key, _label, w in self._columns[:last]) + PAD
         for j, (value, (_key, _label, w)) in enumerate(zip(values, self._columns)):
             text = value if isinstance(value, Text) else cell(value)
+            if j == last and text.cell_len > width - used > 0:
+                # cut at the table's edge with "…", so a cut line says it was cut
+                text = text.copy()
+                text.truncate(width - used, overflow="ellipsis")
             if text.spans:
                 line = list(Segment.apply_style(text.render(console), style))
             else:                   # Text.render leaves out the text's own style when it has no spans
