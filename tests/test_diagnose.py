@@ -560,3 +560,46 @@ def test_a_gpu_busy_with_nothing_is_a_latched_counter_not_a_hang():
     bus = s.gpus[5].bus_id.split(":", 1)[1].rsplit(".", 1)[0].lower()          # "1d:00" of 00000000:1D:00.0
     xid = replace(s, kernel_log=(f"NVRM: Xid (PCI:0000:{bus}): 79, pid=0, GPU has fallen off the bus.",))
     assert "xid" in kinds(diagnose(xid)) and "latched-utilisation" not in kinds(diagnose(xid))
+
+
+def _mps_node(idle_since: float | None = None):
+    from console.model import DriverProc, Gpu, NodeSnapshot, Proc
+    from console.sources.parse import credit_driver_memory
+    gpus = (Gpu(index=0, uuid="GPU-0", name="NVIDIA H100 80GB HBM3", bus_id="00000000:18:00.0",
+                memory_used_mib=40000, memory_total_mib=81559, utilization_pct=35, persistence_mode=True),)
+    procs = [Proc(pid=1, ppid=0, state="S", user="root", name="systemd", cmdline="/sbin/init"),
+             Proc(pid=500, ppid=1, state="S", user="root", name="nvidia-cuda-mps", cmdline="nvidia-cuda-mps-control -d",
+                  create_time=1.0),
+             Proc(pid=510, ppid=500, state="S", user="root", name="nvidia-cuda-mps", cmdline="nvidia-cuda-mps-server",
+                  create_time=2.0, device_files=("/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm")),
+             Proc(pid=900, ppid=1, state="S", user="alice", name="python3", cmdline="python3 train.py",
+                  create_time=3.0, device_files=("/dev/nvidia-uvm",))]
+    listed = [DriverProc(pid=510, gpu_index=0, gpu_uuid="GPU-0", used_memory_mib=40000, name="nvidia-cuda-mps-server")]
+    credited, driver = credit_driver_memory(procs, listed, None)
+    return NodeSnapshot(name="n", taken_at=1000.0, gpus=gpus, processes=tuple(credited), driver_processes=tuple(driver))
+
+
+def test_memory_charged_to_the_mps_server_is_named_and_the_server_is_never_signalled():
+    """Under MPS the driver lists nvidia-cuda-mps-server in place of its clients (issue 22 item
+    4): the memory is named as the clients' (it was in no finding), the next step goes through
+    nvidia-cuda-mps-control, and no step anywhere signals the server (SIGKILL to it would end
+    every client on the GPU)."""
+    snap = _mps_node()
+    found = diagnose(snap)
+    mps = [f for f in found if f.kind == "mps-server"]
+    assert len(mps) == 1
+    f = mps[0]
+    assert "MPS server (PID 510)" in f.summary and "39.1 GiB" in f.summary and "python3" in f.summary
+    assert f.rung is None and "Do not signal the MPS server" in f.next_step
+    assert "echo get_client_list 510 | nvidia-cuda-mps-control" in f.next_step
+    assert "terminate_client 510" in f.next_step
+    for other in found:
+        assert 510 not in other.evidence.get("targets", other.pids if other.rung else ()), other
+
+
+def test_an_mps_server_with_no_memory_is_no_finding():
+    import dataclasses
+    snap = _mps_node()
+    snap = dataclasses.replace(snap, driver_processes=(), processes=tuple(
+        dataclasses.replace(p, gpu_memory_mib={}) for p in snap.processes))
+    assert not [f for f in diagnose(snap) if f.kind == "mps-server"]

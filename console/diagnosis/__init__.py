@@ -18,7 +18,7 @@ from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, Node
 
 #: within one severity, the order findings are shown (cause before consequence)
 KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "xid", "respawn", "zombie", "d-state", "foreign-pid", "hidden-holder",
-              "orphan", "ghost-memory", "reset-blocker", "holder", "latched-utilisation", "blockers-off")
+              "orphan", "ghost-memory", "mps-server", "reset-blocker", "holder", "latched-utilisation", "blockers-off")
 DEFAULT_GHOST_THRESHOLD_MIB = 1024
 
 
@@ -55,6 +55,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         covered = {pid for f in findings for pid in f.pids} | {
             pid for f in findings for pid in f.evidence.get("targets", ())}
         findings += processes.holders(sit, covered)
+        findings += processes.mps_servers(sit)
         findings += node.latched_utilisation(sit)
         findings += node.reset_blockers(sit)      # last: knows which GPUs the advice wants reset
         findings += node.blockers_off(sit)        # ... and so does this: restore once none is

@@ -254,6 +254,45 @@ def _job_root(sit: Situation, proc: Proc) -> Proc:
         cur = parent
 
 
+#: the MPS server's program (who.BLOCKER_DAEMONS): the driver charges its clients' memory to it
+MPS_SERVER = "nvidia-cuda-mps-server"
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+def mps_servers(sit: Situation) -> list[Finding]:
+    """GPU memory the driver charges to an MPS server (``nvidia-cuda-mps-server``): under MPS the
+    driver lists the server in place of its clients, so the memory is the clients', and a signal
+    to the server ends every client on its GPUs at once. The ladder never signals it (a reset
+    blocker, not touchable); the next step goes through ``nvidia-cuda-mps-control``: list the
+    servers and their clients, end the one client that must go (``terminate_client``), or stop
+    MPS as a whole (``quit``: every client). Never more than words and commands to read: no rung."""
+    out = []
+    for p in sit.gpu_holders():
+        if program_of(p) != MPS_SERVER and p.name != MPS_SERVER[:15]:
+            continue
+        held = sit.mib_of(p)
+        if held <= FREED_MIB:
+            continue
+        gpus = sorted(sit.gpus_of(p))
+        clients = [c for c in sit.snap.processes
+                   if c.pid != p.pid and c.holds_devices and not sit.mib_of(c) and sit.touchable(c)]
+        seen = f"; processes here that may be its clients: {sit.names(clients)}" if clients else ""
+        summary = (f"the MPS server (PID {p.pid}) holds {t.mib(held)} on {t.gpus(gpus)}: its clients' memory, "
+                   f"charged to the server{seen}")
+        step = Step(None, f"Do not signal the MPS server: that ends every client on {t.gpus(gpus)}. "
+                          f"List its clients (`echo get_client_list {p.pid} | {MPS_CONTROL}`), end the one that "
+                          f"must go (`echo terminate_client {p.pid} CLIENT_PID | {MPS_CONTROL}`), or stop MPS "
+                          f"with all its clients (`echo quit | {MPS_CONTROL}`).", (), tuple(gpus))
+        idle = idle_for(sit, gpus)
+        severity = "high" if idle >= IDLE_HIGH_S else "low" if idle >= IDLE_LOW_S else "info"
+        if severity != "info":
+            summary += f", at 0 % utilisation for {t.seconds(idle)}"
+        out.append(finding("mps-server", severity, summary, step, (p.pid,), gpus,
+                           {"server": p.pid, "mib": held, "gpus": gpus, "clients": [c.pid for c in clients],
+                            "idle_s": round(idle)}))
+    return out
+
+
 def holders(sit: Situation, covered: set[int]) -> list[Finding]:
     """Live GPU holders no other finding is about: normal work, but where to start if the
     memory must come back (SIGTERM the job's launcher and its GPU processes)."""
