@@ -147,13 +147,15 @@ DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d
 #: (console/diagnosis/xid.py firmware_failures).
 WPR2_UP = "_kgspBootGspRm: unexpected WPR2 already up"
 INIT_FAILED = "RmInitAdapter failed!"
-#: the kernel-log lines the probe keeps (grep -E): Xid lines and the two above
-KERNEL_LINES_ERE = f"NVRM: Xid|{WPR2_UP}|{INIT_FAILED}"
+#: the kernel-log lines the probe keeps: Xid lines and the two above (literal text: no ERE
+#: metacharacter in any, so one alternation of them is the probe's grep -E pattern)
+KERNEL_MARKS = ("NVRM: Xid", WPR2_UP, INIT_FAILED)
+KERNEL_LINES_ERE = "|".join(KERNEL_MARKS)
 
 
 def kernel_line(line: str) -> bool:
-    """A kernel-log line the console keeps: an Xid, or a firmware boot failure."""
-    return isinstance(line, str) and ("NVRM: Xid" in line or WPR2_UP in line or INIT_FAILED in line)
+    """A kernel-log line the console keeps (KERNEL_MARKS): an Xid, or a firmware boot failure."""
+    return isinstance(line, str) and any(mark in line for mark in KERNEL_MARKS)
 
 
 XID = f"dmesg 2>&1 | grep -E '{KERNEL_LINES_ERE}|dmesg:' | tail -n 50"

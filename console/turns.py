@@ -8,10 +8,12 @@ the next ones. So a key *holds* the engine (``KEYS_FIRST.hold``, called by the U
 or click arrives): the engine's heavy steps wait at ``turn()`` until the UI has drawn the
 frame that answers it (``release``), and never longer than HOLD_MAX_S. On the engine's own
 thread (``own_thread``) the hold stops its whole loop, not only the parses: the loop's next
-step waits (SSH reads, decryption, diagnosis all pause, the replies wait in the sockets) so the screen's thread has the interpreter to itself for the key's frame. At
-256 real-size nodes the engine's other steps still took the interpreter half the time and a key's
-frame p99 was 250 ms. A hold costs a poll tens of milliseconds, never its deadline (the poll
-deadlines do not count a stalled loop: clock.timeout_ignoring_stalls). Between two holds the engine runs at least REOPEN_MIN_S,
+step waits (SSH reads, decryption, diagnosis all pause, the replies wait in the sockets) so
+the screen's thread has the interpreter to itself for the key's frame. At 256 real-size nodes
+the engine's other steps still took the interpreter half the time and a key's frame p99 was
+250 ms. A hold costs a poll tens of milliseconds, never its deadline (the poll deadlines do
+not count a stalled loop: clock.timeout_ignoring_stalls). Between two holds the engine runs at
+least REOPEN_MIN_S,
 so a held-down key cannot starve the polls.
 
 No Textual here: the UI calls ``hold``/``release``; the sources and the monitor call ``turn``.
@@ -67,11 +69,14 @@ class KeysFirst:
             self._open.clear()
         return True
 
+    @property
+    def open(self) -> bool:
+        """No hold is on (cheap: asked before every step of an engine loop of its own thread)."""
+        return self._open.is_set()
+
     def stall(self) -> None:
-        """Wait here, the whole thread, while a hold is on (an engine loop of its own thread, between
-        two of its steps: ``own_thread``)."""
-        if self._open.is_set():
-            return
+        """Wait here, the whole thread, while the hold is on (an engine loop of its own thread, between
+        two of its steps: ``own_thread``; the caller saw ``open`` False)."""
         left = self._until - time.monotonic()
         if left > 0:
             self._open.wait(left)
@@ -134,7 +139,7 @@ class _GatedReady(collections.deque):
     already due: at 256 nodes 50 to 200 ms, longer than the key's whole frame."""
 
     def popleft(self):
-        if not KEYS_FIRST._open.is_set():
+        if not KEYS_FIRST.open:
             KEYS_FIRST.stall()
         return super().popleft()
 

@@ -27,10 +27,15 @@ async def wait_for(pilot, predicate, tries=500):
     raise AssertionError("condition not reached")
 
 
+async def simulated_nodes(count: int, scenario: str):
+    """(names, sources, one diagnosed snapshot of the first) for ``count`` simulated nodes."""
+    names = [f"node{i:03d}" for i in range(count)]
+    sources = [SimSource(name=n, scenario=scenario, clock=FakeClock()) for n in names]
+    return names, sources, diagnosed(await sources[0].poll())
+
+
 async def test_a_burst_of_node_updates_is_drawn_in_a_few_redraws_each_showing_its_last_state(monkeypatch):
-    names = [f"node{i:03d}" for i in range(40)]
-    sources = [SimSource(name=n, scenario="seed", clock=FakeClock()) for n in names]
-    snap = diagnosed(await sources[0].poll())
+    names, sources, snap = await simulated_nodes(40, "seed")
     app = IncidentApp(sources, autostart=False)
     redraws = []
     real = IncidentApp._redraw_updated
@@ -134,9 +139,7 @@ async def test_a_redraw_of_256_nodes_makes_only_the_rows_in_view_and_the_rest_wh
     makes the rows in view, not 256 (each row's finding cell adds up a finding's GPU memory:
     at 256 real-size nodes the redraw took 80-160 ms and a key waited behind it); End shows the
     last node all the same."""
-    names = [f"node{i:03d}" for i in range(256)]
-    sources = [SimSource(name=n, scenario="graceful", clock=FakeClock()) for n in names]
-    snap = diagnosed(await sources[0].poll())
+    names, sources, snap = await simulated_nodes(256, "graceful")
     app = IncidentApp(sources, autostart=False)
     made = []
     real = tables.node_cells

@@ -109,31 +109,6 @@ def test_gpu_holders_per_gpu_match_one_gpu_at_a_time():
     assert len(gpu_holders(snap, 1)) == 2
 
 
-async def test_one_nodes_row_is_updated_without_touching_the_others():
-    """update_row: a poll of one node changes only that node's row (the node table of a
-    100-node console is not rebuilt on every poll)."""
-    snaps = {f"node{i:02d}": NodeSnapshot(name=f"node{i:02d}", taken_at=0.0, probe_ms=10.0 + i) for i in range(100)}
-    app = Tables()
-    async with app.run_test(size=(120, 30)) as pilot:
-        table = app.query_one("#a", DataTable)
-        tables.add_columns(table, tables.NODE_COLUMNS)
-        tables.sync_table(table, {n: tables.node_cells(n, s) for n, s in snaps.items()})
-        await pilot.pause()
-        table.move_cursor(row=40)
-        before = shown(table)
-        sent = []
-        real_update = table.update_cell
-        table.update_cell = lambda *a, **kw: (sent.append((a[0], a[1].value)), real_update(*a, **kw))
-        failed = NodeSnapshot(name="node07", taken_at=1.0, probe_ms=10.0 + 7, error="probe timed out after 15 s")
-        assert tables.update_row(table, "node07", tables.node_cells("node07", failed))
-        assert sorted(sent) == [("node07", "finding"), ("node07", "gpus"), ("node07", "state"), ("node07", "used")]
-        after = shown(table)
-        assert str(table.get_cell("node07", "finding")) == "probe timed out after 15 s"
-        assert after[:7] + after[8:] == before[:7] + before[8:]
-        assert tables.selected_key(table) == "node40"
-        assert not tables.update_row(table, "node-new", tables.node_cells("node-new", None))
-
-
 def test_a_healthy_probe_time_reads_the_same_every_poll_and_a_slow_one_shows():
     from console.ui.tables import probe_cell
     assert {probe_cell(ms) for ms in (3.2, 17.9, 49.4)} == {"<50ms"}, "no cell changes at every poll"

@@ -254,7 +254,8 @@ def _job_root(sit: Situation, proc: Proc) -> Proc:
         cur = parent
 
 
-#: the MPS server's program (who.BLOCKER_DAEMONS): the driver charges its clients' memory to it
+#: the MPS server's program (a reset blocker: who.BLOCKER_DAEMONS), the driver charges its
+#: clients' memory to it, and the control program that speaks to it
 MPS_SERVER = "nvidia-cuda-mps-server"
 MPS_CONTROL = "nvidia-cuda-mps-control"
 
@@ -283,10 +284,8 @@ def mps_servers(sit: Situation) -> list[Finding]:
                           f"List its clients (`echo get_client_list {p.pid} | {MPS_CONTROL}`), end the one that "
                           f"must go (`echo terminate_client {p.pid} CLIENT_PID | {MPS_CONTROL}`), or stop MPS "
                           f"with all its clients (`echo quit | {MPS_CONTROL}`).", (), tuple(gpus))
-        idle = idle_for(sit, gpus)
-        severity = "high" if idle >= IDLE_HIGH_S else "low" if idle >= IDLE_LOW_S else "info"
-        if severity != "info":
-            summary += f", at 0 % utilisation for {t.seconds(idle)}"
+        idle, severity, idle_words = _idle(sit, gpus)
+        summary += idle_words
         out.append(finding("mps-server", severity, summary, step, (p.pid,), gpus,
                            {"server": p.pid, "mib": held, "gpus": gpus, "clients": [c.pid for c in clients],
                             "idle_s": round(idle)}))
@@ -321,10 +320,8 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
                        f"holding {t.mib(held)} on {t.gpus(gpus)}")
             who = f"PID {root.pid} and its {t.plural(len(workers), 'GPU process', 'GPU processes')}"
         step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
-        idle = idle_for(sit, gpus)
-        severity = "high" if idle >= IDLE_HIGH_S else "low" if idle >= IDLE_LOW_S else "info"
-        if severity != "info":       # memory held at 0 %: what the fleet calls an idle-memory suspect
-            summary += f", at 0 % utilisation for {t.seconds(idle)}"
+        idle, severity, idle_words = _idle(sit, gpus)
+        summary += idle_words
         out.append(finding("holder", severity, summary, step, pids, gpus,
                            {"pids": pids, "gpus": sorted(gpus), "mib": held, "root": root.pid,
                             "idle_s": round(idle)}))
@@ -335,6 +332,15 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
 #: (the node's history goes back 5 minutes; the fleet's window is 10 by default)
 IDLE_LOW_S = 60.0
 IDLE_HIGH_S = 290.0
+
+
+def _idle(sit: Situation, gpus) -> tuple[float, str, str]:
+    """How long ``gpus`` have held memory at 0 % (idle_for), the severity that gives memory held
+    there (info, then low, then high: what the fleet calls an idle-memory suspect), and the
+    words the summary gains ("" while info)."""
+    idle = idle_for(sit, gpus)
+    severity = "high" if idle >= IDLE_HIGH_S else "low" if idle >= IDLE_LOW_S else "info"
+    return idle, severity, (f", at 0 % utilisation for {t.seconds(idle)}" if severity != "info" else "")
 
 
 def idle_for(sit: Situation, gpus) -> float:

@@ -90,12 +90,6 @@ SWITCH_INTERVAL_S = 0.001
 #: q while a check runs or an action is verified says so; a second q within this long quits
 QUIT_AGAIN_S = 5.0
 
-import os as _os
-_TR = open(_os.environ["GI_KEYTRACE"], "a", buffering=1) if _os.environ.get("GI_KEYTRACE") else None
-def _tr(what):
-    if _TR: _TR.write(f"{time.monotonic():.4f} {what}\n")
-
-
 class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
@@ -207,7 +201,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         if self.multi_node:
             tables.add_columns(self.query_one("#nodes", NodeTable), tables.NODE_COLUMNS)
-            self._render_nodes({s.name: None for s in self.sources})
+            self._render_nodes([s.name for s in self.sources])
         tables.add_columns(self.query_one("#gpus", DataTable), tables.GPU_COLUMNS)
         tables.add_columns(self.query_one("#procs", ProcTable), tables.PROC_COLUMNS)
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
@@ -250,8 +244,6 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         (console/turns.py): the operator's key goes before the next node's parse."""
         if isinstance(message, (events.Key, events.MouseDown)):
             KEYS_FIRST.hold()
-            if isinstance(message, events.Key) and message.key == "a":
-                _tr("key")
         return super().post_message(message)
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
@@ -309,11 +301,6 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             self._redraw_timer = self.set_timer(wait, self._redraw_updated)
 
     def _redraw_updated(self) -> None:
-        t0 = time.monotonic()
-        self._redraw_updated2()
-        _tr(f"redraw{(time.monotonic()-t0)*1000:.0f}")
-
-    def _redraw_updated2(self) -> None:
         """Draw what the node updates since the last redraw changed: the status line, their
         rows of the node table, and the panels when the viewed node is among them."""
         self._redraw_timer = None
@@ -352,7 +339,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         changed = ages.keys() | self._stale
         self._stale = set(ages)
         if self.multi_node and self.query("#nodes"):
-            self._render_nodes(dict.fromkeys(changed))
+            self._render_nodes(changed)
         self._render_status()
 
     def _render_nodes(self, updated) -> None:
@@ -412,19 +399,6 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         tables.sync_table(findings, tables.finding_rows(snap, width))
         self.render_slurm()
         self.fit_panels()
-
-    def _display(self, screen, renderable) -> None:
-        d = self._driver
-        if _TR and d is not None and not getattr(d, "_wrapped", False):
-            w = d.write
-            def write(data, w=w):
-                tag = "ALL" if "a: GPU-related only" in data else ("GPU" if "a: all" in data else "")
-                _tr(f"write{len(data)}{tag}")
-                return w(data)
-            d.write = write; d._wrapped = True
-        t0 = time.monotonic()
-        super()._display(screen, renderable)
-        if _TR and renderable is not None: _tr(f"display{(time.monotonic()-t0)*1000:.0f}")
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._resized)
@@ -695,7 +669,6 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.push_screen(HelpScreen(keys.help_rows(self.keymap, fleet=self.fleet_mode)))
 
     def action_toggle_all(self) -> None:
-        _tr("act")
         self.show_all = not self.show_all
         if self.show_all:
             self.read_whole_table()

@@ -322,17 +322,6 @@ def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, col
     return sent[key][1]
 
 
-def update_row(table: DataTable, key: str, cells: tuple) -> bool:
-    """Bring one row to ``cells`` (only the cells that changed), leaving every other row
-    alone; False when the table has no such row (then sync_table the whole table)."""
-    row = table.rows.get(key)       # a RowKey hashes and compares as its string
-    if row is None:
-        return False
-    cells = literal_cells(cells)    # node text is never parsed as markup (console/ui/text.py)
-    _send(table, _SENT.setdefault(table, {}), key, row, cells, [c.key for c in table.ordered_columns])
-    return True
-
-
 #: Textual removes a row in time proportional to the table (and moves its cursor each time):
 #: when more rows go than this, and most of the table, it is refilled instead
 REFILL_AT = 8
