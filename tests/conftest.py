@@ -4,6 +4,12 @@ from pathlib import Path
 
 import pytest
 
+# Byte-code caches on, whatever the machine says (PYTHONDONTWRITEBYTECODE=1 made every worker
+# rewrite all test modules, ~8 s, and every `python -m console` child compile the package, ~0.4 s):
+# for the test modules imported after this, and for every child process.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import tests.fuzzing  # noqa: F401  (registers the hypothesis profiles before the plugin loads one)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +38,25 @@ def gpu_incident_cmd() -> list[str]:
 
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+#: modules whose tests read this machine's whole process table (the local source, the real
+#: probe) or leave kernel state every such reader sees (real zombies, D-state threads, orphans,
+#: respawning parents): they run in the serial pass, alone (README: the test command)
+SERIAL_MODULES = frozenset({
+    "test_actions", "test_cgroup", "test_checks", "test_cli", "test_local_commands", "test_local_nvml",
+    "test_local_procs", "test_parse_probe", "test_probe_bounds", "test_probe_cost", "test_probe_framing",
+    "test_probe_two_speeds", "test_real_kernel", "test_reset_blockers", "test_respawn", "test_signal_rung",
+    "test_smi_loop", "test_watch",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``serial`` what must not share the machine with another test: the SERIAL_MODULES and
+    every test on the real sshd (its node is this machine: the probe reads the whole table)."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        if module in SERIAL_MODULES or "sshd" in item.fixturenames:
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture
