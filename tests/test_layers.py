@@ -41,6 +41,9 @@ def test_the_layer_contracts_hold(linter):
     ("console/sources/parse.py", "import console.incident.timeline", "Layers"),
     ("console/diagnosis/text.py", "import textual.widgets", "Textual lives only under console.ui"),
     ("console/sources/shell.py", "import console.sim.node", "The simulator is reached only"),
+    ("console/sources/slurm.py", "import console.sim.node", "The simulator is reached only"),
+    ("console/sim/vfs.py", "import console.turns", "The simulator imports only"),
+    ("console/sim/host.py", "import console.sim.shell", "Simulator layers"),
 ])
 def test_a_deliberate_violation_is_caught(linter, tmp_path, module, line, contract):
     tree = tmp_path / "tree"
@@ -53,6 +56,18 @@ def test_a_deliberate_violation_is_caught(linter, tmp_path, module, line, contra
     assert res.returncode != 0, res.stdout
     text = " ".join(res.stdout.split())        # contract names wrap in the report
     assert re.search(re.escape(contract) + r".{0,200}? BROKEN", text), res.stdout
+
+
+def test_a_new_module_outside_every_layer_is_caught(linter, tmp_path):
+    """The layers are exhaustive: a module nobody placed in a layer breaks the contract."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "console", tree / "console", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "themes", tree / "themes")
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    (tree / "console" / "stray.py").write_text("import console.model\n")
+    res = linter(tree)
+    assert res.returncode != 0, res.stdout
+    assert "console.stray" in res.stdout
 
 
 def test_every_package_is_in_the_wheel():

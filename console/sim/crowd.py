@@ -9,7 +9,7 @@ node, and change nothing of the scenario (their PIDs are above its own).
 """
 from __future__ import annotations
 
-from console.sim.node import SimNode
+from console.sim.host import SimHost
 
 #: filler PIDs start here (a scenario's own are lower)
 FIRST_PID = 400_000
@@ -30,7 +30,7 @@ _SERVICES = (("java", "java -Xmx8g -jar /opt/feature-store/server.jar", "svc", 1
              ("dockerd", "/usr/bin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock", "root", 0))
 
 
-def fill(node: SimNode, procs: int, threads: int) -> int:
+def fill(node: SimHost, procs: int, threads: int) -> int:
     """Add processes until the node has ``procs`` and ``threads`` threads in all; how many were
     added."""
     have = len(node.procs)

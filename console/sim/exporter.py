@@ -7,7 +7,7 @@ four fields the fleet view reads: DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_FREE (MiB)
 DCGM_FI_DEV_GPU_UTIL (%), DCGM_FI_DEV_XID_ERRORS (the last Xid). One endpoint carries every
 node (a ``Hostname`` each), as a federating or central exporter would.
 
-Values come from each node's state (console/sim/node.py), rendered when a scrape asks and the
+Values come from each node's state (console/sim/host.py), rendered when a scrape asks and the
 last rendering is a tick old: memory held by a hung
 process stays, at 0 %; a graceful kill over SSH frees it by the next tick. Busy GPUs' utilisation
 moves a little from tick to tick. Rendering is cheap at 4096 nodes x 8 GPUs: the label part of

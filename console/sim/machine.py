@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 
-from console.sim.node import SimNode
+from console.sim.host import SimHost
 from console.sim.state import SimGpu, SimProc
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
@@ -15,7 +15,7 @@ CONTAINER_PID_NS = "pid:[4026532713]"
 PERSISTENCED_ARGS = ("/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose")
 
 
-def add_gpus(node: SimNode, count: int = 8, persistence: bool = True) -> None:
+def add_gpus(node: SimHost, count: int = 8, persistence: bool = True) -> None:
     for i in range(count):
         u = uuid.UUID(int=node.rng.getrandbits(128), version=4)
         node.gpus.append(SimGpu(index=i, uuid=f"GPU-{u}", name=GPU_NAME, bus_id=BUS_IDS[i],
@@ -33,7 +33,7 @@ def gpu_fds(own: int | None, peers: range | list[int] = ()) -> list[str]:
     return fds
 
 
-def add_host_background(node: SimNode, *, persistenced: bool = True, mlops_login: bool = True) -> dict[str, int]:
+def add_host_background(node: SimHost, *, persistenced: bool = True, mlops_login: bool = True) -> dict[str, int]:
     """init, kernel threads, system daemons, an operator's login; returns a few PIDs by role."""
     now = node.now
     boot = node.btime
@@ -100,7 +100,7 @@ def add_host_background(node: SimNode, *, persistenced: bool = True, mlops_login
     return pids
 
 
-def _respawn(node: SimNode, old_pid: int) -> SimProc:
+def _respawn(node: SimHost, old_pid: int) -> SimProc:
     old = node.procs[old_pid]
     p = node.add_proc(ppid=1, comm=old.comm, args=old.args, user=old.user, uid=old.uid, wchan=old.wchan,
                       caught=old.caught, on_term=old.on_term, grace_s=old.grace_s, unit=old.unit)
@@ -109,7 +109,7 @@ def _respawn(node: SimNode, old_pid: int) -> SimProc:
     return p
 
 
-def add_persistenced(node: SimNode, pid: int | None = None, start: float | None = None) -> SimProc:
+def add_persistenced(node: SimHost, pid: int | None = None, start: float | None = None) -> SimProc:
     p = node.add_proc(pid=pid, ppid=1, comm="nvidia-persiste", args=PERSISTENCED_ARGS,
                       user="nvidia-persistenced", uid=121, start=node.now if start is None else start,
                       wchan="do_select", nthreads=1, vsz_kb=5452, rss_kb=1880, cpu=0.0001,
@@ -121,7 +121,7 @@ def add_persistenced(node: SimNode, pid: int | None = None, start: float | None 
     return p
 
 
-def add_console_session(node: SimNode, *, parent_pid: int = 1187, container: bool = False) -> int:
+def add_console_session(node: SimHost, *, parent_pid: int = 1187, container: bool = False) -> int:
     """The console's own login and the long-lived ``sh`` it feeds the probe to."""
     now = node.now
     node.alloc_pid(at=node._next_pid)
@@ -135,7 +135,7 @@ def add_console_session(node: SimNode, *, parent_pid: int = 1187, container: boo
     return sh.pid
 
 
-def add_boot_log(node: SimNode) -> None:
+def add_boot_log(node: SimHost) -> None:
     b = node.btime
     v = node.driver_version
     node.klog("Linux version 6.8.0-87-generic (buildd@lcy02-amd64-034) (x86_64-linux-gnu-gcc-13 "

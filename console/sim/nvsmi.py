@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 from console.probe import RECOVERY_FIELD, RECOVERY_MIN_DRIVER
-from console.sim.node import SimNode
+from console.sim.host import SimHost
 from console.sim.options import scan_options
-from console.sim.state import SimGpu
+from console.sim.state import HOST_PID_NS, SimGpu
 
 DRIVER_NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
                      "Make sure that the latest NVIDIA driver is installed and running.\n")
@@ -34,7 +34,7 @@ def _lost_line(g: SimGpu) -> str:
             "Reboot the system to recover this GPU\n")
 
 
-def _gpu_value(node: SimNode, g: SimGpu, field: str) -> str | None:
+def _gpu_value(node: SimHost, g: SimGpu, field: str) -> str | None:
     used = node.gpu_used(g)
     values = {
         "index": str(g.index), "uuid": g.uuid, "gpu_uuid": g.uuid, "name": g.name, "gpu_name": g.name,
@@ -56,7 +56,7 @@ def _gpu_value(node: SimNode, g: SimGpu, field: str) -> str | None:
     return values.get(field)
 
 
-def knows_recovery(node: SimNode) -> bool:
+def knows_recovery(node: SimHost) -> bool:
     """An nvidia-smi from probe.RECOVERY_MIN_DRIVER on knows the recovery-action field."""
     major = node.driver_version.split(".", 1)[0]
     return major.isdecimal() and int(major) >= RECOVERY_MIN_DRIVER
@@ -87,7 +87,7 @@ def _with_unit(field: str, value: str, units: bool) -> str:
     return f"{value} {unit}" if unit != "%" else f"{value} %"
 
 
-def _select(node: SimNode, ids: str | None) -> list[SimGpu] | None:
+def _select(node: SimHost, ids: str | None) -> list[SimGpu] | None:
     if ids is None:
         return list(node.gpus)
     out = []
@@ -100,7 +100,7 @@ def _select(node: SimNode, ids: str | None) -> list[SimGpu] | None:
     return out
 
 
-def run(node: SimNode, argv: list[str]) -> tuple[str, str, int]:
+def run(node: SimHost, argv: list[str]) -> tuple[str, str, int]:
     node.settle()
     if node.driver_state == "not-loaded":
         return DRIVER_NOT_LOADED, "", 9
@@ -180,12 +180,11 @@ def run(node: SimNode, argv: list[str]) -> tuple[str, str, int]:
     return lost + table(node, live), "", rc_lost
 
 
-def _foreign(node: SimNode, pid: int) -> bool:
-    from console.sim.state import HOST_PID_NS
+def _foreign(node: SimHost, pid: int) -> bool:
     return node.pid_ns != HOST_PID_NS and node.proc(pid) is None
 
 
-def table(node: SimNode, gpus: list[SimGpu]) -> str:
+def table(node: SimHost, gpus: list[SimGpu]) -> str:
     """The default ``nvidia-smi`` screen (580 layout, 91 columns)."""
     bar = "+" + "-" * 89 + "+"
     sep = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"

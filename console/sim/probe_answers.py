@@ -12,7 +12,7 @@ from typing import Callable
 
 from console import probe, probe_loop, probe_scope
 from console.sim import nvsmi, vfs
-from console.sim.node import SimNode
+from console.sim.host import SimHost
 from console.sim.procfs import stat_line
 
 _LNAME = re.compile(r" -lname ('(?:[^']|'\\'')*'|\S+) ")
@@ -30,7 +30,7 @@ def device_glob(cmd: str) -> str | None:
         return None
 
 
-def _threads_of(node: SimNode, v: dict[str, str]) -> list:
+def _threads_of(node: SimHost, v: dict[str, str]) -> list:
     pick = v.get(probe_scope.THREADS, "all")
     procs = node.visible_procs()
     if pick == "all":
@@ -39,7 +39,7 @@ def _threads_of(node: SimNode, v: dict[str, str]) -> list:
     return [p for p in procs if p.pid in want]
 
 
-def dstate(node: SimNode, _glob: str, v: dict[str, str] | None = None) -> str:
+def dstate(node: SimHost, _glob: str, v: dict[str, str] | None = None) -> str:
     """What the DSTATE loop prints: threads in D, in the glob's (string) order of their paths,
     each record NUL-terminated (printf '%s %s %s\\0'); over Scope.threads' processes."""
     records = []
@@ -62,7 +62,7 @@ def _listed(v: dict[str, str], *names: str) -> list[int]:
     return out + _new(v)
 
 
-def _walked(node: SimNode, v: dict[str, str]) -> list:
+def _walked(node: SimHost, v: dict[str, str]) -> list:
     """The processes whose fds this probe walks: all (whole), or the GPU's own and the new."""
     if v.get(probe_scope.MODE) == "whole":
         return [p for p in node.visible_procs()]
@@ -75,7 +75,7 @@ def _walked(node: SimNode, v: dict[str, str]) -> list:
     return out
 
 
-def pids(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+def pids(node: SimHost, _glob: str, v: dict[str, str]) -> str:
     """The pids section after its scope line: the last PID, "wrapped", the listing (the glob's
     string order), and the new PIDs kept in the shell's variables."""
     last = node._next_pid - 1
@@ -104,7 +104,7 @@ def pids(node: SimNode, _glob: str, v: dict[str, str]) -> str:
     return "".join(out)
 
 
-def stat(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+def stat(node: SimHost, _glob: str, v: dict[str, str]) -> str:
     if v.get(probe_scope.MODE) == "whole":
         procs = sorted(node.visible_procs(), key=lambda p: str(p.pid))
     else:
@@ -112,7 +112,7 @@ def stat(node: SimNode, _glob: str, v: dict[str, str]) -> str:
     return "".join(stat_line(node, p) + "\n" for p in procs)
 
 
-def args(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+def args(node: SimHost, _glob: str, v: dict[str, str]) -> str:
     out = []
     for pid in _listed(v, probe_scope.ARGS):
         text = vfs.read_file(node, f"/proc/{pid}/cmdline") or ""
@@ -121,7 +121,7 @@ def args(node: SimNode, _glob: str, v: dict[str, str]) -> str:
     return "".join(out)
 
 
-def uids(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+def uids(node: SimHost, _glob: str, v: dict[str, str]) -> str:
     out = []
     for pid in _listed(v, probe_scope.ARGS):
         text = vfs.read_file(node, f"/proc/{pid}/status")
@@ -131,15 +131,15 @@ def uids(node: SimNode, _glob: str, v: dict[str, str]) -> str:
     return "".join(out)
 
 
-def users_answer(wanted: list[int]) -> Callable[[SimNode, str, dict], str]:
-    def answer(node: SimNode, _glob: str, _v: dict[str, str]) -> str:
+def users_answer(wanted: list[int]) -> Callable[[SimHost, str, dict], str]:
+    def answer(node: SimHost, _glob: str, _v: dict[str, str]) -> str:
         names = {p.uid: p.user for p in node.visible_procs()}
         pick = wanted or sorted(names)
         return "".join(f"{names[u]}:x:{u}:{u}::/home/{names[u]}:/bin/sh\n" for u in pick if u in names)
     return answer
 
 
-def _fd_lines(node: SimNode, glob: str, v: dict[str, str] | None = None) -> list[tuple[int, str]]:
+def _fd_lines(node: SimHost, glob: str, v: dict[str, str] | None = None) -> list[tuple[int, str]]:
     out = []
     procs = node.visible_procs() if v is None else _walked(node, v)
     for p in sorted(procs, key=lambda q: str(q.pid)):
@@ -149,7 +149,7 @@ def _fd_lines(node: SimNode, glob: str, v: dict[str, str] | None = None) -> list
     return out
 
 
-def fds(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
+def fds(node: SimHost, glob: str, v: dict[str, str] | None = None) -> str:
     """find -printf '%h %l\\0': one NUL-terminated record per matching handle, over the fds
     this probe walks; the holders stay in the shell (pidns, cgroup)."""
     lines = _fd_lines(node, glob, v)
@@ -158,13 +158,13 @@ def fds(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
     return "".join(f"/proc/{pid}/fd {target}\0" for pid, target in lines)
 
 
-def _holders(v: dict[str, str] | None, node: SimNode, glob: str) -> list[int]:
+def _holders(v: dict[str, str] | None, node: SimHost, glob: str) -> list[int]:
     if v is None:
         return list(dict.fromkeys(pid for pid, _ in _fd_lines(node, glob)))
     return [int(d.split("/")[2]) for d in v.get(probe.HOLDER_DIRS, "").split()]
 
 
-def pidns(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
+def pidns(node: SimHost, glob: str, v: dict[str, str] | None = None) -> str:
     lines = []
     for pid in sorted({str(p) for p in _holders(v, node, glob)}):
         ns = vfs.readlink(node, f"/proc/{pid}/ns/pid") or ""
@@ -172,10 +172,10 @@ def pidns(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
     return "".join(lines)
 
 
-def cgroup_answer(extra: list[int] | None) -> Callable[[SimNode, str, dict], str]:
+def cgroup_answer(extra: list[int] | None) -> Callable[[SimHost, str, dict], str]:
     """What the cgroup section prints: grep -H's "/proc/PID/cgroup:LINE" for each device holder
     (the pidns section's PIDs) and each extra PID, in numeric order; an unreadable file nothing."""
-    def answer(node: SimNode, glob: str, v: dict[str, str] | None = None) -> str:
+    def answer(node: SimHost, glob: str, v: dict[str, str] | None = None) -> str:
         pids = sorted(set(_holders(v, node, glob)) | set(extra or ()))
         return "".join(f"/proc/{pid}/cgroup:{line}\n" for pid in pids
                        for line in (vfs.read_file(node, f'/proc/{pid}/cgroup') or '').split("\n") if line)
@@ -183,11 +183,11 @@ def cgroup_answer(extra: list[int] | None) -> Callable[[SimNode, str, dict], str
 
 
 #: probe section name -> what it prints (the shell's variables at hand)
-ANSWERS: dict[str, Callable[[SimNode, str, dict], str]] = {
+ANSWERS: dict[str, Callable[[SimHost, str, dict], str]] = {
     "pids": pids, "stat": stat, "args": args, "uids": uids, "dstate": dstate, "fds": fds, "pidns": pidns}
 
 
-def recognise(name: str, command: str, glob: str) -> Callable[[SimNode, str, dict], str] | None:
+def recognise(name: str, command: str, glob: str) -> Callable[[SimHost, str, dict], str] | None:
     """The answer for a probe section ``name`` whose command line is exactly ``command``, the
     probe's own for it (a scope, user IDs or cgroup PIDs where the section takes them); None
     for a driver section or anything else."""
@@ -196,7 +196,7 @@ def recognise(name: str, command: str, glob: str) -> Callable[[SimNode, str, dic
         if got is None or got[1] != probe_scope.LISTING_COMMAND:
             return None
         scope = got[0]
-        def answer(node: SimNode, g: str, v: dict[str, str]) -> str:
+        def answer(node: SimHost, g: str, v: dict[str, str]) -> str:
             v[probe_scope.WATCHED] = " ".join(map(str, scope.watched))
             v[probe_scope.THREADS] = "all" if scope.threads is None else " ".join(map(str, scope.threads))
             v[probe_scope.ARGS] = " ".join(map(str, scope.args))
@@ -224,7 +224,7 @@ def recognise(name: str, command: str, glob: str) -> Callable[[SimNode, str, dic
 STANDALONE = ("pids", "stat", "args", "uids", "users", "dstate", "fds", "pidns", "cgroup")
 
 
-def loop_command(cmd: str) -> tuple[Callable[[SimNode, str, dict], str], str] | None:
+def loop_command(cmd: str) -> tuple[Callable[[SimHost, str, dict], str], str] | None:
     """(answer, glob) when ``cmd`` is exactly one of the probe's process-section commands, or
     the whole-table D-state loop (a check runs it), else None. The answer reads the shell's
     variables as the real command would (a scope set before it, the fds walk's holders)."""
@@ -247,13 +247,13 @@ _LOOP_READ = "gi_Lr"
 LOOP_READ_MAX = 3
 
 
-def _loop_failure(node: SimNode) -> str | None:
+def _loop_failure(node: SimHost) -> str | None:
     """What nvidia-smi prints when it cannot start (its loop ends at once), else None."""
     out, _err, rc = nvsmi.run(node, ["--query-gpu=index", "--format=csv,noheader"])
     return out if rc != 0 else None
 
 
-def loop_answer(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+def loop_answer(node: SimHost, _glob: str, v: dict[str, str]) -> str:
     g, a = v.get(probe_loop.LOOP_GPU, ""), v.get(probe_loop.LOOP_APPS, "")
     alive = g.isdecimal() and a.isdecimal() and int(g) in node.smi_loops and int(a) in node.smi_loops
     if alive:
@@ -270,7 +270,7 @@ def loop_answer(node: SimNode, _glob: str, v: dict[str, str]) -> str:
     return out + f"started {g} {a}\n"
 
 
-def _loop_ticks(node: SimNode, v: dict[str, str]) -> list[float]:
+def _loop_ticks(node: SimHost, v: dict[str, str]) -> list[float]:
     """The sampling moments since the last read (the GPU loop's read decides them; the apps
     loop's read in the same probe prints the same moments)."""
     if "gi_Lt" in v:
@@ -297,7 +297,7 @@ def _stamp(t: float) -> str:
     return time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
-def _loop_rows(node: SimNode, v: dict[str, str], query: list[str]) -> str:
+def _loop_rows(node: SimHost, v: dict[str, str], query: list[str]) -> str:
     g = v.get(probe_loop.LOOP_GPU, "")
     if "gi_Lf" in v:                     # the loop that could not start said why, once
         return v.pop("gi_Lf")
@@ -313,13 +313,13 @@ def _loop_rows(node: SimNode, v: dict[str, str], query: list[str]) -> str:
     return "".join(f"{_stamp(t)}, {row}\n" for t in ticks for row in rows)
 
 
-def loopg_answer(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+def loopg_answer(node: SimHost, _glob: str, v: dict[str, str]) -> str:
     v.pop("gi_Lt", None)
     fields = f"{probe.GPU_FIELDS},{probe.RECOVERY_FIELD}" if nvsmi.knows_recovery(node) else probe.GPU_FIELDS
     return _loop_rows(node, v, [f"--query-gpu={fields}", "--format=csv,noheader,nounits"])
 
 
-def loopa_answer(node: SimNode, _glob: str, v: dict[str, str]) -> str:
+def loopa_answer(node: SimHost, _glob: str, v: dict[str, str]) -> str:
     out = _loop_rows(node, v, [f"--query-compute-apps={probe.APP_FIELDS}", "--format=csv,noheader,nounits"])
     v.pop("gi_Lt", None)
     return out

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from console.sim.node import SimNode
+from console.sim.host import SimHost
 from console.sim.signals import SIGNALS
 from console.sim.state import ALIVE, CLK_TCK, EXITING, ZOMBIE, SimProc
 
@@ -28,12 +28,12 @@ def sigmask(names) -> int:
     return m
 
 
-def cpu_ticks(node: SimNode, p: SimProc) -> int:
+def cpu_ticks(node: SimHost, p: SimProc) -> int:
     end = p.died_at if p.died_at is not None else node.now
     return p.utime0 + int(max(0.0, end - p.start) * p.cpu * CLK_TCK)
 
 
-def stat_line(node: SimNode, p: SimProc, tid: int | None = None) -> str:
+def stat_line(node: SimHost, p: SimProc, tid: int | None = None) -> str:
     """/proc/PID/stat (or /proc/PID/task/TID/stat): 52 fields, comm in parentheses."""
     threads = node.threads(p)
     me = next((t for t in threads if t[0] == tid), threads[0]) if threads else (p.pid, p.comm, "X", "0")
@@ -77,7 +77,7 @@ _STATE_WORDS = {"R": "R (running)", "S": "S (sleeping)", "D": "D (disk sleep)", 
                 "T": "T (stopped)", "I": "I (idle)", "X": "X (dead)"}
 
 
-def status_text(node: SimNode, p: SimProc) -> str:
+def status_text(node: SimHost, p: SimProc) -> str:
     st = node.leader_state(p)
     lines = [
         f"Name:\t{p.comm}", "Umask:\t0022", f"State:\t{_STATE_WORDS.get(st, st)}",
@@ -147,14 +147,14 @@ def ls_time(epoch: float) -> str:
     return time.strftime("%b %e %H:%M", time.gmtime(epoch))
 
 
-def ls_task(node: SimNode, p: SimProc) -> str:
+def ls_task(node: SimHost, p: SimProc) -> str:
     ts = ls_time(p.start)
     threads = node.threads(p)
     lines = ["total 0"] + [f"dr-xr-xr-x 7 {p.user} {p.user} 0 {ts} {tid}" for tid, *_ in threads]
     return "\n".join(lines) + "\n"
 
 
-def ls_fd(node: SimNode, p: SimProc) -> str:
+def ls_fd(node: SimHost, p: SimProc) -> str:
     ts = ls_time(p.start)
     entries = [(0, "/dev/null"), (1, "/dev/null"), (2, "/dev/null")] if p.phase == ALIVE and not p.kthread else []
     fd = 3
@@ -166,7 +166,7 @@ def ls_fd(node: SimNode, p: SimProc) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dmesg_lines(node: SimNode, human: bool = False) -> list[str]:
+def dmesg_lines(node: SimHost, human: bool = False) -> list[str]:
     out = []
     for when, text in node.kernel_log:
         if when > node.now:
@@ -180,7 +180,7 @@ def dmesg_lines(node: SimNode, human: bool = False) -> list[str]:
     return out
 
 
-def journal_lines(node: SimNode) -> list[str]:
+def journal_lines(node: SimHost) -> list[str]:
     out = []
     for when, text in node.kernel_log:
         if when <= node.now:
@@ -188,7 +188,7 @@ def journal_lines(node: SimNode) -> list[str]:
     return out
 
 
-def ss_listen(node: SimNode, with_process: bool) -> str:
+def ss_listen(node: SimHost, with_process: bool) -> str:
     rows = [("State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Process")]
     entries = []
     fdn = 3
@@ -208,7 +208,7 @@ def ss_listen(node: SimNode, with_process: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fuser_report(node: SimNode, paths: list[str], verbose: bool) -> tuple[str, str, list[SimProc]]:
+def fuser_report(node: SimHost, paths: list[str], verbose: bool) -> tuple[str, str, list[SimProc]]:
     """(stdout, stderr, holders). PIDs go to stdout; names and the -v table to stderr."""
     out, err = [], []
     holders: list[SimProc] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from console.sim import procfs
-from console.sim.node import SimNode
+from console.sim.host import SimHost
 from console.sim.state import ALIVE, SimProc
 
 # name -> (header, width, right-aligned)
@@ -54,7 +54,7 @@ def escaped(text: str) -> str:
     return "".join(" " if ch == "\n" else "?" if ch < " " or ch == "\x7f" else ch for ch in text)
 
 
-def stat_flags(node: SimNode, p: SimProc, state: str) -> str:
+def stat_flags(node: SimHost, p: SimProc, state: str) -> str:
     out = state
     if p.pid == p.sid and not p.kthread:
         out += "s"
@@ -65,7 +65,7 @@ def stat_flags(node: SimNode, p: SimProc, state: str) -> str:
     return out
 
 
-def value(node: SimNode, p: SimProc, col: str, thread=None) -> str:
+def value(node: SimHost, p: SimProc, col: str, thread=None) -> str:
     if thread is None:
         ths = node.threads(p)
         thread = ths[0] if ths else (p.pid, p.comm, "X", "0")
@@ -159,7 +159,7 @@ def parse_format(spec: str) -> list[tuple[str, str, int, bool]]:
     return out
 
 
-def run(node: SimNode, argv: list[str], transient: list[SimProc]) -> tuple[str, str, int]:
+def run(node: SimHost, argv: list[str], transient: list[SimProc]) -> tuple[str, str, int]:
     everyone, threads, full, bsd_u = False, False, False, False
     cols: list[tuple[str, str, int, bool]] = []
     pids: set[int] | None = None

@@ -6,24 +6,12 @@ shortest correct path down the escalation ladder (rung names from
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
+from console.sim.host import SimHost
 from console.sim.machine import (CONTAINER_PID_NS, add_boot_log, add_console_session, add_gpus, add_host_background,
                       gpu_fds)
-from console.sim.node import SimNode
-from console.sim.state import GroundTruth
+from console.sim.state import GroundTruth, Scenario
 
 FREED_ALL = "memory freed on all GPUs"
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    title: str
-    truth: GroundTruth
-    build: Callable[[SimNode], None]
-    uptime_s: float = 12 * 86400 + 3 * 3600 + 17 * 60
 
 
 # ---------------------------------------------------------------- seed
@@ -37,7 +25,7 @@ SGLANG_THREADS = ("sglang::schedul", "cuda00001400006", "cuda-EvtHandlr", "pt_au
                   "ZMQbg/IO/0", "python3", "pt_tp_sync")
 
 
-def _sglang_server(node: SimNode, *, launcher_pid: int, args: str, used: tuple[int, ...], started: float,
+def _sglang_server(node: SimHost, *, launcher_pid: int, args: str, used: tuple[int, ...], started: float,
                    hung: bool, teardown_s: float, teardown_wchan: str, ports: list[tuple[str, int]],
                    parent: int, sid: int) -> list[int]:
     """An SGLang launcher, its resource tracker, TP schedulers and detokenizer; returns scheduler PIDs."""
@@ -77,7 +65,7 @@ def _sglang_server(node: SimNode, *, launcher_pid: int, args: str, used: tuple[i
     return scheds
 
 
-def build_seed(node: SimNode) -> None:
+def build_seed(node: SimHost) -> None:
     add_gpus(node)
     add_boot_log(node)
     add_host_background(node)
@@ -96,7 +84,7 @@ SLOW_TEARDOWN_S = 26.0
 TRAIN_ARGS = "/usr/bin/python3 -u train.py --config configs/pretrain-8b.yaml"
 
 
-def build_slow_teardown(node: SimNode) -> None:
+def build_slow_teardown(node: SimHost) -> None:
     add_gpus(node)
     add_boot_log(node)
     pids = add_host_background(node)
@@ -127,7 +115,7 @@ def build_slow_teardown(node: SimNode) -> None:
 
 # ---------------------------------------------------------------- renamed-workers
 
-def build_renamed_workers(node: SimNode) -> None:
+def build_renamed_workers(node: SimHost) -> None:
     add_gpus(node)
     add_boot_log(node)
     add_host_background(node)
@@ -167,7 +155,7 @@ def build_renamed_workers(node: SimNode) -> None:
 
 # ---------------------------------------------------------------- hidden-holders
 
-def build_hidden_holders(node: SimNode) -> None:
+def build_hidden_holders(node: SimHost) -> None:
     add_gpus(node)
     add_boot_log(node)
     add_host_background(node)
@@ -201,7 +189,7 @@ CONTAINER_CGROUP = "".join(f"{n}:{c}:/kubepods/burstable/pod{CONTAINER_POD_UID}/
     (12, "pids"), (11, "memory"), (10, "devices"), (9, "cpu,cpuacct"), (4, "blkio"), (1, "name=systemd"))) + "0::/\n"
 
 
-def build_container(node: SimNode) -> None:
+def build_container(node: SimHost) -> None:
     add_gpus(node)
     node.pid_ns = CONTAINER_PID_NS
     node.has_systemd = False
@@ -240,7 +228,7 @@ RESET_GPU = 3
 RESET_STUCK_MIB = 61447
 
 
-def build_reset_required(node: SimNode) -> None:
+def build_reset_required(node: SimHost) -> None:
     add_gpus(node)
     add_boot_log(node)
     add_host_background(node)
@@ -271,7 +259,7 @@ def build_reset_required(node: SimNode) -> None:
 
 # ---------------------------------------------------------------- graceful
 
-def build_graceful(node: SimNode) -> None:
+def build_graceful(node: SimHost) -> None:
     add_gpus(node)
     add_boot_log(node)
     pids = add_host_background(node)

@@ -1,4 +1,4 @@
-"""A small fake POSIX shell (dash-like) that runs on a SimNode.
+"""A small fake POSIX shell (dash-like) that runs on a SimHost (host.py).
 
 It understands exactly the probe lines of ``probe.build_script`` (each line is
 recognised against probe.py's own commands; the loop sections and the driver sections'

@@ -1,10 +1,11 @@
 """The mutable pieces of one simulated machine: processes, GPUs, driver contexts.
 
-Plain data; the rules that move it (signals, teardown, reset) live in node.py.
+Plain data; the rules that move it (signals, teardown, reset) live in host.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 #: what ``demo`` and ``simulate`` run when no scenario is named
 DEFAULT_SCENARIO = "seed"
@@ -27,6 +28,16 @@ class GroundTruth:
 
 
 LADDER_RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One incident (the catalogue is scenarios.py)."""
+    name: str
+    title: str
+    truth: GroundTruth
+    build: Callable[[Any], None]       # puts the incident on a fresh SimHost (host.py)
+    uptime_s: float = 12 * 86400 + 3 * 3600 + 17 * 60
 
 
 @dataclass(eq=False)

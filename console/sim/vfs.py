@@ -4,14 +4,14 @@ from __future__ import annotations
 import fnmatch
 
 from console.sim import procfs
-from console.sim.node import SimNode
+from console.sim.host import SimHost
 from console.sim.state import ALIVE, SimProc
 
 _PID_FILES = ["cgroup", "cmdline", "comm", "exe", "fd", "ns", "stack", "stat", "status", "task", "wchan"]
 _TASK_FILES = ["comm", "stack", "stat", "status", "wchan"]
 
 
-def _proc_and_tid(node: SimNode, parts: list[str]) -> tuple[SimProc | None, int | None, list[str]]:
+def _proc_and_tid(node: SimHost, parts: list[str]) -> tuple[SimProc | None, int | None, list[str]]:
     """parts after 'proc': PID[/task/TID]/rest -> (proc, tid or None, rest)."""
     if not parts:
         return None, None, []
@@ -31,7 +31,7 @@ def _proc_and_tid(node: SimNode, parts: list[str]) -> tuple[SimProc | None, int 
     return p, None, rest
 
 
-def listdir(node: SimNode, path: str) -> list[str] | None:
+def listdir(node: SimHost, path: str) -> list[str] | None:
     path = path.rstrip("/") or "/"
     if path == "/":
         return ["dev", "proc", "sys"]
@@ -66,7 +66,7 @@ def fd_table(p: SimProc) -> list[tuple[int, str]]:
     return entries
 
 
-def readlink(node: SimNode, path: str) -> str | None:
+def readlink(node: SimHost, path: str) -> str | None:
     parts = path.strip("/").split("/")
     if len(parts) < 3 or parts[0] != "proc":
         return None
@@ -83,7 +83,7 @@ def readlink(node: SimNode, path: str) -> str | None:
     return None
 
 
-def read_file(node: SimNode, path: str) -> str | None:
+def read_file(node: SimHost, path: str) -> str | None:
     """File contents, or None when the file does not exist."""
     node.settle()
     if path == "/proc/stat":
@@ -147,7 +147,7 @@ def cgroup_text(p: SimProc) -> str:
     return f"0::/user.slice/user-{p.uid}.slice/session-1.scope\n"
 
 
-def exists(node: SimNode, path: str) -> bool:
+def exists(node: SimHost, path: str) -> bool:
     parent, _, name = path.rstrip("/").rpartition("/")
     names = listdir(node, parent or "/")
     if names is not None:
@@ -159,7 +159,7 @@ def exists(node: SimNode, path: str) -> bool:
     return path in node.device_paths() or path in ("/dev/null", "/dev/zero")
 
 
-def glob(node: SimNode, pattern: str) -> list[str]:
+def glob(node: SimHost, pattern: str) -> list[str]:
     """Shell pathname expansion over the virtual tree (sorted, like the shell)."""
     if not pattern.startswith("/"):
         return []
