@@ -13,7 +13,7 @@ same settings have on the command line (cli.py's flags check with these function
     [keys]
     quit = "ctrl+q"        # binding id = key(s), comma-separated for alternatives
 
-    [slurm]                # README "Fleet" / "Slurm"
+    [slurm]                # docs/fleet.md, "Slurm"
     enabled = true         # default: when scontrol and squeue are found (here, or on the controller)
     controller = "admin@slurmctl01"   # run scontrol there over SSH (default: this machine)
     nodes = { "gpu01.example" = "gpu01" }   # console node name -> Slurm node name

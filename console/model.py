@@ -317,7 +317,7 @@ VERDICTS = ("confirmed", "refuted", "inconclusive")
 
 @dataclass(frozen=True)
 class TimelineEntry:
-    """One line of an incident's JSON-lines file (the README's "Incident timeline" section is the contract)."""
+    """One line of an incident's JSON-lines file (docs/timeline.md is the contract)."""
     ts: str
     seq: int
     by: str
@@ -334,7 +334,7 @@ class TimelineEntry:
     freed_mib: int | None = None
     seconds_to_free: float | None = None
     verdict: str | None = None
-    # added by record-before-effect (README "Incident timeline"): an `action` names what it is
+    # added by record-before-effect (docs/timeline.md): an `action` names what it is
     # sent to; the `observation` that closes it says so with `outcome: true`
     targets: Sequence[Mapping[str, Any]] | None = None   # [{"pid", "start_ticks", "create_time", "name"}]
     outcome: bool | None = None

@@ -93,3 +93,14 @@ def test_several_nodes_one_dead(snap_compare, tmp_path, size):
         await pilot.pause()
         await pilot.pause()
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_the_readme_picture_is_the_seed_first_screen_as_the_app_draws_it():
+    """README's picture (docs/seed.svg) is the pinned 120x36 seed snapshot: when the screen
+    changes and the snapshot is updated, this says to copy it there too."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent
+    pinned = root / "__snapshots__" / "test_ui_snapshots" / "test_seed_first_screen[120x36].svg"
+    picture = root.parent / "docs" / "seed.svg"
+    assert picture.read_bytes() == pinned.read_bytes(), f"cp '{pinned}' {picture}"
+    assert "](docs/seed.svg)" in (root.parent / "README.md").read_text()

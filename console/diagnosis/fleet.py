@@ -1,7 +1,7 @@
 """Which fleet nodes are suspect, and why. Pure: a FleetSnapshot in, the same with each node's
 ``suspicion`` and ``suspicion_rank`` set and the nodes sorted, out.
 
-The rule (README "Fleet"): a GPU is suspect when
+The rule (docs/fleet.md): a GPU is suspect when
 - it held more than HELD_FLOOR_MIB of memory at 0 % utilisation for the whole window (the
   source's ``idle_held_mib``: min_over_time(FB_USED) where max_over_time(GPU_UTIL) is 0, and
   the series is at least as old as the window), or

@@ -1,4 +1,4 @@
-"""The `snapshot --json` document (the README's contract: fields may be added, never renamed)."""
+"""The `snapshot --json` document (docs/snapshot-json.md is the contract: fields may be added, never renamed)."""
 from __future__ import annotations
 
 import datetime as dt

@@ -106,7 +106,7 @@ def csv_rows(text: str, limit: int | None = None) -> list[list[str]]:
 # ---------------------------------------------------------------- nvidia-smi
 
 def nvsmi_failure(text: str, rc: int | None) -> str | None:
-    """The node-level error an nvidia-smi run shows, in the words of the README's snapshot contract, or None."""
+    """The node-level error an nvidia-smi run shows, in the words of the snapshot contract (docs/snapshot-json.md), or None."""
     low = text.lower()
     if "couldn't communicate with the nvidia driver" in low or "driver not loaded" in low:
         return "NVIDIA driver not loaded: nvidia-smi couldn't communicate with the NVIDIA driver"

@@ -153,7 +153,7 @@ class ShellSource(Source):
     @abc.abstractmethod
     async def _exec(self, script: str, timeout: float) -> CommandResult:
         """Run shell text on the node; never raises. On failure ``error`` holds one
-        human line using the words of the README's snapshot contract (unreachable, refused, authentication,
+        human line using the words of the snapshot contract (docs/snapshot-json.md) (unreachable, refused, authentication,
         host key, timed out)."""
 
     def _capture(self, mark: str) -> Capture:
