@@ -63,7 +63,7 @@ def test_stuck_nodes_come_first(fleet):
     nodes = got["nodes"]
     assert [n["name"] for n in nodes] == ["simnode03", "simnode02", "simnode04", "simnode01"]
     assert "Xid 154" in nodes[0]["suspicion"] and "GPU 3:" in nodes[0]["suspicion"]
-    assert nodes[1]["suspicion"].startswith("GPUs 0-3: 86.0 GiB held at 0% for 3 s")
+    assert nodes[1]["suspicion"].startswith("GPUs 0-3: 86.0 GiB each at 0% for 3 s")
     assert nodes[2]["suspicion"].startswith("GPUs 0-7: ")
     assert nodes[3]["suspicion"] is None and nodes[3]["gpus"][0]["utilization_pct"] > 50
     assert all(len(n["gpus"]) == 8 for n in nodes), "two jobs scrape the exporter: each GPU counts once"

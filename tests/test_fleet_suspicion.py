@@ -35,7 +35,7 @@ def test_memory_held_at_zero_says_which_gpu_how_much_how_long():
 
 def test_gpus_with_the_same_words_share_them():
     (n,) = assess(snap(node("gpu07", *(held(i, 86.0) for i in range(4))), window_s=5)).nodes
-    assert n.suspicion == "GPUs 0-3: 86.0 GiB held at 0% for 5 s"
+    assert n.suspicion == "GPUs 0-3: 86.0 GiB each at 0% for 5 s"
 
 
 def test_idle_memory_under_the_floor_is_not_suspect():

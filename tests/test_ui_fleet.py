@@ -90,7 +90,7 @@ async def test_suspects_first_by_rank_then_hostname_and_the_header_counts_them()
         assert lines[2].startswith("gpu-0004") and lines[2].split()[5:7] == ["GPUs", "0-7:"]
         assert "79" in lines[2].split()[4] and "Xid 79 (GPU has fallen" in lines[2]
         assert lines[3].startswith("gpu-0002") and "560/637" in lines[3] and "0%" in lines[3]
-        assert "GPUs 0-7: 70.0 GiB held at 0% for 10 min" in lines[3]
+        assert "GPUs 0-7: 70.0 GiB each at 0% for 10 min" in lines[3]
         assert "gpu-0004  8× NVIDIA H100 80GB HBM3" in text          # the highlighted node in full
         # the cursor moves, and stays on its node when a new round reorders the table
         await pilot.click(FleetTable, offset=(3, 4))             # the fourth row: gpu-0000

@@ -11,7 +11,7 @@ The rule (docs/fleet.md): a GPU is suspect when
 A node's rank is its worst GPU's: a critical or high Xid (reset, reboot) 3, memory held at 0 %
 2, any other Xid 1, nothing 0. Nodes come suspects first (higher rank first), then by hostname.
 The suspicion text names the GPUs and how much: "GPU 3: 71.2 GiB held at 0% for 10 min"; GPUs
-with the same words share them ("GPUs 0-3: 86.0 GiB held at 0% for 5 s").
+with the same words share them, the amount said per GPU ("GPUs 0-3: 86.0 GiB each at 0% for 5 s").
 
 For ``snapshot --json`` and ``--fail-on``, ``fleet_findings`` states the same as findings: an
 ``idle-memory`` finding (high) per node with memory held at 0 %, an ``xid`` finding per Xid code
@@ -86,13 +86,22 @@ def idle_held(g: FleetGpu) -> float | None:
     return None
 
 
+#: the words after a GPU's held memory; a group of GPUs sharing them says "each" instead (the
+#: amount is per GPU, not the group's total; as short, so the table's column keeps its width)
+_HELD = " held at 0%"
+
+
+def _group_words(words: str, gpus: int) -> str:
+    return words.replace(_HELD, " each at 0%", 1) if gpus > 1 else words
+
+
 def gpu_suspicion(g: FleetGpu, window_s: float | None) -> tuple[int, str] | None:
     """(rank, words without the GPU's name) for one GPU, or None when nothing is suspect."""
     parts: list[str] = []
     rank = 0
     held = idle_held(g)
     if held is not None:
-        parts.append(f"{_gib(held)} held at 0% for {window_words(window_s)}")
+        parts.append(f"{_gib(held)}{_HELD} for {window_words(window_s)}")
         rank = RANK_HELD
     if g.last_xid:
         info = XIDS.get(g.last_xid, UNKNOWN)
@@ -113,7 +122,7 @@ def node_suspicion(node: FleetNode, window_s: float | None) -> FleetNode:
     if not groups:
         return dataclasses.replace(node, suspicion=None, suspicion_rank=0)
     ordered = sorted(groups.items(), key=lambda kv: -kv[1][0])        # stable: GPU order within a rank
-    text = "; ".join(f"{gpu_list(labels)}: {words}" for words, (_r, labels) in ordered[:NAMED_GROUPS])
+    text = "; ".join(f"{gpu_list(labels)}: {_group_words(words, len(labels))}" for words, (_r, labels) in ordered[:NAMED_GROUPS])
     rest = sum(len(labels) for _w, (_r, labels) in ordered[NAMED_GROUPS:])
     if rest:
         text += f"; and {rest} more GPU{'s' if rest != 1 else ''}"
