@@ -270,25 +270,46 @@ async def test_k_shows_confirm_with_exact_command_then_kills_and_verifies(incide
         await pilot.press("q")
 
 
-async def test_read_only_refuses_in_the_action_layer_and_says_so(incident_dir):
-    from textual.widgets import DataTable
-
+async def test_read_only_leaves_the_dangerous_keys_unbound_and_the_action_layer_still_refuses(incident_dir):
     from console.incident import timeline
+    from console.ui import keys
+    from console.ui.app import HelpScreen
     tl = timeline.open_incident(incident_dir)
     src = SimSource(name="demo", scenario="graceful", clock=FakeClock())
     app = IncidentApp([src], timeline=tl, read_only=True)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.query_one("#procs").row_count > 0)
         assert "READ-ONLY" in str(app.query_one("#mode").render())
-        await pilot.press("t")
+        assert app.focused is app.query_one("#procs")
+        bound = {b.binding.id for b in app.active_bindings.values()}    # what the footer draws from
+        assert "quit" in bound and "filter" in bound and not bound & {"sigterm", "sigkill", "signal"}
+        await pilot.press("t", "k", "f9")               # not bound: nothing opens, nothing is recorded
         await pilot.pause()
-        assert "READ-ONLY" in app.screen.text
+        assert app.screen is app.screen_stack[0] and not any(e.kind == "action" for e in tl.entries)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        helped = screen_text(app)
+        assert "SIGKILL" not in helped and "reset the selected GPU" not in helped and "filter processes" in helped
+        await pilot.press("escape")
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"filter")
+        await wait_for(pilot, lambda: palette_offers(app, "Filter processes"))
+        for title in ("SIGTERM the selected", "Reboot this node", "Drain this node"):
+            assert not palette_offers(app, title)
+        await pilot.press("escape")
+        await pilot.pause()
+        # any other way in (x's next step, a script) still meets the action layer's refusal
+        app.run_worker(app.action_act("sigterm"))
+        await wait_for(pilot, lambda: "READ-ONLY" in getattr(app.screen, "text", ""))
         await pilot.press("y")
         await wait_for(pilot, lambda: any(e.kind == "action" for e in tl.entries))
         entry = [e for e in tl.entries if e.kind == "action"][-1]
         assert "read-only" in entry.text and entry.rc is None
         snap = await src.poll()
         assert sum(g.memory_used_mib for g in snap.gpus) > 100000     # nothing was signalled
+    assert {k.id for k in keys.KEYS if k.dangerous} == {"sigterm", "sigkill", "signal", "kill-holders", "reset",
+                                                         "clear-blockers", "drain", "resume"}
 
 
 async def test_palette_reboot_needs_the_node_name_typed(incident_dir):

@@ -666,7 +666,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(keys.help_rows(self.keymap, fleet=self.fleet_mode)))
+        self.push_screen(HelpScreen(keys.help_rows(self.keymap, fleet=self.fleet_mode, read_only=self.read_only)))
 
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all

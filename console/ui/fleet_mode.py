@@ -22,6 +22,7 @@ from console.model import FleetNode, FleetSnapshot
 from console.monitor import FleetMonitor
 from console.output.fleet_rows import FleetView, next_view, opened_text
 from console.sources.base import Source
+from console.ui import keys
 from console.ui.fleet_view import FleetScreen
 
 #: the app's actions that act on the node console's panels: off while the fleet screen shows
@@ -108,7 +109,10 @@ class FleetMode:
 
     # ------------------------------------------------------------------ keys
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """False: the key is off and not in the footer (Textual: None would show it dimmed)."""
+        """False: the key is off and not in the footer (Textual: None would show it dimmed);
+        under --read-only a dangerous key is off everywhere (ui/keys.py)."""
+        if self.read_only and keys.is_dangerous(action, parameters):
+            return False
         if action == "fleet":
             return self.fleet_mode and not self.on_fleet_screen
         if action in NODE_ACTIONS and self.on_fleet_screen:

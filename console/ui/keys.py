@@ -16,6 +16,11 @@ its scope — where it acts:
 ``fleet_only`` keys exist only in fleet mode (a ``prometheus://`` target): elsewhere they are
 neither bound in the footer nor listed in Help.
 
+``dangerous`` marks a key that changes a node (a signal, a reset, clearing blockers, a Slurm
+drain or resume): under ``--read-only`` it is not bound at all (k9s's way: not in the footer,
+Help or the palette, and pressing it does nothing), and the action layer's refusal stays behind
+it for any other way in.
+
 ``rank`` orders what the footer keeps when the terminal is narrow: 0 always, then 1, 2, …
 (console/ui/footer.py drops the highest ranks first; every key stays in Help and the palette).
 """
@@ -39,6 +44,7 @@ class Key:
     scope: str = "app"          # app, procs, gpus, findings, tables
     rank: int = 2               # footer: kept first at narrow widths (0 always)
     fleet_only: bool = False    # only in fleet mode (Help lists it there)
+    dangerous: bool = False     # changes a node: unbound under --read-only
 
 
 SCOPES: dict[str, str] = {
@@ -52,23 +58,23 @@ SCOPES: dict[str, str] = {
 
 KEYS: tuple[Key, ...] = (
     Key("sigterm", "t", "act('sigterm')", "TERM", "SIGTERM the selected/tagged processes (Confirm first)",
-        "SIGTERM the selected/tagged processes", scope="procs", rank=1),
+        "SIGTERM the selected/tagged processes", scope="procs", rank=1, dangerous=True),
     Key("sigkill", "k", "act('sigkill')", "KILL", "SIGKILL the selected/tagged processes (Confirm first)",
-        "SIGKILL the selected/tagged processes", scope="procs", rank=1),
+        "SIGKILL the selected/tagged processes", scope="procs", rank=1, dangerous=True),
     Key("signal", "f9", "signal_menu", "Signal…",
         "choose a signal for the selected/tagged processes (SIGTERM first; Confirm first)",
-        "Send a signal of your choice to the selected/tagged processes", scope="procs", rank=3),
+        "Send a signal of your choice to the selected/tagged processes", scope="procs", rank=3, dangerous=True),
     Key("tag", "space", "tag", "Tag", "tag/untag the selected process and move down (multi-select)",
         scope="procs", rank=2),
     Key("kill-holders", "F", "act('kill-holders')", "Kill holders",
         "kill every holder of the selected GPU's device files (listed, never fuser -k)",
-        "Kill every holder of the selected GPU's device files", scope="gpus", rank=1),
+        "Kill every holder of the selected GPU's device files", scope="gpus", rank=1, dangerous=True),
     Key("reset", "R", "act('reset')", "Reset GPU", "reset the selected GPU: nvidia-smi -r -i N",
-        "Reset the selected GPU (nvidia-smi -r)", scope="gpus", rank=1),
+        "Reset the selected GPU (nvidia-smi -r)", scope="gpus", rank=1, dangerous=True),
     Key("clear-blockers", "B", "act('clear-blockers')", "Clear blockers",
         "clear reset blockers: persistence mode, persistenced, MPS, DCGM, fabric manager, IMEX, NVSM, "
         "display server, nvidia_drm (modeset)",
-        "Clear reset blockers of the selected GPU", scope="gpus", rank=1),
+        "Clear reset blockers of the selected GPU", scope="gpus", rank=1, dangerous=True),
     Key("next-step", "x", "next_step", "Next step",
         "do the next step (Confirm first): the highlighted finding's on the findings panel, anywhere else "
         "the node's (its first finding that has one)", "Do the next step", rank=1),
@@ -111,10 +117,10 @@ KEYS: tuple[Key, ...] = (
     Key("quit", "q,f10", "quit", "Quit", "quit", rank=0),
     Key("drain", "D", "drain", "Drain",
         "drain this node in Slurm (scontrol update … State=DRAIN, the reason names the incident and the finding; "
-        "Confirm first): before a reset or reboot", "Drain this node in Slurm", show=False, rank=3),
+        "Confirm first): before a reset or reboot", "Drain this node in Slurm", show=False, rank=3, dangerous=True),
     Key("resume", "U", "resume", "Resume",
         "resume this node in Slurm (State=RESUME; Confirm first): only after a verified recovery",
-        "Resume this node in Slurm", show=False, rank=3),
+        "Resume this node in Slurm", show=False, rank=3, dangerous=True),
 )
 
 #: keys that are not bindings of the console's own (Textual's movement, enter, the palette)
@@ -158,6 +164,20 @@ def elsewhere_bindings() -> list[Binding]:
     return [_binding(k, f"elsewhere('{k.id}')", show=False) for k in KEYS if k.scope in ("procs", "gpus")]
 
 
+def is_dangerous(action: str, parameters: tuple[object, ...] = ()) -> bool:
+    """Whether the binding action ``action(parameters)`` (as Textual's check_action gets it) is a
+    dangerous key's, or a panel key's stand-in elsewhere (``elsewhere('sigkill')``)."""
+    if action == "elsewhere":
+        return any(k.dangerous and k.id in parameters for k in KEYS)
+    called = f"{action}({', '.join(repr(p) for p in parameters)})" if parameters else action
+    return any(k.dangerous and k.action == called for k in KEYS)
+
+
+def help_keys(read_only: bool = False) -> tuple[Key, ...]:
+    """The keys bound now: all of them, or under --read-only those that change nothing."""
+    return tuple(k for k in KEYS if not (read_only and k.dangerous))
+
+
 def ids() -> set[str]:
     return {k.id for k in KEYS}
 
@@ -194,12 +214,15 @@ def where(key_id: str, keymap: Mapping[str, str] | None = None) -> str:
     return f"{key_of(key_id, keymap)} ({k.footer}) works on {SCOPES[k.scope]}: tab there first. Nothing was sent."
 
 
-def help_rows(keymap: Mapping[str, str] | None = None, fleet: bool = False) -> list[tuple[str, str]]:
+def help_rows(keymap: Mapping[str, str] | None = None, fleet: bool = False,
+              read_only: bool = False) -> list[tuple[str, str]]:
     """Every key and what it does, for the Help screen, the remap applied; a row with an
-    empty key is a heading (where the keys below it act). ``fleet``: fleet mode, its keys first."""
+    empty key is a heading (where the keys below it act). ``fleet``: fleet mode, its keys first;
+    ``read_only``: the dangerous keys are not bound, so not listed."""
     rows: list[tuple[str, str]] = list(OTHER_KEYS[:3])
     for scope in (("fleet",) if fleet else ()) + ("procs", "gpus", "findings", "app", "tables"):
         rows.append(("", f"on {SCOPES[scope]}" if scope != "app" else "everywhere"))
-        rows += [(key_of(k.id, keymap), k.help) for k in KEYS if k.scope == scope and (fleet or not k.fleet_only)]
+        rows += [(key_of(k.id, keymap), k.help) for k in help_keys(read_only)
+                 if k.scope == scope and (fleet or not k.fleet_only)]
     rows.append(("", "and"))
     return rows + list(OTHER_KEYS[3:])

@@ -30,12 +30,14 @@ def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
         """A key that is off where the operator is (the fleet table: no node panels to act on)."""
         return app.check_action(action.partition("(")[0], ()) is False
     for k in keys.KEYS:
-        if k.palette is not None and (fleet or not k.fleet_only) and not off(k.action):
+        if k.palette is not None and (fleet or not k.fleet_only) and not off(k.action) \
+                and not (app.read_only and k.dangerous):
             out.append((k.palette, _callback(app, k.action), f"{keys.key_of(k.id, keymap)} — {k.help}"))
     if off("act") or off("check"):
         return out
-    for title, rung, hint in keys.PALETTE_ONLY:
-        out.append((title, partial(app.action_act, rung), hint))
+    if not app.read_only:                   # driver reload and reboot change the node
+        for title, rung, hint in keys.PALETTE_ONLY:
+            out.append((title, partial(app.action_act, rung), hint))
     for check in CHECKS.values():
         out.append((f"Check: {check.name}", partial(app._ask_params, check.name), check.description))
     # a command of one's own is an action (Confirm, --read-only, --dry-run), as from the picker
