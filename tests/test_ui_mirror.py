@@ -173,3 +173,16 @@ async def test_the_mirror_at_80x24_shows_the_gpu_holders_rows(incident_dir):
         await wait_for(pilot, lambda: app.query_one("#procs").size.height >= 4)
         text = screen_text(app)
         assert "sglang::scheduler_TP0" in text and "reset blockers" in text, text
+
+
+async def test_the_mirror_cuts_a_gpu_name_with_an_ellipsis_against_the_chart(incident_dir):
+    """As the driver's GPU panel does (tables.name_room): "NVIDIA RTX…", never "NVIDIA RTX P"."""
+    path, _source = await drive(incident_dir)
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        gpus = app.query_one("#gpus")
+
+        def names() -> list[str]:
+            return [str(gpus.get_row(r.key)[-1]) for r in gpus.ordered_rows]
+        await wait_for(pilot, lambda: gpus.row_count == 8 and all(n.endswith("…") for n in names()))
+        assert all(n.startswith("NVIDIA") and len(n) < 30 for n in names()), names()

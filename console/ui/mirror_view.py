@@ -196,12 +196,14 @@ class LiveFollowApp(FollowApp):
 
     def _render_node(self, snap: NodeSnapshot | None, hidden: int) -> None:
         gpus: dict[str, tuple] = {}
+        table = self.query_one("#gpus", DataTable)
+        room = tables.name_room(table)           # names cut with … against the memory chart, as the driver's
         if snap is not None:
             for g in snap.gpus:
-                gpus[f"{snap.name}:{g.index}"] = tables.gpu_cells(snap, g)
+                gpus[f"{snap.name}:{g.index}"] = tables.gpu_cells(snap, g, room)
             for bus in snap.lost_gpus:
                 gpus[f"{snap.name}:lost:{bus}"] = tables.lost_gpu_cells(bus)
-        tables.sync_table(self.query_one("#gpus", DataTable), gpus)
+        tables.sync_table(table, gpus)
         chart = self.query_one("#gpu-chart", MemoryChart)
         if snap is not None and self.state is not None:
             actions = [a for a in self.state.actions if a.node in (None, snap.name)]
