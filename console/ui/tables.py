@@ -51,8 +51,12 @@ def finding_cell(snap: NodeSnapshot) -> Text:
     f = headline(snap)
     if f is None:
         return Text("")
-    cell = Text(f"{f.severity} ", style=SEVERITY_STYLE.get(f.severity, ""))
-    cell.append(f.kind)
+    # a high or critical one is the node's State beside it: the cell keeps its room for the kind,
+    # the memory and the next step (at 100 columns "critical recovery-action 60.0 GiB → clear…"
+    # lost its step)
+    loud = severity_rank(f.severity) >= severity_rank("high")
+    cell = Text("" if loud else f"{f.severity} ", style=SEVERITY_STYLE.get(f.severity, ""))
+    cell.append(f.kind, style=SEVERITY_STYLE.get(f.severity, "") if loud else "")
     mib = concerned_mib(f, snap)
     if mib:
         cell.append(" " + t.mib(mib))            # one rounding rule: console/diagnosis/text.py
