@@ -293,7 +293,7 @@ class ReasoningKeys:
             if text is not None:
                 self.proc_filter = text.strip()
                 self._render_status()
-                self.refresh_node_view()
+                self.refresh_procs()
         self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
                                     value=self.proc_filter), got)
 
@@ -303,7 +303,7 @@ class ReasoningKeys:
             self.proc_filter = ""
             self.say("process filter cleared")
             self._render_status()
-            self.refresh_node_view()
+            self.refresh_procs()
         elif getattr(self, "fleet_mode", False):
             self.action_fleet()
 
@@ -312,7 +312,7 @@ class ReasoningKeys:
         if key is None:
             return
         self.tagged.symmetric_difference_update({key})
-        self.refresh_node_view()
+        self.refresh_procs()
         self.query_one("#procs").action_cursor_down()
         pid = key.rsplit(":", 1)[1]
         mine = sum(1 for k in self.tagged if k.rsplit(":", 1)[0] == self.current_node)
