@@ -186,3 +186,27 @@ async def test_the_mirror_cuts_a_gpu_name_with_an_ellipsis_against_the_chart(inc
             return [str(gpus.get_row(r.key)[-1]) for r in gpus.ordered_rows]
         await wait_for(pilot, lambda: gpus.row_count == 8 and all(n.endswith("…") for n in names()))
         assert all(n.startswith("NVIDIA") and len(n) < 30 for n in names()), names()
+
+
+async def test_a_follower_adds_a_note_and_a_hypothesis_under_their_own_name(incident_dir, monkeypatch):
+    """Pair-debugging: h and n in the follower write into the incident, by the follower; the
+    driver's keys stay read-only there."""
+    from console.incident import timeline
+    monkeypatch.setenv("USER", "bob")
+    path, _source = await drive(incident_dir)
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None)
+        from textual.widgets import Input
+        for key, words in (("h", "the launcher's SIGTERM handler never ran"), ("n", "bob: watching GPU 3")):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: bool(app.screen.query(Input)))
+            app.screen.query_one(Input).value = words      # typed (the prompts' own tests type key by key)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda w=words: any(e.text == w for e in timeline.load(path)[0]))
+        await wait_for(pilot, lambda: "watching GPU 3" in screen_text(app))
+    entries = timeline.load(path)[0]
+    mine = [e for e in entries if e.text in ("the launcher's SIGTERM handler never ran", "bob: watching GPU 3")]
+    assert [e.kind for e in mine] == ["hypothesis", "note"]
+    assert all(e.by.startswith("bob@") and e.node == "demo" for e in mine), [(e.by, e.node) for e in mine]
+    assert not any(e.by.startswith("bob@") for e in entries if e.kind == "action")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+from pathlib import Path
 
 from rich.text import Text
 from textual import on
@@ -36,7 +37,10 @@ from console.ui.timeline_view import FollowApp
 WIDE = 150          # at least this many columns: panels and entries side by side
 #: the keys that act in the driving console (console/ui/keys.py ids): the mirror names who drives
 DRIVERS_KEYS = ("sigterm", "sigkill", "signal", "tag", "kill-holders", "reset", "clear-blockers", "next-step",
-                "wait", "check", "hypothesis", "verdict", "note", "drain", "resume")
+                "wait", "check", "verdict", "drain", "resume")
+#: what a follower may add to the incident: words, recorded under the follower's own name (the
+#: timeline takes several writers: console/incident/timeline.py), never an action on a node
+FOLLOWERS_KEYS = ("hypothesis", "note")
 
 
 class LiveFollowApp(FollowApp):
@@ -50,6 +54,7 @@ class LiveFollowApp(FollowApp):
         # the driving console's acting keys: pressed here they say whose they are, never nothing
         *(Binding(k.key, f"drivers_key('{k.id}')", k.footer, show=False) for k in keys.KEYS
           if k.id in DRIVERS_KEYS),
+        *(Binding(k.key, f"add('{k.id}')", k.footer) for k in keys.KEYS if k.id in FOLLOWERS_KEYS),
     ]
 
     def __init__(self, path: str, state_file: str, *, poll_interval: float | None = None,
@@ -152,6 +157,32 @@ class LiveFollowApp(FollowApp):
         if self.chosen_node in names:
             return self.chosen_node
         return state.viewing if state.viewing in names else (names[0] if names else None)
+
+    def action_add(self, kind: str) -> None:
+        """h / n: a hypothesis or a note of the follower's, into the incident under their name
+        (the driver's console and the postmortem show who said it)."""
+        from console.ui.prompts import TextPrompt
+        title = "State a hypothesis" if kind == "hypothesis" else "Note"
+
+        def got(text: str | None) -> None:
+            if text and text.strip():
+                self._write(kind, text.strip())
+        self.push_screen(TextPrompt(f"{title} (recorded in the incident under your name)"), got)
+
+    def _write(self, kind: str, text: str) -> None:
+        from console.incident.timeline import Timeline
+        node = self.viewing()
+        try:
+            tl = Timeline(Path(self.path))
+            try:
+                entry = tl.append(kind, text, node=node)
+            finally:
+                tl.close()
+        except (OSError, UnsafeFile) as exc:
+            self.notify(f"{kind} not recorded: {exc}", severity="error", timeout=8)
+            return
+        self.notify(f"{kind} recorded as #{entry.seq} by {printable(entry.by, 40)}")
+        self.run_worker(self.poll_now())
 
     def action_drivers_key(self, key_id: str) -> None:
         """A key that acts in the driving console: read-only here, and who drives."""
