@@ -19,19 +19,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from console.actions import slurm as slurm_rungs
 from console.actions import verify as av
 from console.actions.ladder import COMMAND_TIMEOUT_S, RELEASES_NVML
 from console.actions.plan import ActionPlan, ActionPolicy
+from console.actions.ports import ActionSink, ActionSource, NvmlHolder, Reader, Reading, TimelineWriter
 from console.actions.reset_output import parse_reset_output, reset_outcome_line
+from console.clock import Clock
 from console.diagnosis import text as t
 from console.diagnosis import who
 from console.model import ActionRecord, CommandResult, NodeSnapshot, TimelineEntry
+from console.sources.slurm_parse import SlurmNode
 
 log = logging.getLogger("gpu_incident.actions")
-Reader = Callable[[], Awaitable[NodeSnapshot]]
 OUTPUT_LIMIT = 4000
 
 
@@ -91,7 +93,7 @@ class _Seen:
         self.settled_at: float | None = None
         self.snap: NodeSnapshot | None = None     # the last reading that answered
         self.hint = ""                            # what to do next, said in the outcome
-        self.slurm = None                         # a Slurm rung: the last `scontrol show node` read
+        self.slurm: Reading | None = None         # a Slurm rung: the last `scontrol show node` read
 
     @property
     def freed(self) -> int | None:
@@ -101,7 +103,7 @@ class _Seen:
     def seconds_to_free(self) -> float | None:
         return self.settled_at if self.settled_at is not None and (self.freed or 0) > 0 else None
 
-    def take(self, snap: NodeSnapshot | None, elapsed: float) -> bool:
+    def take(self, snap: Reading | None, elapsed: float) -> bool:
         """Record one reading; True when the effect has now settled."""
         self.elapsed = elapsed
         if self.plan.rung in slurm_rungs.SLURM_RUNGS and snap is not None:
@@ -109,17 +111,22 @@ class _Seen:
         if snap is None or snap.error is not None:
             return False
         plan = self.plan
-        self.snap = snap
-        self.after = av.memory_of(snap, plan.gpus)
-        self.fates = av.target_fates(snap, plan.targets)
+        if isinstance(snap, SlurmNode):           # answered; it holds no GPU and no process
+            self.after, self.fates = {}, av.TargetFates()
+        else:
+            self.snap = snap
+            self.after = av.memory_of(snap, plan.gpus)
+            self.fates = av.target_fates(snap, plan.targets)
         if self.settled_at is None and self._settled(snap):
             self.settled_at = round(elapsed, 1)
         return self.settled_at is not None
 
-    def _settled(self, snap: NodeSnapshot) -> bool:
+    def _settled(self, snap: Reading) -> bool:
         plan = self.plan
         if plan.rung in slurm_rungs.SLURM_RUNGS:
             return slurm_rungs.settled(plan.rung, snap)
+        if isinstance(snap, SlurmNode):
+            return False
         if plan.rung == "clear-blockers":
             return av.blockers_cleared(snap, plan.gpus)
         if plan.rung == "restore":
@@ -131,13 +138,15 @@ class _Seen:
 
 # ---------------------------------------------------------------- execute
 
-async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None = None,
-                  timeline: Any = None, read: Reader | None = None, monitor: Any = None,
-                  clock: Any = None, typed: str | None = None, hypothesis: int | None = None,
+async def execute(plan: ActionPlan, source: ActionSource, *, policy: ActionPolicy | None = None,
+                  timeline: TimelineWriter | None = None, read: Reader | None = None,
+                  monitor: ActionSink | None = None, clock: Clock | None = None,
+                  typed: str | None = None, hypothesis: int | None = None,
                   verify_window_s: float | None = None, deadline_s: float | None = None,
                   poll_s: float = 1.0, watch_poll_s: float = 2.0,
                   command_timeout: float = COMMAND_TIMEOUT_S) -> ActionOutcome:
     """Run ``plan`` on ``source`` (a console.sources.base.Source); never raises for node trouble.
+    What each argument must provide is in console/actions/ports.py.
 
     ``timeline``: a console.incident.timeline.Timeline (or None: nothing is written).
     ``read``: how to re-read the node (default ``source.poll``).
@@ -208,7 +217,7 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
         rc = _overall_rc(results)
         output = _output(plan, results)
         text = f"{plan.title}: {_outcome_line(plan, results, seen, cancelled)}"
-        entry = None
+        entry: TimelineEntry | None = None
         if action_seq is not None:
             entry = write("observation", text, action=action_seq, outcome=True, rc=rc, output=output,
                           gpu_memory_before=dict(plan.memory_before), gpu_memory_after=seen.after,
@@ -232,14 +241,14 @@ async def execute(plan: ActionPlan, source: Any, *, policy: ActionPolicy | None 
         if not ran:
             seen.settled_at = None      # whatever changed, this action did not do it
         elif plan.rung == "reset" and _overall_rc(results) == 0:
-            seen.hint = restore_hint(plan, seen.snap, getattr(monitor, "actions", ()))
+            seen.hint = restore_hint(plan, seen.snap, monitor.actions if monitor is not None else ())
     except asyncio.CancelledError:
         seen.elapsed = clock.now() - started
         finish(cancelled=True)
         raise
     outcome_entry, text, rc, output = finish(cancelled=False)
     settled = seen.settled_at is not None
-    watch = None
+    watch: ActionWatch | None = None
     if ran and not settled and deadline > seen.elapsed:
         watch = ActionWatch(action_seq)
         watch._task = asyncio.get_running_loop().create_task(
@@ -260,7 +269,7 @@ def _targets(plan: ActionPlan) -> list[dict[str, Any]] | None:
             for tg in plan.targets] or None
 
 
-async def _run(plan: ActionPlan, source: Any, results: list[CommandResult], timeout: float) -> None:
+async def _run(plan: ActionPlan, source: ActionSource, results: list[CommandResult], timeout: float) -> None:
     """Signal each target (guarded by its start time) or run each command line, in order."""
     if plan.signal:
         for tgt in plan.targets:
@@ -268,23 +277,23 @@ async def _run(plan: ActionPlan, source: Any, results: list[CommandResult], time
                                       create_time=tgt.create_time)
             results.append(res)
         return
-    release = plan.rung in RELEASES_NVML and hasattr(source, "nvml_paused")
-    if release:   # this console is an NVML client too: the driver refuses a reset while it holds on
-        source.nvml_paused = True
+    holder = source if plan.rung in RELEASES_NVML and isinstance(source, NvmlHolder) else None
+    if holder is not None:   # this console is an NVML client too: the driver refuses a reset while it holds on
+        holder.nvml_paused = True
         await source.close()
     try:
         for line in plan.commands:
             results.append(await source.run(line, timeout))
     finally:
-        if release:
-            source.nvml_paused = False
+        if holder is not None:
+            holder.nvml_paused = False
 
 
-def _read_timeout(source: Any) -> float:
+def _read_timeout(source: ActionSource) -> float:
     return float(getattr(source, "probe_timeout", 10.0)) + 5.0
 
 
-async def _read(read: Reader, timeout: float) -> NodeSnapshot | None:
+async def _read(read: Reader, timeout: float) -> Reading | None:
     try:
         return await asyncio.wait_for(read(), timeout)
     except asyncio.CancelledError:
@@ -293,7 +302,7 @@ async def _read(read: Reader, timeout: float) -> NodeSnapshot | None:
         return None
 
 
-async def _verify(seen: _Seen, read: Reader, clock: Any, started: float, window: float, poll_s: float,
+async def _verify(seen: _Seen, read: Reader, clock: Clock, started: float, window: float, poll_s: float,
                   timeout: float) -> None:
     """Re-read at once, then every ``poll_s``, until settled or ``window`` seconds since the start."""
     while True:
@@ -304,7 +313,7 @@ async def _verify(seen: _Seen, read: Reader, clock: Any, started: float, window:
         await clock.sleep(min(poll_s, window - elapsed))
 
 
-async def _watch(watch: ActionWatch, seen: _Seen, read: Reader, clock: Any, started: float,
+async def _watch(watch: ActionWatch, seen: _Seen, read: Reader, clock: Clock, started: float,
                  deadline: float, poll_s: float, write: Callable[..., TimelineEntry | None],
                  timeout: float) -> None:
     plan = seen.plan
@@ -326,7 +335,7 @@ async def _watch(watch: ActionWatch, seen: _Seen, read: Reader, clock: Any, star
         log.exception("watching %s on %s failed", plan.rung, plan.node)
 
 
-async def _watch_loop(watch: ActionWatch, seen: _Seen, read: Reader, clock: Any, started: float,
+async def _watch_loop(watch: ActionWatch, seen: _Seen, read: Reader, clock: Clock, started: float,
                       deadline: float, poll_s: float, observe: Callable[..., None], reported: set[int],
                       words: str, timeout: float) -> None:
     plan = seen.plan
@@ -482,7 +491,7 @@ def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, c
     return "; ".join(b for b in bits if b)
 
 
-def restore_hint(plan: ActionPlan, snap: NodeSnapshot | None, actions) -> str:
+def restore_hint(plan: ActionPlan, snap: NodeSnapshot | None, actions: Iterable[ActionRecord]) -> str:
     """After a verified reset on a node whose reset blockers were cleared (B): what B turned
     off is still off — say how to turn it back on (persistence mode on the GPUs that have it
     off, nvidia-persistenced when it is not running)."""

@@ -19,13 +19,14 @@ is back at or under who.FREED_MIB, and no finding of high severity or worse is l
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Iterable
 
 from console.actions.plan import VERIFY_WINDOW_S, ActionPlan
 from console.diagnosis import text as t
 from console.diagnosis.who import FREED_MIB
-from console.model import Finding, NodeSnapshot, severity_rank
+from console.model import CommandResult, Finding, NodeSnapshot, severity_rank
 from console.sources import slurm_parse as sp
+from console.sources.slurm import SlurmClient
 from console.sources.slurm_parse import SlurmNode
 from console.textsafe import one_line
 
@@ -70,8 +71,8 @@ def drain_first(rung: str | None, node: SlurmNode | None) -> bool:
     return rung in DRAIN_BEFORE and node is not None and node.error is None and not node.drained
 
 
-def _plan(node: str, rung: str, title: str, argv: tuple[str, ...], *, notes=(), refusals=(),
-          snap: NodeSnapshot | None = None) -> ActionPlan:
+def _plan(node: str, rung: str, title: str, argv: tuple[str, ...], *, notes: Iterable[str] = (),
+          refusals: Iterable[str] = (), snap: NodeSnapshot | None = None) -> ActionPlan:
     return ActionPlan(node=node, rung=rung, title=title, commands=(sp.shell_line(argv),) if argv else (),
                       refusals=tuple(refusals), notes=tuple(notes), destructive=True,
                       taken_at=snap.taken_at if snap is not None else None,
@@ -133,14 +134,14 @@ def plan_resume(node: str, slurm_name: str, snap: NodeSnapshot | None, *, where:
     return _plan(node, "resume", title, sp.resume_argv(slurm_name), notes=notes, snap=snap)
 
 
-def settled(rung: str, reading: Any) -> bool:
+def settled(rung: str, reading: object) -> bool:
     """Has the Slurm state the rung was after come? (A reading is a SlurmNode.)"""
     if not isinstance(reading, SlurmNode) or reading.error is not None:
         return False
     return reading.drained if rung == "drain" else not reading.drained
 
 
-def state_line(plan: ActionPlan, reading: Any, elapsed: float, done: bool) -> str:
+def state_line(plan: ActionPlan, reading: object, elapsed: float, done: bool) -> str:
     """What the read-back said: 'demo is IDLE+DRAIN (Reason …)' / 'demo still IDLE after 10 s'."""
     if not isinstance(reading, SlurmNode):
         return f"Slurm's state not read back in {elapsed:.0f} s"
@@ -157,15 +158,24 @@ class SlurmActionSource:
     re-read that is the node's Slurm state (``scontrol show node -o``)."""
     kind = "slurm"
 
-    def __init__(self, client: Any, node: str, slurm_name: str) -> None:
+    def __init__(self, client: SlurmClient, node: str, slurm_name: str) -> None:
         self.client = client
         self.name = node
         self.slurm_name = sp.node_name(slurm_name)
         self.clock = client.clock
         self.probe_timeout = client.timeout
 
-    async def run(self, line: str, timeout: float | None = None):
+    async def run(self, line: str, timeout: float | None = None) -> CommandResult:
         return await self.client.run(line, min(timeout or self.client.timeout, self.client.timeout))
 
     async def poll(self) -> SlurmNode:
         return await self.client.node(self.slurm_name)
+
+    async def signal(self, pid: int, signame: str, *, start_ticks: int | None = None,
+                     create_time: float | None = None) -> CommandResult:
+        """A Slurm rung signals no process (its plan has none): refused, nothing is sent."""
+        return CommandResult(command=f"kill -s {signame} {pid}", rc=3,
+                             stderr="refused: a Slurm action signals no process")
+
+    async def close(self) -> None:
+        """Nothing of its own to let go of: the Slurm client is its caller's."""

@@ -7,11 +7,11 @@ effect it was after has come: the targets' memory back, the reset blockers gone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from console.diagnosis import text as t
 from console.diagnosis.who import BLOCKER_DAEMONS, FREED_MIB, blocker_daemon, program_of
-from console.model import NodeSnapshot
+from console.model import NodeSnapshot, Proc
 
 Memory = Mapping[str, "int | None"]
 
@@ -122,16 +122,33 @@ class TargetFates:
     running: tuple[int, ...] = ()       # alive and not a zombie
 
 
-def target_fates(snap: NodeSnapshot, targets: Sequence) -> TargetFates:
-    """``targets``: ActionTarget-like rows (pid, start_ticks, create_time)."""
-    gone, zombies, in_d, running = [], [], [], []
-    for tgt in targets:
-        proc = snap.proc(tgt.pid)
-        same = proc is not None and (
-            (tgt.start_ticks is None or proc.start_ticks is None or proc.start_ticks == tgt.start_ticks)
+class Target(Protocol):
+    """A process as an action saw it (console/actions/plan.py ActionTarget)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def start_ticks(self) -> int | None: ...
+    @property
+    def create_time(self) -> float | None: ...
+
+
+def _same(proc: Proc, tgt: Target) -> bool:
+    """The PID's process now is the one the action saw (its start time unchanged where known)."""
+    return ((tgt.start_ticks is None or proc.start_ticks is None or proc.start_ticks == tgt.start_ticks)
             and (tgt.create_time is None or proc.create_time is None
                  or abs(proc.create_time - tgt.create_time) < 1e-2))
-        if not same:
+
+
+def target_fates(snap: NodeSnapshot, targets: Sequence[Target]) -> TargetFates:
+    """``targets``: ActionTarget-like rows (pid, start_ticks, create_time)."""
+    gone: list[int] = []
+    zombies: list[int] = []
+    in_d: list[int] = []
+    running: list[int] = []
+    for tgt in targets:
+        proc = snap.proc(tgt.pid)
+        if proc is None or not _same(proc, tgt):
             gone.append(tgt.pid)
             continue
         if proc.d_threads or proc.state == "D":

@@ -16,20 +16,21 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from console.actions.ladder import CUSTOM_RUNG
 from console.actions.plan import ActionPlan, ActionPolicy, plan_action
+from console.actions.ports import ActionSource
 from console.actions.run import ActionOutcome, ActionWatch, execute
 from console.actions.step import Step, step_for
-from console.checks.registry import CheckResult, run_check
+from console.checks.registry import CheckProgress, CheckResult, run_check
 from console.clock import REAL_CLOCK, Clock
 from console.diagnosis import text as t
 from console.diagnosis.who import FREED_MIB
 from console.incident import freetimes
 from console.incident.log import IncidentLog
 from console.incident.timeline import Timeline
-from console.model import Finding, NodeSnapshot
+from console.model import ActionRecord, Finding, NodeSnapshot
 from console.monitor import NodeMonitor, start_all
 from console.output.memory_series import MemorySeries
 from console.session.events import ActionFinished, ActionStarted, Event, NodeUpdated, Said
@@ -156,11 +157,11 @@ class Session:
         if first:
             self._held.add(snap.name)
             text = f"first reading of {snap.name}: {t.gpus([g.index for g in busy])} hold " \
-                   f"{t.mib(sum(g.memory_used_mib for g in busy))}"
+                   f"{t.mib(sum(g.memory_used_mib or 0 for g in busy))}"
             self.incident.observation(snap.name, text, gpu_memory_before=memory)
         else:
             text = (f"{snap.name} when the console stopped: " + (
-                f"{t.gpus([g.index for g in busy])} still hold {t.mib(sum(g.memory_used_mib for g in busy))}"
+                f"{t.gpus([g.index for g in busy])} still hold {t.mib(sum(g.memory_used_mib or 0 for g in busy))}"
                 if busy else "every GPU back at or under 1 GiB"))
             self.incident.observation(snap.name, text, gpu_memory_after=memory)
 
@@ -190,7 +191,7 @@ class Session:
     def names(self) -> list[str]:
         return [s.name for s in self.sources]
 
-    def actions(self):
+    def actions(self) -> list[ActionRecord]:
         return [a for m in self.monitors for a in m.actions]
 
     def memory_series(self, node: str) -> MemorySeries:
@@ -275,7 +276,7 @@ class Session:
         plan = plan_action(snap, rung, pids=tuple(pids), gpus=tuple(gpus), signal=signal)
         stop = _loop_stop_commands(source, snap) if rung in LOOP_STOP_RUNGS else ()
         if stop:
-            pids_text = ", ".join(str(p) for p in source.loop_pids)
+            pids_text = ", ".join(str(p) for p in getattr(source, "loop_pids", ()))
             plan = dataclasses.replace(plan, notes=plan.notes + (
                 f"first the console stops its own nvidia-smi loops (PIDs {pids_text}: they hold the device "
                 f"files) and starts them again after: {'; '.join(stop)}",))
@@ -308,8 +309,8 @@ class Session:
             raise ValueError(f"{node}: no reading of this node yet")
         return step_for(finding, snap, wait_default=wait_default)
 
-    async def execute(self, plan: ActionPlan, *, typed: str | None = None, source=None,
-                      poll_s: float = 1.0, **options) -> ActionOutcome:
+    async def execute(self, plan: ActionPlan, *, typed: str | None = None, source: ActionSource | None = None,
+                      poll_s: float = 1.0, **options: Any) -> ActionOutcome:
         """Run a confirmed plan through the one executor (console/actions/run.py): the policy,
         the record before the effect, guarded signals, verification, the outcome entry, and
         the watch until the rung's deadline. ``source``: where it runs (default: the plan's
@@ -326,17 +327,17 @@ class Session:
         task = asyncio.current_task()
         if task is not None:
             self._actions.add(task)
-        paused = (plan.rung in LOOP_STOP_RUNGS and node_source is not None and verifying > 0
-                  and bool(_loop_stop_commands(node_source, None)))
+        paused = node_source if (plan.rung in LOOP_STOP_RUNGS and node_source is not None and verifying > 0
+                                 and _loop_stop_commands(node_source, None)) else None
         try:
-            if paused:
-                await self.stop_smi_loop(node_source)
+            if paused is not None:
+                await self.stop_smi_loop(paused)
             outcome = await execute(plan, source, policy=self.policy, timeline=self.timeline, monitor=monitor,
                                     read=read, typed=typed, hypothesis=hyp.seq if hyp else None,
                                     poll_s=poll_s, **options)
         finally:
-            if paused:
-                self.resume_smi_loop(node_source)
+            if paused is not None:
+                self.resume_smi_loop(paused)
             if task is not None:
                 self._actions.discard(task)
         if outcome.watch is not None:
@@ -347,8 +348,8 @@ class Session:
         self.publish(ActionFinished(outcome))
         return outcome
 
-    async def run_check(self, source: Source, name: str, snap: NodeSnapshot | None, *, progress=None,
-                        **params) -> CheckResult:
+    async def run_check(self, source: Source, name: str, snap: NodeSnapshot | None, *,
+                        progress: Callable[[CheckProgress], None] | None = None, **params: Any) -> CheckResult:
         """A read-only check on a node (console/checks/registry.py), on the session's loop."""
         return await run_check(source, name, snap, progress=progress, **params)
 

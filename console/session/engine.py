@@ -42,15 +42,15 @@ class Engine:
         if not self.threaded or self._thread is not None:
             return
         ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
-        self.loop.set_exception_handler(_log_exception)
-        turns.own_thread(self.loop)          # heavy work runs inline here, not in more threads
+        loop = self.loop = asyncio.new_event_loop()
+        loop.set_exception_handler(_log_exception)
+        turns.own_thread(loop)          # heavy work runs inline here, not in more threads
 
         def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.loop.call_soon(ready.set)
-            self.loop.run_forever()
-            self.loop.close()
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+            loop.close()
         self._thread = threading.Thread(target=run, name="engine", daemon=True)
         self._thread.start()
         ready.wait(CLOSE_TIMEOUT_S)
@@ -59,11 +59,16 @@ class Engine:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def _live(self) -> asyncio.AbstractEventLoop | None:
+        """The engine's loop while its thread runs; None unthreaded (or once stopped)."""
+        return self.loop if self.running else None
+
     async def call(self, make: Callable[[], Awaitable[T]]) -> T:
         """``await make()`` on the engine's loop; cancelling the caller cancels it there."""
-        if not self.running:
+        loop = self._live()
+        if loop is None:
             return await make()
-        future = asyncio.run_coroutine_threadsafe(_awaited(make), self.loop)
+        future = asyncio.run_coroutine_threadsafe(_awaited(make), loop)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -72,8 +77,9 @@ class Engine:
 
     def do(self, fn: Callable[..., Any], *args: Any) -> None:
         """``fn(*args)`` on the engine's loop, soon (now, unthreaded)."""
-        if self.running:
-            self.loop.call_soon_threadsafe(fn, *args)
+        loop = self._live()
+        if loop is not None:
+            loop.call_soon_threadsafe(fn, *args)
         else:
             fn(*args)
 
@@ -82,16 +88,20 @@ class Engine:
         if not self.running:
             return fn
         loop = asyncio.get_running_loop()
-        return lambda *args: loop.call_soon_threadsafe(fn, *args)
+
+        def hopped(*args: Any) -> None:
+            loop.call_soon_threadsafe(fn, *args)
+        return hopped
 
     async def close(self, note: str | None = None) -> None:
         """Stop the session (bounded) and the engine's thread."""
         try:
             await self.call(lambda: self.session.stop(note))
         finally:
-            if self.running:
-                self.loop.call_soon_threadsafe(self.loop.stop)
-                await asyncio.to_thread(self._thread.join, CLOSE_TIMEOUT_S)
+            loop, thread = self._live(), self._thread
+            if loop is not None and thread is not None:
+                loop.call_soon_threadsafe(loop.stop)
+                await asyncio.to_thread(thread.join, CLOSE_TIMEOUT_S)
             self._thread = None
 
 
@@ -99,7 +109,7 @@ async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-def _log_exception(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+def _log_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """Never to stderr (the screen is drawn there): to the debug log."""
     exc = context.get("exception")
     log.error("engine loop: %s", context.get("message"), exc_info=exc if isinstance(exc, BaseException) else None)

@@ -15,8 +15,9 @@ from typing import Any
 from console.checks.registry import run_check
 from console.diagnosis import who
 from console.incident.log import IncidentLog
-from console.model import NodeSnapshot, severity_rank
+from console.model import NodeSnapshot, TimelineEntry, severity_rank
 from console.output.json import node_json
+from console.sources.base import Source
 from console.textsafe import one_line
 
 #: the snapshot kept as evidence (its GPU-related processes), cut at this many characters
@@ -55,13 +56,13 @@ def gpu_related(snap: NodeSnapshot) -> dict[str, Any]:
     return doc
 
 
-async def record(log: IncidentLog, source, node: str, snap: NodeSnapshot | None, *, hypothesis: str,
+async def record(log: IncidentLog, source: Source | None, node: str, snap: NodeSnapshot | None, *, hypothesis: str,
                  seen: str) -> list[str]:
     """Into ``log``: the hypothesis, what was seen, the findings, the checks. Returns the
     entries written ("#7 states"); never raises for node trouble."""
     written: list[str] = []
 
-    def kept(entry, what: str) -> None:
+    def kept(entry: TimelineEntry | None, what: str) -> None:
         if entry is not None:
             written.append(f"#{entry.seq} {what}")
     kept(log.hypothesis(node, hypothesis), "hypothesis")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Callable, Sequence
 
 from console.incident.mirror import StateFeed, followed, state_path, want_path
@@ -32,7 +33,7 @@ class LiveFeed:
         self._warn = warn
         self._busy = False
         self._warned = False
-        self._want = None
+        self._want: Path | None = None
         if timeline is not None:
             every = max(FEED_INTERVAL_S, nodes / FEED_NODES_PER_S)
             self._want = want_path(timeline.path)
@@ -59,8 +60,8 @@ class LiveFeed:
 
     async def flush(self, actions: list[ActionRecord], order: list[str], activity: list[str], *,
                     running: bool = True, force: bool = False) -> None:
-        feed = self.state
-        if feed is None or self._busy or not (force or (feed.due() and followed(self._want))):
+        feed, want = self.state, self._want
+        if feed is None or want is None or self._busy or not (force or (feed.due() and followed(want))):
             return
         self._busy = True
         try:

@@ -12,8 +12,9 @@ killed, and with ``--drain`` drains the node in Slurm through the console's own 
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from console.actions.slurm import SlurmActionSource, plan_drain, reason_finding
 from console.clock import REAL_CLOCK, Clock
@@ -21,8 +22,11 @@ from console.diagnosis import text as t
 from console.diagnosis import who
 from console.model import Finding, NodeSnapshot
 from console.incident import freetimes
+from console.incident.timeline import Timeline
 from console.session import evidence
 from console.session.core import Session
+from console.sources.base import Source
+from console.sources.slurm import SlurmClient
 from console.textsafe import one_line
 
 #: how often the gate reads each node while it waits
@@ -53,10 +57,10 @@ def why_held(snap: NodeSnapshot) -> str | None:
     if unknown:
         return f"{t.gpus(unknown)}: memory not reported"
     parts = []
-    held = [g for g in snap.gpus if g.memory_used_mib > who.FREED_MIB]
+    held = [g for g in snap.gpus if (g.memory_used_mib or 0) > who.FREED_MIB]   # none unknown (above)
     if held:
         verb = "holds" if len(held) == 1 else "hold"
-        parts.append(f"{t.gpus([g.index for g in held])} {verb} {t.mib(sum(g.memory_used_mib for g in held))}")
+        parts.append(f"{t.gpus([g.index for g in held])} {verb} {t.mib(sum(g.memory_used_mib or 0 for g in held))}")
     listed = sorted({d.pid for d in snap.driver_processes})
     if listed:
         parts.append(f"the driver lists {_pids(listed)}")
@@ -102,13 +106,13 @@ async def record_evidence(session: Session, node: GateNode, wait_s: float) -> No
         seen=f"gate: {node.name} after {wait_s:g} s: {node.held}")
 
 
-async def drain(session: Session, node: GateNode, slurm: Any) -> None:
+async def drain(session: Session, node: GateNode, slurm: SlurmClient | None) -> None:
     """``--drain``: the console's own drain action (recorded before it is sent, verified)."""
     if slurm is None:
         node.drained = "not drained: no Slurm here (scontrol/squeue not found where Slurm commands run)"
         return
     reading = await slurm.read(node.name, node.snapshot)
-    if reading is None or not reading.present:
+    if reading is None or not reading.present or reading.slurm_name is None:
         node.drained = f"not drained: {node.name} is not known to Slurm"
         return
     finding = reason_finding(node.snapshot) if node.snapshot is not None and node.snapshot.findings else None
@@ -154,8 +158,9 @@ def document(nodes: Sequence[GateNode], wait_s: float, incident: str | None) -> 
                        "findings": [] if n.clean else findings(n.snapshot)} for n in nodes]}
 
 
-async def run(sources: Sequence, *, wait_s: float, open_incident, slurm: Any = None, drain_nodes: bool = False,
-              interval: float = GATE_INTERVAL_S, directory=None) -> tuple[list[GateNode], str | None]:
+async def run(sources: Sequence[Source], *, wait_s: float, open_incident: Callable[[], Timeline],
+              slurm: SlurmClient | None = None, drain_nodes: bool = False, interval: float = GATE_INTERVAL_S,
+              directory: str | os.PathLike[str] | None = None) -> tuple[list[GateNode], str | None]:
     """The whole gate: wait for clean; on failure open the incident (``open_incident()`` -> a
     Timeline), record the evidence, drain with ``drain_nodes``. (nodes, incident ID or None).
     ``directory``: the incident directory, where every time-to-free measured is kept and read

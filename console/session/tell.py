@@ -19,7 +19,7 @@ import sys
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 log = logging.getLogger("gpu_incident.tell")
@@ -63,15 +63,18 @@ class Teller:
         """Start telling (returns at once)."""
         data = (json.dumps(doc, indent=1) + "\n").encode()
         loop = asyncio.get_running_loop()
-        for job in ([self._notify(data)] if self.notify else []) + ([self._webhook(data)] if self.webhook else []):
+        jobs = [self._notify(self.notify, data)] if self.notify else []
+        if self.webhook:
+            jobs.append(self._webhook(self.webhook, data))
+        for job in jobs:
             task = loop.create_task(job)
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    async def _notify(self, data: bytes) -> None:
+    async def _notify(self, argv: list[str], data: bytes) -> None:
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.notify, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             self.failed += 1
@@ -97,14 +100,14 @@ class Teller:
             tail = " ".join((out or b"")[-OUTPUT_LIMIT:].decode(errors="replace").split())[-200:]
             self.warn(f"gpu-incident watch: --notify exited {proc.returncode}" + (f": {tail}" if tail else ""))
 
-    async def _webhook(self, data: bytes) -> None:
+    async def _webhook(self, url: str, data: bytes) -> None:
         loop = asyncio.get_running_loop()
         why = ""
         for attempt in range(WEBHOOK_TRIES):
             try:
                 # one deadline for the whole answer (a socket's timeout is per read: a server that
                 # drips bytes would hold it for ever); a post that overruns keeps only its own thread
-                await asyncio.wait_for(loop.run_in_executor(self._pool, _post, self.webhook, data),
+                await asyncio.wait_for(loop.run_in_executor(self._pool, _post, url, data),
                                        WEBHOOK_TIMEOUT_S * 2)
                 self.sent += 1
                 return
@@ -125,8 +128,8 @@ class Teller:
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):      # a webhook that redirects is refused, not followed
-        return None
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None          # a webhook that redirects is refused, not followed
 
 
 _OPENER = urllib.request.build_opener(_NoRedirect)

@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterable, Sequence
 
 from console.diagnosis import who
 from console.incident.log import IncidentLog
@@ -34,6 +35,8 @@ from console.model import Finding, NodeSnapshot, severity_rank
 from console.session import evidence
 from console.session.core import Session
 from console.session.events import Event, NodeUpdated
+from console.session.tell import Teller
+from console.sources.base import Source
 from console.textsafe import one_line
 
 log = logging.getLogger("gpu_incident.watch")
@@ -67,7 +70,7 @@ class NodeWatch:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-def _key(node: str, kind: str, gpus, pids) -> tuple:
+def _key(node: str, kind: str, gpus: Iterable[int], pids: Iterable[int]) -> tuple:
     return (node, kind, tuple(sorted(gpus)) if gpus else ("pids",) + tuple(sorted(pids)))
 
 
@@ -77,7 +80,8 @@ def causes_in(snap: NodeSnapshot, *, now: float, seen: dict[tuple, Cause], dstat
     ``seen``: what is being tracked (its first-seen times carry the timers)."""
     out: list[Cause] = []
 
-    def add(kind: str, summary: str, gpus=(), pids=(), after: float = 0.0, since: float | None = None) -> None:
+    def add(kind: str, summary: str, gpus: Sequence[int] = (), pids: Sequence[int] = (), after: float = 0.0,
+            since: float | None = None) -> None:
         key = _key(snap.name, kind, gpus, pids)
         known = seen.get(key)
         first = known.first_seen if known is not None else now
@@ -172,26 +176,28 @@ class Watcher:
             self._close(node)
 
     async def _open(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause]) -> None:
-        new = node.timeline is None
-        if new:
-            node.timeline = self.open_incident()
-            node.incident = IncidentLog(node.timeline, on_error=lambda msg: self.say(f"gpu-incident watch: {msg}"))
+        timeline, incident = node.timeline, node.incident
+        new = timeline is None or incident is None       # (the two are set and cleared together)
+        if timeline is None or incident is None:
+            timeline = node.timeline = self.open_incident()
+            incident = node.incident = IncidentLog(
+                timeline, on_error=lambda msg: self.say(f"gpu-incident watch: {msg}"))
         for cause in fresh:
             cause.opened = True
         what = "; ".join(f"{c.kind}: {c.summary}" for c in fresh)
-        ident = node.timeline.incident_id
+        ident = timeline.incident_id
         if new:
             self.opened += 1
-            node.incident.note(node.name, f"watch opened this incident: {what}")
+            incident.note(node.name, f"watch opened this incident: {what}")
         else:
-            node.incident.note(node.name, f"watch: another cause: {what}")
-        written = await evidence.record(node.incident, self.session.source(node.name), node.name, snap,
+            incident.note(node.name, f"watch: another cause: {what}")
+        written = await evidence.record(incident, self.session.source(node.name), node.name, snap,
                                         hypothesis=f"{fresh[0].kind} on {node.name}: {fresh[0].summary}",
                                         seen=f"watch: {node.name}: {what}")
         trail = self.session.feed.trails.get(node.name)
         if trail is not None:         # the node's memory since the watch began (the chart's data)
             data = trail.as_data()
-            entry = node.incident.observation(
+            entry = incident.observation(
                 node.name, f"watch: {node.name}'s memory over the {len(data.get('points', ()))} polls before",
                 output=json.dumps(data)[:evidence.SNAPSHOT_CHARS])
             if entry is not None:
@@ -204,15 +210,21 @@ class Watcher:
             self.tell(self.document(node, snap, fresh, new))
 
     def _close(self, node: NodeWatch) -> None:
-        node.incident.note(node.name, f"watch: {node.name} has had no cause for {self.clear_after:g} s")
+        timeline = node.timeline
+        if timeline is None:
+            return
+        if node.incident is not None:
+            node.incident.note(node.name, f"watch: {node.name} has had no cause for {self.clear_after:g} s")
         self.say(f"gpu-incident watch: {one_line(node.name, 80)}: no cause left; incident "
-                 f"{node.timeline.incident_id} stays for the postmortem")
-        node.timeline.close()
+                 f"{timeline.incident_id} stays for the postmortem")
+        timeline.close()
         node.timeline = node.incident = None
 
-    def document(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause], new: bool) -> dict:
-        """What --notify and --webhook are given (JSON)."""
+    def document(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause], new: bool) -> dict[str, Any]:
+        """What --notify and --webhook are given (JSON), for the node's open incident."""
         tl = node.timeline
+        if tl is None:
+            raise ValueError(f"{node.name}: no incident open")
         return {"incident": tl.incident_id, "file": str(Path(tl.path)), "node": node.name,
                 "opened": new, "causes": [{"kind": c.kind, "summary": c.summary} for c in fresh],
                 "findings": [finding_json(f) for f in snap.findings],
@@ -225,19 +237,21 @@ class Watcher:
             await asyncio.wait(set(self.tasks), timeout=evidence.EVIDENCE_TIMEOUT_S)
         for node in self.nodes.values():
             if node.timeline is not None:
-                node.incident.note(node.name, "watch stopped")
+                if node.incident is not None:
+                    node.incident.note(node.name, "watch stopped")
                 node.timeline.close()
                 node.timeline = None
 
 
-def finding_json(f: Finding) -> dict:
+def finding_json(f: Finding) -> dict[str, Any]:
     return {"kind": f.kind, "severity": f.severity, "pids": list(f.pids), "gpus": list(f.gpus),
             "summary": f.summary, "next_step": f.next_step}
 
 
-async def run(sources, *, open_incident: Callable[[], Timeline], interval: float = 1.0, directory=None,
+async def run(sources: Sequence[Source], *, open_incident: Callable[[], Timeline], interval: float = 1.0,
+              directory: str | os.PathLike[str] | None = None,
               dstate_after: float = DSTATE_AFTER_S, idle_after: float = IDLE_AFTER_S,
-              clear_after: float = CLEAR_AFTER_S, teller=None, metrics_port: int | None = None,
+              clear_after: float = CLEAR_AFTER_S, teller: Teller | None = None, metrics_port: int | None = None,
               say: Callable[[str], None] = print, stop: asyncio.Event | None = None) -> Watcher:
     """Watch until ``stop`` is set (SIGTERM/SIGINT set it in the CLI)."""
     from console.session import metrics
