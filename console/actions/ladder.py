@@ -55,7 +55,8 @@ def _signal_targets(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int]
         pids = holder_pids(snap, gpus)
         if rung in ("sigterm", "sigkill", "signal"):   # a bare zombie cannot be signalled away
             pids = [p for p in pids if _signallable(snap.proc(p))]
-    ok, refused = [], []
+    ok: list[int] = []
+    refused: list[int] = []
     for pid in dict.fromkeys(int(p) for p in pids):
         (refused if is_protected(snap, pid) else ok).append(pid)
     return ok, refused

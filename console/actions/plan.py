@@ -236,19 +236,20 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
         pids = tuple(_holder_candidates(snap, gpus, refusals))
         if gpus:
             pids = _this_gpus_holders(snap, pids, gpus, refusals)
-    ok: list[int] = []
+    chosen: list[Proc] = []
     for pid in pids:
-        reason = refusal_reason(snap, pid)
-        if reason is None and rung == "kill-holders" and who.blocker_daemon(snap.proc(pid)) is not None:
-            reason = (f"PID {pid} ({who.label(snap.proc(pid))}) is a reset blocker: "
-                      "clear-blockers (B) stops it")
-        if reason is None:
-            ok.append(pid)
+        reason = refusal_reason(snap, pid)         # None: the snapshot has the process
+        proc = snap.proc(pid)
+        if reason is None and proc is not None and rung == "kill-holders" and who.blocker_daemon(proc) is not None:
+            reason = f"PID {pid} ({who.label(proc)}) is a reset blocker: clear-blockers (B) stops it"
+        if reason is None and proc is not None:
+            chosen.append(proc)
         else:
-            refusals.append(reason)
-    targets = [ActionTarget.of(snap.proc(pid)) for pid in ok]
+            refusals.append(reason or f"PID {pid} is gone (not in the latest snapshot)")
+    ok = [p.pid for p in chosen]
+    targets = [ActionTarget.of(p) for p in chosen]
     if rung == "kill-holders" and gpus:     # F on GPU 3: say why each one is a holder of GPU 3
-        targets = [dataclasses.replace(tgt, why=holder_reason(snap, snap.proc(tgt.pid), gpus)) for tgt in targets]
+        targets = [dataclasses.replace(tgt, why=holder_reason(snap, p, gpus)) for tgt, p in zip(targets, chosen)]
     lines = ladder.commands_for(rung, snap, pids=ok, signal=signal) if ok else []
     if not pids and not refusals:
         refusals.append("no process selected" if rung != "kill-holders"
@@ -257,7 +258,7 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     expected: dict[str, int | None] = {}
     # what the signal brings down: the targets and their descendants (a launcher's workers
     # exit with it), so memory before/after covers every GPU any of them holds
-    family = [snap.proc(tgt.pid) for tgt in targets] + who.descendants(snap, [tgt.pid for tgt in targets])
+    family = chosen + who.descendants(snap, ok)
     for proc in family:
         held = {int(k) for k in proc.gpu_memory_mib if str(k).isdecimal()}
         held |= who.device_gpus(proc) | who.driver_gpus(snap, proc.pid)
@@ -291,21 +292,22 @@ def _this_gpus_holders(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[i
     the reason; a holder the driver lists nowhere (a hidden one) stays."""
     want = set(gpus)
     listed = who.driver_gpu_map(snap)
-    keep, elsewhere = [], []
+    keep: list[int] = []
+    elsewhere: list[int] = []
     for pid in pids:
         on = listed.get(pid) or set()
         (elsewhere if on and not on & want else keep).append(pid)
     if len(elsewhere) == 1:
         pid = elsewhere[0]
-        proc, on = snap.proc(pid), sorted(listed[pid])
+        proc, where = snap.proc(pid), sorted(listed[pid])
         refusals.append(f"PID {pid} ({who.label(proc) if proc else '?'}) has the device file of "
-                        f"{t.gpus(sorted(want))} open but its memory is on {t.gpus(on)}: left alone "
-                        f"(F on {t.gpus(on)} acts on it)")
+                        f"{t.gpus(sorted(want))} open but its memory is on {t.gpus(where)}: left alone "
+                        f"(F on {t.gpus(where)} acts on it)")
     elif elsewhere:
-        on = sorted(set().union(*(listed[p] for p in elsewhere)))
+        where = sorted(set().union(*(listed[p] for p in elsewhere)))
         shown = ", ".join(map(str, elsewhere[:6])) + (f" and {len(elsewhere) - 6} more" if len(elsewhere) > 6 else "")
         refusals.append(f"{len(elsewhere)} processes have the device file of {t.gpus(sorted(want))} open but their "
-                        f"memory is on {t.gpus(on)} (PIDs {shown}): left alone (F on their GPU acts on them)")
+                        f"memory is on {t.gpus(where)} (PIDs {shown}): left alone (F on their GPU acts on them)")
     return tuple(keep)
 
 
@@ -467,7 +469,7 @@ def _reset_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
 
 def _node_plan(snap: NodeSnapshot, rung: str) -> ActionPlan:
     every = [g.index for g in snap.gpus]
-    holders = [snap.proc(pid) for pid in who.holder_pids(snap)]
+    holders = [p for pid in who.holder_pids(snap) if (p := snap.proc(pid)) is not None]
     notes = []
     if holders:
         notes.append(f"{t.plural(len(holders), 'process', 'processes')} hold the GPUs and will be lost "
