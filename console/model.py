@@ -182,6 +182,8 @@ class Proc:
     num_threads: int | None = None
     pid_ns: str | None = None                   # e.g. "pid:[4026531836]"
     cgroup: Cgroup | None = None                # read for GPU holders only (container / unit)
+    pgid: int | None = None                     # process group (/proc/PID/stat field 5)
+    sid: int | None = None                      # session (field 6): setsid starts a new one
 
     @property
     def holds_devices(self) -> bool:

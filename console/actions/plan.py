@@ -68,6 +68,8 @@ class ActionTarget:
     threads_in_d: int = 0
     why: str = ""                   # why it is a target ("holds /dev/nvidia3"), where it is not obvious
     ppid: int | None = None         # its parent at plan time (a parent that starts it again: a respawn)
+    pgid: int | None = None         # its process group and session at plan time: a worker started
+    sid: int | None = None          # with setsid does not go with its parent's group or terminal
 
     @property
     def gpu_total_mib(self) -> int:
@@ -78,7 +80,7 @@ class ActionTarget:
         return cls(pid=proc.pid, user=proc.user, state=proc.state, name=who.label(proc),
                    cmdline=proc.cmdline, gpu_memory_mib=dict(proc.gpu_memory_mib),
                    start_ticks=proc.start_ticks, create_time=proc.create_time,
-                   threads_in_d=proc.threads_in_d, ppid=proc.ppid)
+                   threads_in_d=proc.threads_in_d, ppid=proc.ppid, pgid=proc.pgid, sid=proc.sid)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,9 @@ class ActionPlan:
     deadline_s: float = VERIFY_WINDOW_S
     verify_s: float = VERIFY_WINDOW_S          # the first verification window (the outcome's)
     signal_name: str | None = None              # the "signal" rung's choice (ladder.SIGNALS)
+    #: the targets' descendants at plan time (other process groups and sessions included): each
+    #: is verified after the action, so one that outlives its parent is named in the outcome
+    descendants: tuple[ActionTarget, ...] = ()
 
     @property
     def signal(self) -> str | None:
@@ -201,14 +206,14 @@ def plan_custom(node: str, command: str, snap: NodeSnapshot | None = None) -> Ac
 def _finish(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,
             targets: Sequence[ActionTarget] = (), refusals: Sequence[str] = (), notes: Sequence[str] = (),
             expected: Mapping[str, int | None] | None = None, typed: str | None = None,
-            signal: str | None = None) -> ActionPlan:
+            signal: str | None = None, descendants: Sequence[Proc] = ()) -> ActionPlan:
     gpus = tuple(sorted(set(gpus)))
     return ActionPlan(node=snap.name, rung=rung, title=title, commands=tuple(commands), targets=tuple(targets),
                       gpus=gpus, refusals=tuple(refusals), notes=tuple(notes), destructive=True,
                       typed_confirmation=typed, memory_before=memory_of(snap, gpus),
                       expected_mib=dict(expected or {}), taken_at=snap.taken_at,
                       deadline_s=RUNG_DEADLINE_S[rung], verify_s=VERIFY_WINDOW_OF.get(rung, VERIFY_WINDOW_S),
-                      signal_name=signal)
+                      signal_name=signal, descendants=tuple(ActionTarget.of(p) for p in descendants))
 
 
 def refusal_reason(snap: NodeSnapshot, pid: int) -> str | None:
@@ -258,7 +263,8 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     expected: dict[str, int | None] = {}
     # what the signal brings down: the targets and their descendants (a launcher's workers
     # exit with it), so memory before/after covers every GPU any of them holds
-    family = chosen + who.descendants(snap, ok)
+    below = who.descendants(snap, ok)
+    family = chosen + below
     for proc in family:
         held = {int(k) for k in proc.gpu_memory_mib if str(k).isdecimal()}
         held |= who.device_gpus(proc) | who.driver_gpus(snap, proc.pid)
@@ -281,8 +287,21 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
                 notes += _wider(snap, targets, gpus)
     else:
         title = f"SIG{sig} {noun}"
+    notes += _own_sessions(chosen, below)
     return _finish(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, notes=notes,
-                   expected=expected, signal=signal)
+                   expected=expected, signal=signal, descendants=below)
+
+
+def _own_sessions(targets: Sequence[Proc], below: Sequence[Proc]) -> list[str]:
+    """Descendants in a session of their own (setsid: MPI ranks, some launchers' workers): the
+    signal reaches only the PIDs listed, and what the parent passes on may not reach them."""
+    sessions = {p.sid for p in targets if p.sid is not None}
+    apart = [p for p in below if p.sid is not None and sessions and p.sid not in sessions]
+    if not apart:
+        return []
+    return [f"{t.plural(len(apart), 'descendant')} in a session of {t.verb(len(apart), 'its', 'their')} own "
+            f"({t.pid_list([p.pid for p in apart])}): {t.verb(len(apart), 'it', 'they')} may outlive the parent; "
+            "each is checked after"]
 
 
 def _this_gpus_holders(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],

@@ -89,6 +89,7 @@ class _Seen:
         self.plan = plan
         self.after: dict[str, int | None] | None = None
         self.fates = av.TargetFates()
+        self.below = av.TargetFates()             # the targets' descendants at plan time
         self.elapsed = 0.0
         self.settled_at: float | None = None
         self.snap: NodeSnapshot | None = None     # the last reading that answered
@@ -117,6 +118,7 @@ class _Seen:
             self.snap = snap
             self.after = av.memory_of(snap, plan.gpus)
             self.fates = av.target_fates(snap, plan.targets)
+            self.below = av.target_fates(snap, plan.descendants)
         if self.settled_at is None and self._settled(snap):
             self.settled_at = round(elapsed, 1)
         return self.settled_at is not None
@@ -364,10 +366,29 @@ async def _watch_loop(watch: ActionWatch, seen: _Seen, read: Reader, clock: Cloc
                     f"{words}; {t.gpus(rest)} still hold {t.mib(rest_mib)}", round(seen.elapsed, 1))
 
 
+def _outlived(seen: _Seen) -> str:
+    """'2 of their 9 descendants outlived them: PID 812 (rank0, own session), 813 (rank1)' — a target gone
+    while processes it started still run (a worker started with setsid keeps its GPU memory)."""
+    plan = seen.plan
+    alive = [d for d in plan.descendants if d.pid in seen.below.running or d.pid in seen.below.in_d]
+    if not alive or not (seen.fates.gone or seen.fates.zombies):      # a target ended (exited or <defunct>)
+        return ""
+    sessions = {tg.sid for tg in plan.targets if tg.sid is not None}
+    shown = ", ".join(f"{d.pid} ({d.name}{', own session' if d.sid is not None and sessions and d.sid not in sessions else ''})"
+                      for d in alive[:6]) + (f" and {len(alive) - 6} more" if len(alive) > 6 else "")
+    n = len(plan.targets)
+    return (f"{len(alive)} of {t.verb(n, 'its', 'their')} {t.plural(len(plan.descendants), 'descendant')} "
+            f"outlived {t.verb(n, 'it', 'them')}: PID {shown}")
+
+
+def _then(text: str) -> str:
+    return f"; {text}" if text else ""
+
+
 def _settled_text(seen: _Seen, words: str) -> str:
     plan = seen.plan
     fates = av.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
-    tail = f"; targets {fates}" if fates else ""
+    tail = (f"; targets {fates}" if fates else "") + _then(_outlived(seen) if plan.signal else "")
     if plan.rung == "clear-blockers":
         return f"reset blockers gone {av.secs(seen.elapsed)} after {words}"
     if plan.rung == "restore":
@@ -388,12 +409,13 @@ def _deadline_text(seen: _Seen, words: str) -> str:
     if plan.rung == "restore":
         return f"not back on {av.secs(seen.elapsed)} after {words} (look at the commands' output)"
     if not plan.gpus:
-        return f"targets {fates or 'unchanged'} {av.secs(seen.elapsed)} after {words}"
+        return (f"targets {fates or 'unchanged'} {av.secs(seen.elapsed)} after {words}"
+                + _then(_outlived(seen) if plan.signal else ""))
     still = av.used_mib({k: seen.after.get(k) for k in plan.memory_before})
     text = f"{t.gpus(plan.gpus)} still hold {t.mib(still)} {av.secs(seen.elapsed)} after {words}"
     if seen.freed:
         text += f" ({t.mib(seen.freed)} freed)"
-    return text + (f"; targets {fates}" if fates else "")
+    return text + (f"; targets {fates}" if fates else "") + _then(_outlived(seen) if plan.signal else "")
 
 
 # ---------------------------------------------------------------- texts
@@ -484,6 +506,7 @@ def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, c
                                    freed_at=seen.seconds_to_free))
     if plan.signal:
         bits.append(av.fates_text(seen.fates, len(plan.targets)) if seen.after is not None else "")
+        bits.append(_outlived(seen) if seen.after is not None else "")
     if cancelled:
         bits.append(f"cancelled after {av.secs(seen.elapsed)}: what was seen by then")
     if seen.hint:

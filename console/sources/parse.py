@@ -535,7 +535,8 @@ def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta) -> Proc:
         args = command_line(list(ident.args)) or f"[{st.comm}]"
     return Proc(pid=pid, ppid=st.ppid, state=st.state, user=user, name=st.comm, cmdline=args,
                 create_time=create_time, start_ticks=st.start_ticks, device_files=extra[1],
-                d_threads=tuple(dthreads), num_threads=st.num_threads, pid_ns=extra[2], cgroup=extra[3])
+                d_threads=tuple(dthreads), num_threads=st.num_threads, pid_ns=extra[2], cgroup=extra[3],
+                pgid=st.pgrp, sid=st.session)
 
 
 def _read_loop(sec: dict, cache: dict, taken_at: float) -> list[str]:

@@ -48,6 +48,8 @@ class StatLine:
     ppid: int
     num_threads: int | None
     start_ticks: int | None
+    pgrp: int | None = None         # field 5: its process group
+    session: int | None = None      # field 6: its session (setsid starts a new one)
 
 
 def parse_stat_line(line: str) -> StatLine | None:
@@ -76,7 +78,7 @@ def _stat(pid: int, comm: str, fields: list[str]) -> StatLine | None:
     if ppid is None:
         return None
     return StatLine(pid=pid, comm=comm, state=fields[0][:1], ppid=ppid, num_threads=num(17),
-                    start_ticks=num(19))
+                    start_ticks=num(19), pgrp=num(2), session=num(3))
 
 
 def _int(digits: str) -> int | None:
@@ -89,7 +91,8 @@ def _from_match(m: re.Match) -> StatLine | None:
     if ppid is None:
         return None
     return StatLine(pid=int(m.group(1)), comm=m.group(2), state=m.group(3), ppid=ppid,
-                    num_threads=_int(nums[16]), start_ticks=_int(nums[18]))
+                    num_threads=_int(nums[16]), start_ticks=_int(nums[18]), pgrp=_int(nums[1]),
+                    session=_int(nums[2]))
 
 
 def _stat_by_lines(text: str, before: dict[str, StatLine]) -> tuple[dict[int, StatLine], dict] | None:

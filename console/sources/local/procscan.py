@@ -31,6 +31,8 @@ class _Raw:
     uid: int | None
     num_threads: int | None
     start_ticks: int | None
+    pgid: int | None = None
+    sid: int | None = None
 
 
 @dataclass
@@ -123,7 +125,7 @@ class ProcScanner:
             args.pop()
         return _Raw(pid=pid, ppid=st.ppid, state=st.state, comm=st.comm, cmdline=" ".join(args),
                     uid=_euid(read_file(f"{base}/status", small=True)), num_threads=st.num_threads,
-                    start_ticks=st.start_ticks)
+                    start_ticks=st.start_ticks, pgid=st.pgrp, sid=st.session)
 
     def _device_files(self, pid: int) -> tuple[tuple[str, ...], bool]:
         """(matching targets, permission denied)."""
@@ -197,7 +199,8 @@ class ProcScanner:
                 pid=pid, ppid=raw.ppid, state=raw.state, user=self._user(raw.uid),
                 name=raw.comm, cmdline=raw.cmdline, create_time=create,
                 start_ticks=raw.start_ticks, device_files=files, d_threads=d_threads,
-                num_threads=raw.num_threads, pid_ns=self.pid_ns(pid) if files else None))
+                num_threads=raw.num_threads, pid_ns=self.pid_ns(pid) if files else None,
+                pgid=raw.pgid, sid=raw.sid))
         warnings = []
         if denied:
             warnings.append(f"cannot read open files of {denied} process(es) (permission "
