@@ -52,18 +52,18 @@ async def seed_incident(tmp_path):
 async def test_the_postmortem_opens_with_a_headline(seed_incident):
     entries = seed_incident.refresh()
     md = as_markdown(entries, incident_id="seed-pm", chart="seed-pm.memory.svg")
-    head = md.split("## Hypotheses")[0]
+    head = md.split("## Impact")[0]
     rows = {line.split("|")[1].strip(" *"): line.split("|")[2].strip() for line in head.splitlines()
             if line.startswith("| **")}
     assert rows["Nodes"] == "demo" and rows["State"] == "resolved"
     assert rows["What was stuck"] == "594.6 GiB on GPUs 0-7 on demo"
     assert rows["Root cause"] == "H2 confirmed: SIGKILL of the schedulers frees GPUs 0-7, given time"
-    assert rows["Resolution"].startswith("#") and "SIGKILL 8 processes on demo: GPUs 0-7 freed 594.6 GiB 9" in \
-        rows["Resolution"]
+    assert rows["Resolution"].startswith("#") and "SIGKILL 8 processes on demo: 594.6 GiB freed on GPUs 0-7, 1 min 3" \
+        in rows["Resolution"]
     assert "after the action that freed it" in rows["Time to free"]
     assert rows["Who acted"] == "alice@bastion: 1 action"
     assert "![GPU memory over the incident, actions marked](seed-pm.memory.svg)" in head
-    assert md.index("| **Nodes**") < md.index("## Hypotheses") < md.index("## Timeline")
+    assert md.index("| **Nodes**") < md.index("## Impact") < md.index("## Timeline") < md.index("## Verdicts")
     s = summarize(entries, "seed-pm")
     assert 90 <= s.after_action_s <= 92
 
@@ -72,14 +72,14 @@ async def test_summaries_come_before_dumps_and_dumps_are_folded(seed_incident):
     md = as_markdown(seed_incident.refresh(), incident_id="seed-pm")
     assert "- H1 a useless first guess: the port is taken — **refuted**" in md
     assert "- H2 SIGKILL of the schedulers frees GPUs 0-7, given time — **confirmed**" in md
-    holders = md.split("holders: 9 processes hold")[1].split("### ")[0]
+    holders = md.split("## Record")[1].split("holders: 9 processes hold")[1].split("### ")[0]
     # the digest: one line per holder, before the output, which is folded
     assert "- PID 72422 root: sglang::scheduler_TP3 holds nvidia0-7, nvidia-uvm, nvidiactl, listed by the " \
            "driver on GPU 3" in holders
     assert holders.index("- PID 1563") < holders.index("<details><summary>output (")
     assert "\\x0a" not in md
     assert md.count("echo '::gi-check:: begin pids'") == 1 and "`$` the same command as #" in md
-    states = md.split("states: ")[1].split("### ")[0]
+    states = md.split("## Record")[1].split("states: ")[1].split("### ")[0]
     assert "- PID 72230 sglang::schedul: Z, 2 threads (1 Z, 1 D); in D: 72293 " in states
     assert "_nv043417rm" in states.split("<details>")[0]           # the D threads' wchan, before the dump
 

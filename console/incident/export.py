@@ -1,25 +1,37 @@
 """Timeline exports: Markdown postmortem and a plain-text listing.
 
-The postmortem opens with a headline block (console/incident/summary.py: nodes, what was
-stuck, the root-cause verdict, the resolution, the time to free, who acted) and, when the
-console wrote one, the memory-over-time chart (an SVG beside the Markdown, linked). Then the
-hypotheses, numbered H1, H2 … per incident, and the timeline. Summaries come first: a check
-shows its digest (holders per process, threads in D, memory per read) before its output;
-outputs longer than a screenful are folded (``<details>``) and cut; a command already shown is
-named, not repeated.
+The postmortem, in the order a team reads it:
+
+- the headline (console/incident/summary.py: nodes, what was stuck, the root-cause verdict,
+  the resolution, the time to free, who acted) and, when the console wrote one, the memory
+  chart (an SVG beside the Markdown, linked);
+- Impact (console/incident/impact.py): per GPU the memory held and for how long, GPU-hours,
+  memory × time, the total;
+- Timeline (console/incident/narrative.py): hypotheses, checks and actions one line each at
+  their time since the start, each action with what it rested on (console/incident/grounds.py)
+  and its outcome; Verdicts, each with its reasons (console/incident/verdicts.py);
+- Action items (console/incident/lessons.py);
+- Record: every entry whole. Summaries come first: a check shows its digest (holders per
+  process, threads in D, memory per read) before its output; a wait's ``::t=S::`` frames are a
+  table of one line per read (console/incident/readings.py); outputs longer than a screenful
+  are folded (``<details>``) and cut; a command already shown, or echoed by its own output, is
+  not repeated; memory readings are written once, GPUs that read the same grouped.
 
 An action and its outcome (the `observation` with ``outcome: true`` naming it) are shown as
 one block at the action's place — when it was sent — with the outcome's rc, output, memory
-and time; actions sent on the same node before that outcome was seen are named in the block,
-so a later SIGKILL's effect is never read as the SIGTERM's.
+before and after, and time; actions sent on the same node before that outcome was seen are
+named in the block, so a later SIGKILL's effect is never read as the SIGTERM's.
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
-import re
-
 from console.checks.registry import digest
+from console.incident.impact import impact_lines
+from console.incident.lessons import action_item_lines
+from console.incident.narrative import timeline_lines, verdict_lines
+from console.incident.readings import is_wait, memory_text, wait_table, when
 from console.incident.summary import Summary, duration, gpu_list, mib, summarize
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import TimelineEntry
@@ -49,12 +61,6 @@ def _fence(body: str) -> str:
     """A code fence longer than any run of backticks inside the block."""
     longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
     return "`" * max(3, longest + 1)
-
-
-def _memory(m) -> str:
-    if not m:
-        return ""
-    return ", ".join(f"GPU{k} {v if v is not None else '?'} MiB" for k, v in m.items())
 
 
 def _freed(e: TimelineEntry) -> str:
@@ -165,17 +171,21 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", char
     out += headline(summarize(entries, incident_id))
     if chart:
         out += [f"![GPU memory over the incident, actions marked]({chart})", ""]
+    if not entries:
+        return "\n".join(out)
+    start = when(entries[0])
+    out += impact_lines(entries, start)
+    out += timeline_lines(entries, start)
+    out += verdict_lines(entries)
+    out += action_item_lines(entries)
+    out += ["## Record", "", "Every entry as it was written; long outputs folded (`gpu-incident timeline export ID "
+            "--format json` has every field of every entry).", ""]
+    return "\n".join(out + _record(entries))
+
+
+def _record(entries: Sequence[TimelineEntry]) -> list[str]:
+    out: list[str] = []
     numbers = hypothesis_numbers(entries)
-    hyps = [e for e in entries if e.kind == "hypothesis"]
-    if hyps:
-        out += ["## Hypotheses", ""]
-        for h in hyps:
-            verdicts = [e for e in entries if e.kind == "verdict" and e.hypothesis == h.seq]
-            v = verdicts[-1].verdict if verdicts else "open"
-            out.append(f"- {hypothesis_label(numbers, h.seq)} {_one_line(h.text)} — **{v}**"
-                       + (f" (#{verdicts[-1].seq})" if verdicts else ""))
-        out.append("")
-    out += ["## Timeline", ""]
     merged, inside = _merged(entries)
     commands: dict[str, int] = {}         # a long command already shown -> the entry that showed it
     for e in entries:
@@ -197,8 +207,9 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", char
         if summary_lines:
             out += [""] + [f"- {_one_line(line)}" for line in summary_lines]
         shown = result or e           # the outcome carries rc, output, memory after and freed
+        output = wait_table(e) or _clean(shown.output).splitlines()
         block: list[str] = []
-        if e.command:
+        if e.command and not _echoed(e.command, output):
             command = _clean(e.command)
             long = len(command) > LONG_COMMAND or "\n" in command
             if long and command in commands:
@@ -207,7 +218,6 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", char
                 if long:
                     commands[command] = e.seq
                 block = [f"$ {command}"]
-        output = _clean(shown.output).splitlines()
         if len(output) <= FOLD_LINES:               # a short session: the command and what it said
             block += output
             output = []
@@ -215,23 +225,48 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", char
             fence = _fence("\n".join(block))
             out += ["", fence, *block, fence]
         if output:
-            out += _fold(output, "output")
+            out += _fold(output, "reads" if is_wait(e) else "output")
         if e.command and shown.rc is not None:
             out += ["", f"exit status {shown.rc}"]
         if result is not None:
             out += ["", f"Outcome (#{result.seq}, {_one_line(result.ts)}): {_one_line(result.text)}"]
             for m in _meanwhile(entries, e, result):
                 out.append(f"- sent meanwhile: #{m.seq} {_one_line(m.text)} ({_one_line(m.ts)})")
-        before = e.gpu_memory_before or shown.gpu_memory_before
-        if before or shown.gpu_memory_after:
-            out += ["", f"- before: {_memory(before)}", f"- after: {_memory(shown.gpu_memory_after)}"]
-        if shown.freed_mib is not None:
-            out.append(f"- {_freed(shown).replace('freed ', 'freed: ', 1)}")
+        tail = _memory_lines(e, shown, merged)
+        if shown.freed_mib is not None and e.kind in ("action", "check"):
+            tail.append(f"- {_freed(shown).replace('freed ', 'freed: ', 1)}")
         if e.verdict:
-            out.append(f"- verdict: {e.verdict}" + (f" on {hypothesis_label(numbers, e.hypothesis)}"
-                                                    if e.hypothesis is not None else ""))
-        out.append("")
-    return "\n".join(out)
+            tail.append(f"- verdict: {e.verdict}" + (f" on {hypothesis_label(numbers, e.hypothesis)}"
+                                                     if e.hypothesis is not None else ""))
+        out += ([""] + tail if tail else []) + [""]          # a list after a blank line
+    return out
+
+
+def _echoed(command: str, output: list[str]) -> bool:
+    """The output already shows each line of the command as ``$ line`` (B's and the restore's do)."""
+    lines = [ln.strip() for ln in _clean(command).splitlines() if ln.strip()]
+    said = {ln.strip() for ln in output}
+    return bool(lines) and all(f"$ {ln}" in said for ln in lines)
+
+
+def _memory_lines(e: TimelineEntry, shown: TimelineEntry, merged: dict[int, TimelineEntry]) -> list[str]:
+    """The memory an entry read, once: an action's before and after (its outcome's); an
+    observation of an action only when it read something its outcome did not; a wait's reads
+    are in its table; anything else as it read it."""
+    if e.kind == "action":
+        before, after = e.gpu_memory_before or shown.gpu_memory_before, shown.gpu_memory_after
+        if not before and not after:
+            return []
+        return [f"- before: {memory_text(before) or 'not read'}", f"- after: {memory_text(after) or 'not read yet'}"]
+    if e.kind == "observation" and isinstance(e.action, int) and e.action in merged:
+        after = e.gpu_memory_after
+        return [f"- after: {memory_text(after)}"] if after and after != merged[e.action].gpu_memory_after else []
+    if is_wait(e) and wait_table(e):
+        return []
+    sides = [(label, m) for label, m in (("before", e.gpu_memory_before), ("after", e.gpu_memory_after)) if m]
+    if len(sides) == 1 and e.kind == "observation":
+        return [f"- reading: {memory_text(sides[0][1])}"]
+    return [f"- {label}: {memory_text(m)}" for label, m in sides]
 
 
 def _target(t) -> str:

@@ -62,6 +62,13 @@ def duration(seconds: float | None) -> str:
     return f"{s} s"
 
 
+def offset(seconds: float) -> str:
+    """"T+1:46", "T+1:02:03": a moment as the time since the incident's first entry."""
+    whole = int(round(max(0.0, seconds)))
+    h, m, s = whole // 3600, whole // 60 % 60, whole % 60
+    return f"T+{h}:{m:02d}:{s:02d}" if h else f"T+{m}:{s:02d}"
+
+
 def mib(value: int | float) -> str:
     """GPU memory as the console says it everywhere (console/diagnosis/text.py: one rule); a value
     that is not a number (a hand-edited file) as it is."""
@@ -120,6 +127,12 @@ def _freed(before: Mapping[str, int | None] | None, after: Mapping[str, int | No
         return 0
     return sum(max(0, (v or 0) - (after.get(k) or 0)) for k, v in before.items()
                if v is not None and after.get(k) is not None)
+
+
+def _freed_gpus(before: Mapping[str, int | None] | None, after: Mapping[str, int | None] | None) -> list[int]:
+    now = after or {}
+    return [int(k) for k, v in (before or {}).items()
+            if str(k).isdecimal() and v is not None and (back := now.get(k)) is not None and v - back >= 256]
 
 
 def _stuck(entries: Sequence[TimelineEntry]) -> list[Stuck]:
@@ -204,18 +217,24 @@ def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summar
             freed = e.freed_mib or _freed(e.gpu_memory_before, e.gpu_memory_after)
         else:
             continue
-        if freed >= 256 and (best is None or freed > best[0]):
-            best = (freed, e, action)
+        if freed >= 256 and (best is None or freed > best[0] or (freed == best[0] and best[2] is None
+                                                                  and action is not None)):
+            best = (freed, e, action)      # on a tie the action that freed it wins over a check that saw it
     if best is not None:
         freed, reading, action = best
-        if action is not None:
-            resolution = f"#{action.seq} {action.text}" + (f" on {action.node}" if action.node else "") + \
-                         f": {reading.text}"
-        else:
-            resolution = f"no action: {reading.text}"
-        to_free = seconds_between(entries[0].ts, reading.ts)
         after_action = (reading.seconds_to_free if isinstance(reading.seconds_to_free, (int, float))
                         else seconds_between(action.ts, reading.ts) if action is not None else None)
+        if action is not None:
+            where = _freed_gpus(action.gpu_memory_before or reading.gpu_memory_before, reading.gpu_memory_after)
+            resolution = (f"#{action.seq} {action.text}" + (f" on {action.node}" if action.node else "")
+                          + f": {mib(freed)} freed on {gpu_list(where)}"
+                          + (f", {duration(after_action)} after it was sent" if after_action is not None else ""))
+            since_action = seconds_between(entries[0].ts, action.ts)
+            to_free = (since_action + after_action if since_action is not None and after_action is not None
+                       else seconds_between(entries[0].ts, reading.ts))
+        else:
+            resolution = f"no action: {reading.text}"
+            to_free = seconds_between(entries[0].ts, reading.ts)
         freed_at = reading.ts
     else:
         resolution, to_free, after_action, freed_at = "nothing freed the memory yet", None, None, None

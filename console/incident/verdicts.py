@@ -87,6 +87,12 @@ def action_rung(action: TimelineEntry) -> str:
         return "reload-driver"
     if title.startswith("Reboot"):
         return "reboot"
+    if title.startswith("Restore what B stopped"):
+        return "restore"
+    if title.endswith(" in Slurm") and title.startswith(("Drain ", "Resume ")):
+        return "drain" if title.startswith("Drain ") else "resume"
+    if re.match(r"SIG[A-Z0-9+-]+ \d+ process", title):
+        return "signal"
     return "custom"
 
 
@@ -198,9 +204,9 @@ def suggest(entries: Sequence[TimelineEntry], hyp: TimelineEntry | None) -> Sugg
     if last_check is not None and patient and last_check.text.startswith("wait-and-reread") and (
             last_action is None or last_check.seq > last_action.seq):
         if last_check.freed_mib and last_check.freed_mib >= FREED_NOTICE_MIB:
-            return Suggestion("confirmed", f"check #{last_check.seq}: memory came back while waiting")
+            return Suggestion("confirmed", f"check #{last_check.seq} (the wait): {_said(last_check)}")
         if last_check.gpu_memory_after:
-            return Suggestion("refuted", f"check #{last_check.seq}: no memory came back while waiting")
+            return Suggestion("refuted", f"check #{last_check.seq} (the wait): {_said(last_check)}")
     if matched:
         return _judge_actions(hyp, matched, entries)
     if rungs and while_open:
@@ -211,3 +217,35 @@ def suggest(entries: Sequence[TimelineEntry], hyp: TimelineEntry | None) -> Sugg
     if rungs:
         return Suggestion("inconclusive", "no action it names was taken yet, and no check was run for it")
     return Suggestion("inconclusive", "no check was run and no action taken for it yet")
+
+
+def _said(check: TimelineEntry) -> str:
+    """A wait's summary without its name: "memory came back ~76 s in: …" / "no memory came back …"."""
+    return check.text.split(":", 1)[-1].strip()
+
+
+def _default_text(verdict: str, hyp: TimelineEntry) -> str:
+    """What a verdict says when the operator wrote nothing (console/incident/log.py)."""
+    return f"{verdict}: {hyp.text}"
+
+
+def reasons(entries: Sequence[TimelineEntry], verdict: TimelineEntry) -> list[str]:
+    """Why ``verdict`` was given, in lines: the operator's own words (when more than the default),
+    what the evidence in the timeline at that moment says (``suggest``), and the checks run for
+    the hypothesis. When the operator chose otherwise than the evidence suggests, both are said."""
+    hyp = next((e for e in entries if e.kind == "hypothesis" and e.seq == verdict.hypothesis), None)
+    if hyp is None:
+        return []
+    before = [e for e in entries if e.seq < verdict.seq]
+    out = []
+    if verdict.text and verdict.text != _default_text(verdict.verdict or "", hyp):
+        out.append(f"{verdict.by}: {verdict.text}")
+    found = suggest(before, hyp)
+    if found.verdict == verdict.verdict:
+        out.append(f"the evidence: {found.why}")
+    else:
+        out.append(f"the evidence suggested {found.verdict}: {found.why}; {verdict.by} chose {verdict.verdict}")
+    cited = set(re.findall(r"#(\d+)", found.why))
+    out += [f"check #{e.seq} {e.text}" for e in before
+            if e.kind == "check" and e.hypothesis == hyp.seq and str(e.seq) not in cited]
+    return out

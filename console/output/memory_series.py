@@ -5,19 +5,18 @@ postmortem's SVG chart (console/output/memory_svg.py) draw the same data:
 
 - ``MemoryTrail``: per node, every poll's per-GPU memory used, kept for the whole incident
   (thinned to at most ``MAX_POINTS`` by dropping every other old point, the newest kept);
-- ``series_from_timeline``: from the timeline alone (the before/after readings of actions,
-  checks and observations) when no trail was kept;
+- the timeline's own readings when no trail was kept (console/incident/readings.py, made a
+  series by console/ui/postmortem.py);
 - ``columns`` / ``spark``: a series cut into as many columns as there is room for, drawn
   with block characters on a fixed scale (0 to the GPU's total memory: a GPU stuck at 76 GiB
   all along is a full bar, never an empty baseline), with the actions' columns marked.
 """
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from console.model import ActionRecord, NodeSnapshot, TimelineEntry
+from console.model import ActionRecord, NodeSnapshot
 
 MAX_POINTS = 720
 BARS = " ▁▂▃▄▅▆▇█"
@@ -27,14 +26,13 @@ RUNG_LETTER = {"sigterm": "t", "sigkill": "k", "kill-holders": "F", "clear-block
                "reload-driver": "L", "reboot": "X", "custom": "$", "wait": "w", "drain": "D", "resume": "U",
                "signal": "s", "restore": "b"}
 
-Reading = Mapping[str, "int | None"]          # {"0": 76109, ...} as the timeline writes it
-
 
 @dataclass(frozen=True)
 class Mark:
     t: float
     rung: str
     label: str = ""
+    end: float | None = None          # a wait: it lasted from ``t`` to ``end``
 
     @property
     def letter(self) -> str:
@@ -128,39 +126,6 @@ def _gpu_map(read: Mapping) -> dict[int, int | None]:
         if str(k).isdecimal() and (v is None or (isinstance(v, int) and not isinstance(v, bool))):
             out[int(k)] = v
     return out
-
-
-def epoch(ts: object) -> float | None:
-    if not isinstance(ts, str):
-        return None
-    try:
-        when = dt.datetime.fromisoformat(ts.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
-
-
-def series_from_timeline(entries: Sequence[TimelineEntry], node: str | None = None,
-                         rung_of=None) -> MemorySeries:
-    """Memory readings the timeline holds — each action's (and check's) "before" at its time,
-    each outcome's, observation's and check's "after" at theirs — and the actions as marks.
-    ``rung_of``: entry -> rung name (console/incident/verdicts.py action_rung)."""
-    points: dict[float, dict[int, int | None]] = {}
-    marks = []
-    for e in entries:
-        if node is not None and e.node != node:
-            continue
-        t = epoch(e.ts)
-        if t is None:
-            continue
-        if e.kind == "action" and not e.text.startswith(("[read-only]", "[dry-run]")):
-            marks.append(Mark(t, rung_of(e) if rung_of else "custom", e.text))
-        if e.gpu_memory_before and e.kind in ("action", "check"):
-            points.setdefault(t, {}).update(_gpu_map(e.gpu_memory_before))
-        if e.gpu_memory_after:
-            points.setdefault(t + 0.001, {}).update(_gpu_map(e.gpu_memory_after))
-    ordered = tuple(sorted(points.items()))
-    return MemorySeries(points=ordered, totals={}, marks=tuple(marks))
 
 
 def columns(series: MemorySeries, width: int) -> tuple[dict[int, list[int | None]], list[list[Mark]]]:

@@ -10,11 +10,35 @@ from typing import Mapping, Sequence
 
 from console.incident.export import as_markdown
 from console.incident.mirror import read_states, state_path
+from console.incident.readings import WAIT, moments, readings
 from console.incident.safefiles import UnsafeFile, write_atomic
 from console.incident.timeline import SUFFIX
 from console.incident.verdicts import action_rung
 from console.model import TimelineEntry
+from console.output.memory_series import Mark, MemorySeries
 from console.output.memory_svg import chart_name, postmortem_svg
+
+
+def timeline_series(entries: Sequence[TimelineEntry]) -> dict[str, MemorySeries]:
+    """Per node, the memory readings the timeline holds (console/incident/readings.py) and its
+    actions and waits as marks: the chart's data when the console kept no trail."""
+    out: dict[str, MemorySeries] = {}
+    for node in dict.fromkeys(e.node for e in entries if e.node):
+        points: dict[float, dict[int, int | None]] = {}
+        for r in readings(entries):
+            if r.node == node:
+                points.setdefault(r.t, {}).update({int(k): v for k, v in r.memory.items() if str(k).isdecimal()})
+        marks = tuple(Mark(m.t, "wait", _wait_label(m.entry), end=m.end) if m.is_wait
+                      else Mark(m.t, action_rung(m.entry), m.entry.text)
+                      for m in moments(entries) if m.entry.node == node)
+        out[node] = MemorySeries(points=tuple(sorted(points.items())), marks=marks)
+    return out
+
+
+def _wait_label(e: TimelineEntry) -> str:
+    """"wait: memory came back ~76 s in" (a wait's summary up to its details)."""
+    said = e.text.removeprefix(WAIT + ":").strip()
+    return "wait: " + said.split(" (", 1)[0].split(": ", 1)[0]
 
 
 def write_chart(entries: Sequence[TimelineEntry], incident_file: Path, markdown: Path,
@@ -28,7 +52,7 @@ def write_chart(entries: Sequence[TimelineEntry], incident_file: Path, markdown:
             memory = read_states(state_path(incident_file)).memory
         except (FileNotFoundError, UnsafeFile, ValueError, OSError):
             memory = None
-    svg = postmortem_svg(entries, memory, rung_of=action_rung,
+    svg = postmortem_svg(timeline_series(entries), memory,
                          title=f"Incident {Path(incident_file).name.removesuffix(SUFFIX)}")
     if svg is None:
         return None
