@@ -192,10 +192,21 @@ async def test_the_reset_rests_on_its_xids_and_b_s_commands_are_shown_once(tmp_p
     assert [m.letter for m in timeline_series(entries)["demo"].marks] == ["B", "R", "b"], "the restore is b, not $"
 
 
-async def test_a_reset_with_no_xid_in_the_timeline_says_so(tmp_path, monkeypatch):
+async def test_a_reset_with_no_kernel_log_check_still_rests_on_the_findings_noted_before_it(tmp_path, monkeypatch):
+    """The session notes the findings behind a reset (Session._note_grounds) before its action."""
     md = as_markdown(await reset_required(tmp_path, monkeypatch, kernel_log=False), incident_id="reset")
-    assert "  - rested on: no Xid recorded before it: the timeline holds no kernel-log check or finding" in md
-    assert "watch for the Xid that called for it (none was recorded" in section(md, "## Action items")
+    assert "no Xid recorded before it" not in md
+    rested = [ln for ln in section(md, "## Timeline").splitlines() if "rested on:" in ln and "recovery-action" in ln]
+    assert rested and "GPU Reset (Xid 154 logged)" in rested[0], section(md, "## Timeline")
+
+
+def test_a_reset_with_no_xid_in_the_timeline_says_so():
+    reset = TimelineEntry(ts="2026-12-02T10:01:00Z", seq=2, by="root@vm", kind="action", node="gpu07",
+                          text="Reset GPU 3", command="nvidia-smi -r -i 3")
+    first = TimelineEntry(ts="2026-12-02T10:00:00Z", seq=1, by="root@vm", kind="observation", node="gpu07",
+                          text="first reading")
+    from console.incident.grounds import grounds
+    assert any(line.startswith("no Xid recorded before it") for line in grounds([first, reset], reset))
 
 
 def entry(seq, ts, kind, text, **fields):

@@ -30,7 +30,7 @@ from console.diagnosis.who import FREED_MIB
 from console.incident import freetimes
 from console.incident.log import IncidentLog
 from console.incident.timeline import Timeline
-from console.model import ActionRecord, Finding, NodeSnapshot
+from console.model import ActionRecord, Finding, NodeSnapshot, severity_rank
 from console.monitor import NodeMonitor, start_all
 from console.output.memory_series import MemorySeries
 from console.session.events import ActionFinished, ActionStarted, Event, NodeUpdated, Said
@@ -46,6 +46,9 @@ WHOLE_FIRST = ("kill-holders", "reset", "clear-blockers")
 LOOP_STOP_RUNGS = ("kill-holders", "reset", "clear-blockers", "reboot", "reload-driver")
 #: how long ``stop`` waits for an action in flight to write what it saw
 ACTION_STOP_S = 3.0
+#: before an action, at most this many of the findings it rests on are noted in the timeline
+GROUNDS_NOTED = 4
+GROUNDS_RUNGS = ("reset", "reload-driver", "reboot")
 
 Listener = Callable[[Event], object]
 
@@ -329,6 +332,8 @@ class Session:
             self._actions.add(task)
         paused = node_source if (plan.rung in LOOP_STOP_RUNGS and node_source is not None and verifying > 0
                                  and _loop_stop_commands(node_source, None)) else None
+        if verifying > 0:
+            self._note_grounds(plan)
         try:
             if paused is not None:
                 await self.stop_smi_loop(paused)
@@ -347,6 +352,25 @@ class Session:
             freetimes.record(self.timeline.path.parent, plan.node, plan.rung, outcome.seconds_to_free)
         self.publish(ActionFinished(outcome))
         return outcome
+
+    def _note_grounds(self, plan: ActionPlan) -> None:
+        """Before a reset, a driver reload or a reboot: the findings it rests on (high or
+        critical, on its GPUs), as notes in the form the gate and the watch write ("finding
+        critical xid: …"), so the postmortem cites the Xid behind a reset without a kernel-log
+        check; one already noted since the node's last action is not noted again."""
+        snap = self.latest(plan.node)
+        if snap is None or self.timeline is None or plan.rung not in GROUNDS_RUNGS:
+            return
+        on = set(plan.gpus)
+        since = [e for e in self.timeline.entries if e.node == plan.node]
+        last_action = max((e.seq for e in since if e.kind == "action"), default=0)
+        said = {e.text for e in since if e.kind == "note" and e.seq > last_action}
+        found = [f for f in snap.findings if severity_rank(f.severity) >= severity_rank("high")
+                 and (not on or set(f.gpus) & on)]
+        for f in sorted(found, key=lambda f: -severity_rank(f.severity))[:GROUNDS_NOTED]:
+            text = f"finding {f.severity} {f.kind}: {f.summary}"
+            if text not in said:
+                self.incident.note(plan.node, text)
 
     async def run_check(self, source: Source, name: str, snap: NodeSnapshot | None, *,
                         progress: Callable[[CheckProgress], None] | None = None, **params: Any) -> CheckResult:
