@@ -315,3 +315,14 @@ def test_crowded_marks_get_rows_of_their_own_and_the_last_one_fits():
     assert last.text == "b RESTORE… (T+5:00)", "no room left or right: cut, letter and time whole"
     assert last.find(f"{SVG}title").text == "b RESTORE a long title for action number 7 (T+5:00)"
     assert_legible(root)
+
+
+def test_the_timeline_view_shows_a_waits_reads_as_lines_not_framing():
+    """replay, follow and timeline show render an entry with ui/timeline_render.detail: a wait's
+    reads one line each there too (it showed the raw ::t=S:: frames)."""
+    from console.ui.timeline_render import detail
+    out = "::t=0::\n0, 76109 MiB\n1, 76109 MiB\n::t=5::\n0, 4 MiB\n1, 4 MiB\n"
+    wait = entry(1, "00:10", "check", "wait-and-reread: memory came back ~5 s in: 148.6 GiB freed", rc=0,
+                 command="nvidia-smi --query-gpu=index,memory.used --format=csv,noheader", output=out)
+    shown = detail([wait], 0, 1).plain
+    assert "::t=" not in shown and "     5 s  GPUs 0-1 4 MiB each" in shown, shown

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from rich.text import Text
 
+from console.incident.readings import wait_table
 from console.incident.summary import mib
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import VERDICTS, TimelineEntry
@@ -247,8 +248,9 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
             if i == 0 and e.rc is not None:
                 out.append(f"   rc {_num(e.rc)}", style="green" if e.rc == 0 else "bold red")
             out.append("\n")
-    if e.output:
-        _lines(out, e.output)
+    if e.output:      # a wait's reads one line each, as the postmortem has them (no ::t= framing)
+        table = wait_table(e)
+        _lines(out, "\n".join(table) if table else e.output)
     if e.targets:
         out.append(f"targets: {targets_text(e.targets)}\n")
     if e.gpu_memory_before or e.gpu_memory_after:
