@@ -7,7 +7,7 @@ report (``[N/A]``, ``[Not Supported]``, ``[Insufficient Permissions]``) are
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
 # a per-GPU device file: /dev/nvidiaN (or a file named nvidiaN under a --device-glob)
@@ -22,6 +22,9 @@ FINDING_KINDS = (
     "idle-memory",   # a fleet GPU held memory at 0 % utilisation for the whole suspicion window (Prometheus)
     "respawn",       # a parent started again what an action killed (its new children hold the GPU)
     "latched-utilisation",   # ~100 % utilisation with no memory and no process: telemetry, not a hang
+    "row-remap-pending",     # a row remap waits for a reset (Ampere and later): reset once nothing holds the GPU
+    "row-remap-failure",     # a row remap failed: drain the node, the GPU wants inspection or replacing
+    "retired-pages-pending",  # pages wait to be retired (before Ampere): as a pending remap
 )
 
 
@@ -77,6 +80,52 @@ def recovery_words(token: str | None) -> str:
     return token
 
 
+def bus_key(bus_id: str | None) -> str | None:
+    """Comparable (domain, bus, device) of a PCI address: '00000000:3B:00.0' and '0000:3b:00' agree."""
+    if not bus_id:
+        return None
+    text = bus_id.strip().removeprefix("PCI:").split(".")[0]
+    parts = text.split(":")
+    if len(parts) == 2:
+        parts = ["0"] + parts
+    if len(parts) != 3:
+        return None
+    try:
+        dom, bus, dev = (int(p, 16) for p in parts)
+    except ValueError:
+        return None
+    return f"{dom:x}:{bus:02x}:{dev:02x}"
+
+
+@dataclass(frozen=True)
+class MemoryRepair:
+    """What the driver says of a GPU's memory repair: row remapping (Ampere and later: a remap
+    waits for a GPU reset to take effect; a failed one means the GPU should be replaced) and page
+    retirement (older GPUs: pages pending retirement wait for a reset as well). From
+    ``nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT`` (console/sources/parse_repair.py) or NVML
+    (nvmlDeviceGetRemappedRows, nvmlDeviceGetRetiredPagesPendingStatus). None: not reported
+    (``N/A``, not supported, an older driver)."""
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    rows_uncorrectable: int | None = None    # rows remapped for uncorrectable errors
+    rows_correctable: int | None = None      # rows remapped for correctable errors
+    pages_pending: bool | None = None        # pages pending retirement ("Pending Page Blacklist")
+
+    @classmethod
+    def from_data(cls, data: object) -> "MemoryRepair | None":
+        """One from its JSON data (a follower's copy of the snapshot); a value of another type is
+        None, and so is anything but a mapping."""
+        if not isinstance(data, Mapping):
+            return None
+        out = {}
+        for f in fields(cls):
+            value = data.get(f.name)
+            want_int = f.name.startswith("rows_")
+            ok = isinstance(value, int) and not isinstance(value, bool) if want_int else isinstance(value, bool)
+            out[f.name] = value if ok else None
+        return cls(**out)
+
+
 @dataclass(frozen=True)
 class MigInstance:
     """One MIG device inside a GPU in MIG mode (from `nvidia-smi -L` or NVML).
@@ -110,6 +159,14 @@ class Gpu:
     # driver's own words for one this console does not know); None where the driver does not
     # say (older drivers, NotSupported)
     recovery_action: str | None = None
+    # row remapping / page retirement; None where not read (an older driver, not asked yet)
+    memory_repair: MemoryRepair | None = None
+
+    def __post_init__(self) -> None:
+        # a Gpu rebuilt from its JSON data (console/incident/mirror.py: Gpu(**fields)) gets its
+        # MemoryRepair back, not the dict it was written as
+        if self.memory_repair is not None and not isinstance(self.memory_repair, MemoryRepair):
+            object.__setattr__(self, "memory_repair", MemoryRepair.from_data(self.memory_repair))
 
     def mig_instance(self, gpu_instance_id: int | None, compute_instance_id: int | None = None
                      ) -> MigInstance | None:

@@ -66,6 +66,9 @@ gpu      nvidia-smi --query-gpu=GPU_FIELDS[,gpu_recovery_action] --format=csv,no
          the recovery action is asked for only where the driver may know it (gpu_call)
 apps     nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits
 list     nvidia-smi -L (MIG devices are indented lines "  MIG 1g.12gb Device 0: (UUID: MIG-…)")
+remap    nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT: each GPU's row remapping and pages pending
+         retirement (remap_call: asked only when this probe's driver calls answered, and without
+         ROW_REMAPPER where nvidia-smi rejects it)
 xid      dmesg lines with "NVRM: Xid" or a GPU's firmware boot failure (KERNEL_LINES_ERE;
          last 50), or dmesg's own error text
 driver   driver version: cat /proc/driver/nvidia/version (first line) or nothing
@@ -171,9 +174,18 @@ RF = "gi_rf"
 HOLDERS = "gi_h"
 #: the body of a driver section skipped because an earlier call of this probe timed out
 SKIPPED = "skipped: an earlier nvidia-smi call of this probe timed out"
+#: each GPU's row remapping (Ampere and later) and page retirement (older GPUs): a pending remap or
+#: retirement waits for a GPU reset, a failed remap means the GPU should be replaced. Not a
+#: --query-gpu field: an older nvidia-smi rejects the whole query for one field it does not know
+#: (console/sources/parse_repair.py reads the answer)
+QUERY_REPAIR = "nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT"
+#: what an nvidia-smi that rejects ROW_REMAPPER (exit 2: older than row remapping) is asked instead
+QUERY_RETIRED = "nvidia-smi -q -d PAGE_RETIREMENT"
+#: the body of the remap section when this probe's driver calls failed (nothing asked)
+REMAP_SKIPPED = "skipped: the driver did not answer the calls before it"
 #: driver sections, in order; the first always runs (and resets NV_RC), the others are skipped
 #: once one has timed out
-DRIVER_SECTIONS = {"gpu": QUERY_GPU, "apps": QUERY_APPS, "list": LIST_GPUS}
+DRIVER_SECTIONS = {"gpu": QUERY_GPU, "apps": QUERY_APPS, "list": LIST_GPUS, "remap": QUERY_REPAIR}
 
 
 #: the shell variable the fds section leaves the holders' ``/proc/PID/fd`` paths in (pidns reads it)
@@ -257,11 +269,22 @@ def gpu_call() -> str:
             f"if [ \"${NV_RC}\" = 2 ]; then {RF}=0; {plain}; fi;; esac")
 
 
+def remap_call() -> str:
+    """The remap section: asked only when the driver answered this probe so far (NV_RC 0: a
+    failing or hung driver costs no extra call; the section then says so and keeps NV_RC); an
+    nvidia-smi that rejects ROW_REMAPPER (exit 2) is asked for the page retirement alone."""
+    retired = f"{timed(QUERY_RETIRED)} 2>&1; {NV_RC}=$?"
+    return (f"if [ \"${NV_RC}\" = 0 ]; then {timed(QUERY_REPAIR)} 2>&1; {NV_RC}=$?; "
+            f"if [ \"${NV_RC}\" = 2 ]; then {retired}; fi; else echo '{REMAP_SKIPPED}'; fi")
+
+
 def driver_call(name: str) -> str:
     """A driver section's command line: runs the call under ``timeout`` and keeps its status
     in NV_RC; every driver section after the first is skipped once that status is 124."""
     if name == "gpu":
         return gpu_call()
+    if name == "remap":
+        return remap_call()
     run = f"{timed(DRIVER_SECTIONS[name])} 2>&1; {NV_RC}=$?"
     if name == next(iter(DRIVER_SECTIONS)):
         return run
@@ -317,9 +340,13 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
 #:   GPU query says): on a GPU node that is one nvidia-smi call (one NVML initialisation) in three;
 #: - ``xid`` for XID_EVERY polls (dmesg reads the whole kernel ring buffer: an Xid shows at most
 #:   XID_EVERY polls late);
-STICKY = ("meta", "driver", "sys", "list", "xid")
+#: - ``remap`` for REMAP_EVERY polls (one more nvidia-smi call, one NVML initialisation: a remap
+#:   becomes pending after an uncorrectable error and waits for a reset, so a minute late is soon
+#:   enough);
+STICKY = ("meta", "driver", "sys", "list", "xid", "remap")
 DRIVER_EVERY = 60
 XID_EVERY = 5
+REMAP_EVERY = 60
 #: a watched process's command line and user are read again every so many polls (a process that
 #: renames itself without changing its comm shows the new line that late)
 ARGS_EVERY = 10

@@ -50,6 +50,12 @@ class FakeGpu:
     # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: the value (0 NONE … 7 SYSTEM_REBOOT), or None where the
     # driver does not support the field (its value comes back with NVML_ERROR_NOT_SUPPORTED)
     recovery: int | None = None
+    # nvmlDeviceGetRemappedRows: (corrRows, uncRows, isPending, failureOccurred), or None where the
+    # GPU has no row remapping (NotSupported: before Ampere)
+    remapped: tuple[int, int, int, int] | None = None
+    # nvmlDeviceGetRetiredPagesPendingStatus: NVML_FEATURE_ENABLED (1) / DISABLED (0), or None where
+    # the GPU retires no pages (NotSupported: Ampere and later)
+    pages_pending: int | None = None
 
     def __post_init__(self) -> None:
         self.uuid = self.uuid or f"GPU-{self.index:08x}-0000-0000-0000-000000000000"
@@ -218,6 +224,18 @@ class FakeNvml:
                 v.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
             out.append(v)
         return out
+
+    def nvmlDeviceGetRemappedRows(self, h):
+        self._enter("nvmlDeviceGetRemappedRows", h)
+        if h.remapped is None:
+            raise nvml_error(_real.NVML_ERROR_NOT_SUPPORTED)
+        return tuple(h.remapped)
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h):
+        self._enter("nvmlDeviceGetRetiredPagesPendingStatus", h)
+        if h.pages_pending is None:
+            raise nvml_error(_real.NVML_ERROR_NOT_SUPPORTED)
+        return h.pages_pending
 
     def _plist(self, entries):
         return [SimpleNamespace(pid=e[0], usedGpuMemory=e[1],

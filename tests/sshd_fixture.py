@@ -73,11 +73,12 @@ class FakeSmi:
         tmp.replace(self.dir / name)
 
     def set(self, used=(76109, 76113), apps=(), mode="normal", mig=False, recovery=("None", "None"),
-            old_smi=False) -> None:
+            old_smi=False, remap=(0, 0)) -> None:
         """``used``: MiB per GPU; ``apps``: (pid, gpu index, MiB or None, name).
         Mode ``lost``: GPU 1 (bus 0000:2A:00.0) is lost, the others are still printed.
         ``recovery``: what a newer nvidia-smi prints for gpu_recovery_action per GPU; ``old_smi``:
-        an older one that rejects that field (exit 2)."""
+        an older one that rejects that field (exit 2). ``remap``: per GPU, the rows remapped after
+        uncorrectable errors and still pending (``-q -d ROW_REMAPPER``; 0: none pending)."""
         gpu_rows, mem_rows, list_rows, recovery_rows = [], [], [], []
         for i, mib in enumerate(used):
             if mode == "lost" and i == 1:     # the lost GPU is absent from the rows
@@ -93,8 +94,16 @@ class FakeSmi:
                               for d in range(2)]
         app_rows = [f"{pid}, {GPU_UUIDS[gpu]}, {'[N/A]' if mib is None else mib}, {name}"
                     for pid, gpu, mib, name in apps]
+        remap_rows = ["", "==============NVSMI LOG==============", ""]
+        for i, rows in enumerate(remap):
+            if mode == "lost" and i == 1:
+                continue
+            remap_rows += [f"GPU {GPU_BUS[i]}", "    Remapped Rows", f"        {'Correctable Error':<34}: 0",
+                           f"        {'Uncorrectable Error':<34}: {rows}",
+                           f"        {'Pending':<34}: {'Yes' if rows else 'No'}",
+                           f"        {'Remapping Failure Occurred':<34}: No", ""]
         for name, rows in (("gpu", gpu_rows), ("memory", mem_rows), ("list", list_rows),
-                           ("apps", app_rows), ("gpu_recovery", recovery_rows)):
+                           ("apps", app_rows), ("gpu_recovery", recovery_rows), ("remap", remap_rows)):
             self._write(name, "".join(r + "\n" for r in rows))
         if old_smi:
             self._write("old", "")

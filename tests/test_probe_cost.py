@@ -27,15 +27,17 @@ async def test_without_loop_mode_a_kept_shell_is_asked_two_nvidia_smi_calls_a_po
         before = len(node_a.smi.calls())
         first = await src.poll()
         assert first.error is None, first.error
-        assert len(_calls(node_a, before)) == 3          # the first probe asks everything, -L included
+        # the first probe asks everything: -L and the row remapping (-q -d ROW_REMAPPER) included
+        assert len(_calls(node_a, before)) == 4
         mid = len(node_a.smi.calls())
         for _ in range(3):
             later = await src.poll()
         asked = _calls(node_a, mid)
-        assert len(asked) == 6 and not any(c.startswith("-L") for c in asked), asked
+        assert len(asked) == 6 and not any(c.startswith(("-L", "-q")) for c in asked), asked
         # what the poll leaves out still holds: own processes, start times, driver, GPUs
         assert later.own_pids == first.own_pids and later.proc(w0).create_time == first.proc(w0).create_time
         assert later.driver_version == first.driver_version and later.gpus == first.gpus
+        assert later.gpus[0].memory_repair is not None        # the first probe's remap answer holds
         # a whole probe of a fresh shell sees the same node
         full = await whole.poll()
         # (the cgroup of a PID the driver listed is read from the probe after it: not yet by the fresh one)

@@ -420,3 +420,40 @@ def test_firmware_lines_cut_short_or_garbled_never_crash_and_name_only_what_they
     snap = NodeSnapshot(name="n", taken_at=1.0, kernel_log=tuple(lines))
     kinds = [f.kind for f in diagnose(snap)]
     assert kinds.count("firmware-boot") == len(out)
+
+
+# ---------------------------------------------------------------- row remapping / page retirement
+
+@pytest.mark.parametrize("name, found, kind", [
+    ("remap-pending-uncorrectable-gpud-80.txt", {None: (True, None, 4, 0, None)}, "row-remap-pending"),
+    ("remap-pending-a100-510-ml-engineering.txt", {"00000000:10:1C.0": (True, False, 0, 1, None)}, "row-remap-pending"),
+    ("retired-pages-pending-ml-engineering.txt", {None: (None, None, None, None, True)}, "retired-pages-pending"),
+    ("remap-clean-ampere-551-exllamav3-112.txt", {None: (False, False, 0, 0, None)}, None),
+    ("retired-pages-no-remap-p100-460-dcgm-exporter-16.txt", {None: (None, None, None, None, False)}, None),
+])
+def test_real_remapped_rows_and_retired_pages(name, found, kind):
+    """nvidia-smi -q's Remapped Rows and Retired Pages blocks as people pasted them: "Pending" read
+    by its block, N/A as unknown, the one-line "Remapped Rows : N/A" of a GPU before Ampere; a
+    pending remap or retirement on a GPU nothing holds is a reset due (a remap's rows counted)."""
+    from console.model import MemoryRepair
+    from console.sources.parse_repair import parse_memory_repair
+    body = load(name).body
+    got = parse_memory_repair(body)
+    assert got == {bus: MemoryRepair(*values) for bus, values in found.items()}
+    bus = next(iter(found)) or "00000000:3B:00.0"
+    gpu = Gpu(index=0, uuid="GPU-0", name="NVIDIA A100-SXM4-80GB", bus_id=bus, memory_used_mib=4,
+              memory_total_mib=81920, utilization_pct=0, persistence_mode=False, mig_mode=False)
+    mark = "::gi-real::"
+    text = (f"{mark} begin gpu\n0, GPU-0, NVIDIA A100-SXM4-80GB, {bus}, 4, 81920, 0, Disabled, Disabled\n"
+            f"{mark} end gpu 0\n{mark} begin apps\n{mark} end apps 0\n{mark} begin remap\n{body}{mark} end remap 0\n")
+    snap = parse.parse_probe("real", text, mark, taken_at=1.0)
+    assert snap.gpus[0].memory_repair == got[next(iter(found))]
+    assert snap.gpus[0] == dataclasses.replace(gpu, memory_repair=snap.gpus[0].memory_repair)
+    found_kinds = [f for f in diagnose(snap) if f.kind in ("row-remap-pending", "retired-pages-pending",
+                                                            "row-remap-failure")]
+    assert [f.kind for f in found_kinds] == ([kind] if kind else [])
+    if kind == "row-remap-pending":
+        f = found_kinds[0]
+        assert f.severity == "high" and f.rung == "reset" and "reset now: nothing holds it" in f.summary
+        rows = found[next(iter(found))][2]
+        assert f"{rows} rows remapped after uncorrectable errors" in f.summary

@@ -52,7 +52,7 @@ async def test_the_loops_start_once_and_a_steady_poll_starts_no_nvidia_smi(sshd,
         # the loops' answer is the per-poll calls' answer
         plain = await per_poll.poll()
         assert snap.gpus == plain.gpus and snap.driver_processes == plain.driver_processes
-        assert len(_starts(node_a, since)) == 3          # that fresh shell's GPU, apps and -L calls
+        assert len(_starts(node_a, since)) == 4          # that fresh shell's GPU, apps, -L and -q calls
         # the loops are the console's own processes (children of its probe shell)
         assert set(src.loop_pids) <= set(snap.own_pids)
         loops = [psutil.Process(p) for p in src.loop_pids]

@@ -52,6 +52,11 @@ case "$*" in
       echo "$P$i, GPU-0bench00-0000-0000-0000-00000000000$i, NVIDIA H100 80GB HBM3, 00000000:1$i:00.0, 1, 81559, 0, Enabled, [N/A]"
     done ;;
   *--query-compute-apps=*) ;;
+  "-q"*)      # -q -d ROW_REMAPPER,PAGE_RETIREMENT: nothing pending
+    for i in 0 1 2 3 4 5 6 7; do
+      printf 'GPU 00000000:1%s:00.0\n    Remapped Rows\n        %-34s: 0\n        %-34s: 0\n        %-34s: No\n' \
+        "$i" "Correctable Error" "Uncorrectable Error" "Pending"
+    done ;;
   *" -L"*|"-L")
     for i in 0 1 2 3 4 5 6 7; do
       echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-0bench00-0000-0000-0000-00000000000$i)"

@@ -4,7 +4,8 @@ Pure: no clock, no I/O.  Every finding carries a one-line summary, the evidence 
 GPUs, MiB, since when), and a next step that follows the evidence — an imperative line
 with its reason plus the ladder rung (``Finding.rung``) that carries it out.  The rules
 for choosing the rung live in console/diagnosis/advice.py; the kinds in
-console/diagnosis/processes.py and console/diagnosis/node.py.
+console/diagnosis/processes.py, console/diagnosis/node.py and console/diagnosis/repair.py (row
+remapping and page retirement).
 
 To act on a finding: console/actions/step.py (``step_for``): the same path the console takes.
 """
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from console.diagnosis import node, processes, respawn
+from console.diagnosis import node, processes, repair, respawn
 from console.diagnosis.context import Situation
 from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
 
 #: within one severity, the order findings are shown (cause before consequence)
-KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "xid", "respawn", "zombie", "d-state", "foreign-pid", "hidden-holder",
+KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "row-remap-failure", "xid",
+              "row-remap-pending", "retired-pages-pending", "respawn", "zombie", "d-state", "foreign-pid", "hidden-holder",
               "orphan", "ghost-memory", "mps-server", "reset-blocker", "holder", "latched-utilisation", "blockers-off")
 DEFAULT_GHOST_THRESHOLD_MIB = 1024
 
@@ -57,6 +59,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += processes.holders(sit, covered)
         findings += processes.mps_servers(sit)
         findings += node.latched_utilisation(sit)
+        findings += repair.memory_repair(sit)     # a pending remap wants a reset: before reset_blockers
         findings += node.reset_blockers(sit)      # last: knows which GPUs the advice wants reset
         findings += node.blockers_off(sit)        # ... and so does this: restore once none is
     return tuple(sorted(findings, key=_order))

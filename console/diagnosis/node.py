@@ -10,6 +10,7 @@ from console.diagnosis import text as t
 from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
                      signal_step)
 from console.diagnosis.context import Situation
+from console.diagnosis.repair import remap_known
 from console.diagnosis.xid import XidEvent, bus_key, firmware_failures, parse_xid_line, recovery_action
 
 HUNG_PROBES_BEFORE_REBOOT = 3     # consecutive timed-out probes (and at least the teardown window)
@@ -213,6 +214,8 @@ def xids(sit: Situation) -> list[Finding]:
         current = sit.snap.gpu(gpu).recovery_action if gpu is not None else None
         if code == 154 and current not in (None, "none"):
             continue                          # the driver's current recovery action says it: recovery_actions()
+        if code in (63, 64) and gpu is not None and remap_known(sit.snap.gpu(gpu)):
+            continue                          # the GPU's current remap state says it: repair.py
         where = f"GPU {gpu} ({ev.bus})" if gpu is not None else f"GPU {ev.bus}"
         count = f" ×{len(evs)}" if len(evs) > 1 else ""
         if code == 154 and ev.recovery:

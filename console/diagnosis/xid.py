@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from console.model import recovery_token
+from console.model import bus_key, recovery_token  # noqa: F401 (bus_key: its users import it from here)
 from console.probe import INIT_FAILED, WPR2_UP
 
 CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
@@ -289,20 +289,3 @@ def firmware_failures(lines: Sequence[str]) -> list[FirmwareFailure]:
     if wpr2 and not out:
         out.append(FirmwareFailure(None, True, None, tuple(wpr2[-3:])))
     return out
-
-
-def bus_key(bus_id: str | None) -> str | None:
-    """Comparable (domain, bus, device) of a PCI address: '00000000:3B:00.0' and '0000:3b:00' agree."""
-    if not bus_id:
-        return None
-    text = bus_id.strip().removeprefix("PCI:").split(".")[0]
-    parts = text.split(":")
-    if len(parts) == 2:
-        parts = ["0"] + parts
-    if len(parts) != 3:
-        return None
-    try:
-        dom, bus, dev = (int(p, 16) for p in parts)
-    except ValueError:
-        return None
-    return f"{dom:x}:{bus:02x}:{dev:02x}"

@@ -1,6 +1,7 @@
 """The `snapshot --json` document (docs/snapshot-json.md is the contract: fields may be added, never renamed)."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any, Sequence
 
@@ -22,6 +23,8 @@ def gpu_json(g: Gpu) -> dict[str, Any]:
                            "memory_used_mib": m.memory_used_mib, "memory_total_mib": m.memory_total_mib}
                           for m in g.mig_instances],
         "recovery_action": g.recovery_action,
+        # row remapping / page retirement (null: not read); each value null where not reported
+        "memory_repair": None if g.memory_repair is None else dataclasses.asdict(g.memory_repair),
     }
 
 

@@ -322,6 +322,8 @@ class SimHost:
                     f"{_IN_USE_HINT}\n", 255)
         g.stuck_mib = 0
         g.reset_required = False
+        g.remap_pending = False                 # the reset applies a pending remap (not a failed one)
+        g.pages_pending = None if g.pages_pending is None else False
         self.klog(f"NVRM: GPU at PCI:{g.pci_short}: {g.uuid}")
         self.klog(f"NVRM: GPU Board Serial Number: {g.serial}")
         return f"GPU {g.bus_id} was successfully reset.\nAll done.\n", 0
@@ -386,7 +388,8 @@ class SimHost:
             self._events = [e for e in self._events if e[0] > self.now]
             self.btime = int(self.now) - 1
             for g in self.gpus:
-                g.stuck_mib, g.reset_required, g.lost = 0, False, False
+                g.stuck_mib, g.reset_required, g.lost, g.remap_pending = 0, False, False, False
+                g.pages_pending = None if g.pages_pending is None else False
             self._next_pid = self._cursor = 300
             self.start_after_boot()
             self.down_until = None

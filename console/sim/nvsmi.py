@@ -26,7 +26,18 @@ _UNITS = {"memory.used": "MiB", "memory.total": "MiB", "memory.free": "MiB", "me
 _FLAGS = {"-L": "-L", "--list-gpus": "-L", "-r": "-r", "--gpu-reset": "-r", "-q": "-q", "--query": "-q"}
 _VALUED = {"--query-gpu": "--query-gpu", "--query-compute-apps": "--query-compute-apps",
            "--format": "--format", "--id": "--id", "-i": "--id",
-           "--persistence-mode": "--persistence-mode", "-pm": "--persistence-mode"}
+           "--persistence-mode": "--persistence-mode", "-pm": "--persistence-mode",
+           "-d": "--display", "--display": "--display"}
+#: what ``-q -d`` takes (nvidia-smi's man page); the simulator prints the two memory-repair blocks
+#: and, for the others, the GPU's header line only
+DISPLAYS = ("MEMORY", "UTILIZATION", "ECC", "TEMPERATURE", "POWER", "CLOCK", "COMPUTE", "PIDS", "PERFORMANCE",
+            "SUPPORTED_CLOCKS", "PAGE_RETIREMENT", "ACCOUNTING", "ENCODER_STATS", "SUPPORTED_GPU_TARGET_TEMP",
+            "VOLTAGE", "FBC_STATS", "ROW_REMAPPER", "RESET_STATUS", "GSP_FIRMWARE_VERSION")
+#: the simulator's rule: an nvidia-smi older than this (before row remapping, Ampere's R450)
+#: rejects ROW_REMAPPER like any unknown display (exit 2)
+ROW_REMAPPER_MIN_DRIVER = 450
+#: the spare-row banks the Bank Remap Availability Histogram counts (a 40 GB A100 shows 640)
+REMAP_BANKS = 512
 
 
 def _lost_line(g: SimGpu) -> str:
@@ -56,10 +67,63 @@ def _gpu_value(node: SimHost, g: SimGpu, field: str) -> str | None:
     return values.get(field)
 
 
+def _driver_at_least(node: SimHost, major_min: int) -> bool:
+    major = node.driver_version.split(".", 1)[0]
+    return major.isdecimal() and int(major) >= major_min
+
+
 def knows_recovery(node: SimHost) -> bool:
     """An nvidia-smi from probe.RECOVERY_MIN_DRIVER on knows the recovery-action field."""
-    major = node.driver_version.split(".", 1)[0]
-    return major.isdecimal() and int(major) >= RECOVERY_MIN_DRIVER
+    return _driver_at_least(node, RECOVERY_MIN_DRIVER)
+
+
+def _kv(indent: int, key: str, value: object) -> str:
+    """One ``-q`` line: the key padded to column 42, as nvidia-smi prints it."""
+    return f"{' ' * indent}{key:<{42 - indent}}: {value}\n"
+
+
+def _yes(flag: bool) -> str:
+    return "Yes" if flag else "No"
+
+
+def _repair_blocks(g: SimGpu, displays: set[str]) -> str:
+    """The Retired Pages and Remapped Rows blocks of ``-q`` (tests/fixtures/real/remap-*)."""
+    out = ""
+    if "PAGE_RETIREMENT" in displays:
+        pending = "N/A" if g.pages_pending is None else _yes(g.pages_pending)
+        counts = "N/A" if g.pages_pending is None else "0"
+        out += ("    Retired Pages\n" + _kv(8, "Single Bit ECC", counts) + _kv(8, "Double Bit ECC", counts)
+                + _kv(8, "Pending Page Blacklist", pending))
+    if "ROW_REMAPPER" in displays:
+        if g.pages_pending is not None:          # a GPU that retires pages remaps no rows
+            return out + _kv(4, "Remapped Rows", "N/A")
+        used = min(REMAP_BANKS, g.rows_correctable + g.rows_uncorrectable)
+        out += ("    Remapped Rows\n" + _kv(8, "Correctable Error", g.rows_correctable)
+                + _kv(8, "Uncorrectable Error", g.rows_uncorrectable) + _kv(8, "Pending", _yes(g.remap_pending))
+                + _kv(8, "Remapping Failure Occurred", _yes(g.remap_failure))
+                + "        Bank Remap Availability Histogram\n"
+                + "".join(_kv(12, level, f"{n} bank(s)") for level, n in (
+                    ("Max", REMAP_BANKS - used), ("High", used), ("Partial", 0), ("Low", 0), ("None", 0))))
+    return out
+
+
+def query_report(node: SimHost, gpus: list[SimGpu], display: str | None) -> tuple[str, int]:
+    """``nvidia-smi -q [-d DISPLAY,...]``: the report's head, then each GPU's line and the blocks
+    asked for (without ``-d``: its name and UUID, and both memory-repair blocks); an unknown
+    display (ROW_REMAPPER on an older driver included) is refused with exit 2."""
+    asked = {d.strip().upper() for d in (display or "PAGE_RETIREMENT,ROW_REMAPPER").split(",") if d.strip()}
+    known = set(DISPLAYS) if _driver_at_least(node, ROW_REMAPPER_MIN_DRIVER) else set(DISPLAYS) - {"ROW_REMAPPER"}
+    if not asked or asked - known:
+        return BAD_ARGS, 2
+    head = ("\n==============NVSMI LOG==============\n\n"
+            + _kv(0, "Timestamp", time.strftime("%a %b %e %H:%M:%S %Y", time.gmtime(node.now)))
+            + _kv(0, "Driver Version", node.driver_version) + _kv(0, "CUDA Version", node.cuda_version) + "\n"
+            + _kv(0, "Attached GPUs", len(node.gpus)))
+    blocks = []
+    for g in gpus:
+        about = "" if display else _kv(4, "Product Name", g.name) + _kv(4, "GPU UUID", g.uuid)
+        blocks.append(f"GPU {g.bus_id}\n{about}{_repair_blocks(g, asked)}")
+    return head + "\n".join(blocks) + "\n", 0
 
 
 def _parse_format(fmt: str | None) -> tuple[bool, bool] | None:
@@ -139,6 +203,11 @@ def run(node: SimHost, argv: list[str]) -> tuple[str, str, int]:
     if "-L" in opts:
         body = "".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in live)
         return lost + body, "", rc_lost
+    if "-q" in opts:
+        text, rc = query_report(node, live, opts.get("--display"))
+        return (text, "", rc) if rc else (lost + text, "", rc_lost)
+    if "--display" in opts:
+        return BAD_ARGS, "", 2
     if "--query-gpu" in opts or "--query-compute-apps" in opts:
         fmt = _parse_format(opts.get("--format"))
         if fmt is None:

@@ -254,6 +254,7 @@ def _loop_failure(node: SimHost) -> str | None:
 
 
 def loop_answer(node: SimHost, _glob: str, v: dict[str, str]) -> str:
+    v[probe.NV_RC] = "0"                 # the loop section resets it (probe.loop_command)
     g, a = v.get(probe_loop.LOOP_GPU, ""), v.get(probe_loop.LOOP_APPS, "")
     alive = g.isdecimal() and a.isdecimal() and int(g) in node.smi_loops and int(a) in node.smi_loops
     if alive:

@@ -277,6 +277,37 @@ def build_graceful(node: SimHost) -> None:
     add_console_session(node)
 
 
+# ---------------------------------------------------------------- remap-pending
+
+REMAP_GPU = 2
+REMAP_ROWS = 4                 # rows remapped for uncorrectable errors (leptonai/gpud#80's paste: 4, pending)
+REMAPPED_EARLIER_GPU = 5       # rows remapped at an earlier reset: nothing pending
+REMAP_TRUTH = GroundTruth(
+    root_cause=("an uncorrectable ECC error on GPU 2 ended its job; the driver marked memory rows for remapping "
+                "(Xid 63), which take effect only at the next GPU reset or reboot; no process holds the GPU, so "
+                "it can be reset now, once nvidia-persistenced and persistence mode (reset blockers) are out of "
+                "the way"),
+    shortest_path=("clear-blockers", "reset"), end_state="the pending row remap on GPU 2 applied")
+
+
+def build_remap_pending(node: SimHost) -> None:
+    """An uncorrectable ECC error ended a job on GPU 2 an hour ago; the driver marked rows for
+    remapping, to take effect at the next reset. The job is gone: no process, no memory beyond
+    the idle baseline, nothing in nvidia-smi's process list. GPU 5 had rows remapped at an
+    earlier reset: nothing pending there."""
+    add_gpus(node)
+    add_boot_log(node)
+    add_host_background(node)
+    g = node.gpus[REMAP_GPU]
+    g.rows_uncorrectable, g.remap_pending = REMAP_ROWS, True
+    node.gpus[REMAPPED_EARLIER_GPU].rows_uncorrectable = 2
+    t = node.now - 63 * 60
+    # the words real drivers print (stas00/ml-engineering, compute/accelerator/nvidia/debug.md)
+    node.klog(f"NVRM: Xid (PCI:{g.pci_short}): 63, pid=2716604, name=python3, Row Remapper: New row marked for "
+              "remapping, reset gpu to activate.", t)
+    add_console_session(node)
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("seed", "SGLang hung in CUDA graph capture; SIGKILL leaves <defunct> workers stuck in the driver",
              GroundTruth(
@@ -324,6 +355,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                              "reset until it is stopped"),
                  shortest_path=("clear-blockers", "reset"), end_state="memory freed on GPU 3 after reset"),
              build_reset_required),
+    Scenario("remap-pending", "GPU 2 has a row remap pending after an uncorrectable ECC error; nothing holds it",
+             REMAP_TRUTH, build_remap_pending),
     Scenario("graceful", "A healthy server: SIGTERM frees everything in ~3 s (the control case)",
              GroundTruth(
                  root_cause="none: a healthy SGLang server that shuts down cleanly on SIGTERM",

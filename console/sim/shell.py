@@ -416,6 +416,16 @@ class Shell:
         recovery action unless the driver is old or this shell's nvidia-smi rejected it
         (probe.gpu_call)."""
         first = name == next(iter(probe.DRIVER_SECTIONS))
+        if name == "remap":                  # probe.remap_call
+            if self.vars.get(probe.NV_RC, "") != "0":
+                self.out.append(probe.REMAP_SKIPPED + "\n")
+                self.status = int(self.vars.get(probe.NV_RC) or 0)
+                return
+            await self.run_line(f"{probe.timed(probe.QUERY_REPAIR)} 2>&1")
+            if self.status == 2:
+                await self.run_line(f"{probe.timed(probe.QUERY_RETIRED)} 2>&1")
+            self.vars[probe.NV_RC] = str(self.status)
+            return
         if not first and self.vars.get(probe.NV_RC) == "124":
             self.out.append(probe.SKIPPED + "\n")
             self.status = 124

@@ -117,6 +117,14 @@ class SimGpu:
     util_busy: int = 0              # utilization.gpu while a live context is busy
     lost: bool = False
     reset_required: bool = False
+    # row remapping (nvidia-smi -q -d ROW_REMAPPER): rows remapped so far, a remap waiting for a
+    # reset (a reset or reboot applies it), a remap that failed; pages pending retirement: None on
+    # a GPU that remaps rows (nvidia-smi prints N/A), else whether pages wait for a reset
+    rows_correctable: int = 0
+    rows_uncorrectable: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
+    pages_pending: bool | None = None
     temp_c: int = 34
     power_w: float = 78.0
     serial: str = ""

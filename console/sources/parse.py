@@ -16,6 +16,7 @@ from console.probe import RECOVERY_FIELD, kernel_line, split_sections
 from console.probe_scope import Scope
 from console.sources.proc_table import command_line
 from console.sources.parse_loop import LoopState, parse_loop_state
+from console.sources.parse_repair import parse_memory_repair, with_repair
 from console.sources.proc_read import NO_EXTRA, read_table
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
 # that read probe-format text import them from here too
@@ -469,7 +470,7 @@ def _keep(cache: dict | None, sec: dict, section: str, value):
 
 #: sticky sections (probe.STICKY) whose last answer a probe that leaves them out keeps as it was
 #: (``list`` reads as empty when left out: no GPU is in MIG mode)
-_KEPT = ("meta", "driver", "sys", "xid")
+_KEPT = ("meta", "driver", "sys", "xid", "remap")
 
 
 def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
@@ -593,6 +594,11 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         if inst or g.mig_mode:
             g = dataclasses.replace(g, mig_instances=inst, mig_mode=True if inst else g.mig_mode)
         gpus.append(g)
+    repair = kept["remap"] if "remap" in kept else _keep(cache, sec, "remap",
+                                                          _same(cache, "remap", parse_memory_repair, body("remap")[1]))
+    gpus = list(with_repair(gpus, repair))
+    if gpus and body("remap")[0] == 124:
+        warnings.append("nvidia-smi -q -d ROW_REMAPPER timed out: row remapping unknown")
     uuid_to_index = {g.uuid: g.index for g in gpus}
     uuid_to_index.update({m.uuid: g.index for g in gpus for m in g.mig_instances if m.uuid})
     driver_procs: list[DriverProc] = []

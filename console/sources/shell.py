@@ -48,7 +48,7 @@ LOOP_FRESH_S = 3.0
 LOOP_BACKOFF_S = 300.0
 LOOP_STARTS_MAX = 3
 #: the sticky sections asked every so many polls (probe.STICKY)
-_EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY}
+_EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY, "remap": probe.REMAP_EVERY}
 #: a whole probe (every stat record, every fd: probe_scope.py) comes every WHOLE_MIN_S, so a
 #: zombie or a hidden holder outside the watched set shows within that; less often on a node
 #: where it is dear: its extra cost on the node (the whole probe's time over a light one's),
@@ -357,4 +357,7 @@ class ShellSource(Source):
         return snap
 
     async def run(self, command: str, timeout: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
+        # a command may have changed what the remap section reads (a reset applies a pending row
+        # remap): the next poll asks again instead of keeping the last answer for a minute
+        self._age["remap"] = _EVERY["remap"]
         return logged(self.name, await self._exec(command, timeout))

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from console.model import GPU_RECOVERY_ACTIONS, DriverProc, Gpu, MigInstance
+from console.model import GPU_RECOVERY_ACTIONS, DriverProc, Gpu, MemoryRepair, MigInstance
 
 MIB = 1024 * 1024
 #: NVML's "no such id" for a process's GPU / compute instance (not on a MIG device)
@@ -251,6 +251,40 @@ def _recovery(r: _Reader, index: int, handle: Any) -> str | None:
     return GPU_RECOVERY_ACTIONS[value] if 0 <= value < len(GPU_RECOVERY_ACTIONS) else f"recovery action {value}"
 
 
+def _optional(r: _Reader, index: int, what: str, name: str, handle: Any) -> Any:
+    """``nv.<name>(handle)``, or None where it cannot be known: a pynvml without the call, a
+    driver without the function, a GPU without the feature (NotSupported); other failures are
+    the reader's (a warning; a lost GPU is lost)."""
+    fn = getattr(r.nv, name, None)
+    if fn is None:
+        return None
+    try:
+        return fn(handle)
+    except Exception as exc:  # noqa: BLE001 - every NVML failure becomes data
+        if _is(r.nv, exc, "NVML_ERROR_FUNCTION_NOT_FOUND"):
+            return None
+        r.absorb(index, what, exc)
+        return None
+
+
+def _memory_repair(r: _Reader, index: int, handle: Any) -> MemoryRepair | None:
+    """Row remapping (nvmlDeviceGetRemappedRows: corrRows, uncRows, isPending, failureOccurred;
+    Ampere and later) and pages pending retirement (nvmlDeviceGetRetiredPagesPendingStatus;
+    before Ampere); None where the driver tells neither."""
+    rows = _optional(r, index, "row remapping", "nvmlDeviceGetRemappedRows", handle)
+    pages = _optional(r, index, "retired pages", "nvmlDeviceGetRetiredPagesPendingStatus", handle)
+    try:
+        corr, unc, pending, failure = (int(v) for v in rows) if rows is not None else (None,) * 4
+    except (TypeError, ValueError):
+        corr = unc = pending = failure = None
+    enabled = getattr(r.nv, "NVML_FEATURE_ENABLED", 1)
+    repair = MemoryRepair(remap_pending=None if pending is None else bool(pending),
+                          remap_failure=None if failure is None else bool(failure),
+                          rows_uncorrectable=unc, rows_correctable=corr,
+                          pages_pending=None if pages is None else pages == enabled)
+    return None if repair == MemoryRepair() else repair
+
+
 def _procs(r: _Reader, index: int, uuid: str, handle: Any,
            names: dict[int, str]) -> list[DriverProc]:
     nv = r.nv
@@ -339,6 +373,7 @@ def _read(nv: Any) -> NvmlReading:
             mig_on = None if mig is None else (list(mig)[0] == enabled)
             instances = _mig_instances(r, index, handle) if mig_on else ()
             recovery = _recovery(r, index, handle)
+            repair = _memory_repair(r, index, handle)
             procs = _procs(r, index, uuid, handle, names)
         except Exception as exc:  # noqa: BLE001 — _GpuLost or a lost GPU at handle/uuid time
             cause = exc.__cause__ if isinstance(exc, _GpuLost) else exc
@@ -361,7 +396,8 @@ def _read(nv: Any) -> NvmlReading:
                         utilization_pct=None if util is None else int(getattr(util, "gpu", util)),
                         memory_reserved_mib=reserved,
                         persistence_mode=None if pm is None else bool(pm),
-                        mig_mode=mig_on, mig_instances=instances, recovery_action=recovery))
+                        mig_mode=mig_on, mig_instances=instances, recovery_action=recovery,
+                        memory_repair=repair))
         dprocs.extend(procs)
     r.finish_warnings()
     return NvmlReading(gpus=tuple(gpus), driver_processes=tuple(dprocs), lost_gpus=tuple(lost),
