@@ -70,6 +70,14 @@ class KeysFirst:
         return True
 
     @property
+    def idle_s(self) -> float:
+        """Seconds since the last key's hold ended (0 while one is on; inf before the first):
+        how long the operator has not been typing."""
+        if self.holding:
+            return 0.0
+        return max(0.0, time.monotonic() - max(self._released_at, self._until or float("-inf")))
+
+    @property
     def open(self) -> bool:
         """No hold is on (cheap: asked before every step of an engine loop of its own thread)."""
         return self._open.is_set()

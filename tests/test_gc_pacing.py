@@ -25,6 +25,7 @@ def _garbage_cycle() -> weakref.ref:
 
 async def test_cycles_are_freed_on_the_schedule_not_while_a_key_is_answered(monkeypatch):
     monkeypatch.setattr(gc_pacing, "COLLECT_EVERY_S", 0.1)
+    monkeypatch.setattr(gc_pacing, "QUIET_S", 0.5)
     monkeypatch.setattr(turns, "HOLD_MAX_S", 5.0)
     assert gc.isenabled()
     app = IncidentApp([SimSource(name="solo", scenario="seed")], autostart=False)
@@ -36,6 +37,8 @@ async def test_cycles_are_freed_on_the_schedule_not_while_a_key_is_answered(monk
             await pilot.pause(0.4)                       # several collections come due meanwhile
             assert held() is not None, "a collection ran while a key was being answered"
             turns.KEYS_FIRST.release()
+            await pilot.pause(0.2)
+            assert held() is not None, "a collection ran right after a key (the operator may type the next)"
             assert await eventually(lambda: held() is None), "the cycle was never freed"
             later = _garbage_cycle()
             assert await eventually(lambda: later() is None)
