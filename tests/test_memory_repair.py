@@ -311,3 +311,16 @@ async def test_over_ssh_a_pending_remap_is_read_from_the_node_once(sshd, node_a,
         assert [c for c in node_a.smi.calls() if c.startswith("-q")] == ["-q -d ROW_REMAPPER,PAGE_RETIREMENT"]
     finally:
         await src.close()
+
+
+async def test_the_gpu_details_say_what_memory_repair_waits_for():
+    from console.monitor import diagnosed
+    from console.ui.details import gpu_detail
+    src = SimSource(name="demo", scenario="remap-pending", clock=FakeClock())
+    snap = diagnosed(await src.poll())
+    pending = gpu_detail(snap.gpu(2), snap).plain
+    assert "memory repair" in pending and "row remap pending (4 rows after uncorrectable errors): a reset applies it" in pending
+    done = gpu_detail(snap.gpu(5), snap).plain
+    assert "nothing pending (2 rows after uncorrectable errors)" in done
+    unread = gpu_detail(dataclasses.replace(snap.gpu(5), memory_repair=None), snap).plain
+    assert "not read yet" in unread

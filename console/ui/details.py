@@ -100,6 +100,26 @@ def proc_detail(p: Proc, snap: NodeSnapshot) -> Text:
     return out
 
 
+def repair_words(g: Gpu) -> tuple[str, str]:
+    """Row remapping / page retirement in words, and their style: 'remap pending (4 rows after
+    uncorrectable errors): a reset applies it'."""
+    r = g.memory_repair
+    if r is None:
+        return "not read yet (asked once a minute)", "dim"
+    rows = [f"{n} row{'s' if n != 1 else ''} after {kind} errors" for n, kind in ((r.rows_uncorrectable, "uncorrectable"),
+                                                       (r.rows_correctable, "correctable")) if n]
+    counted = f" ({', '.join(rows)})" if rows else ""
+    if r.remap_failure:
+        return f"a row remap FAILED{counted}: drain the node, the GPU wants inspecting or replacing", "bold red"
+    if r.remap_pending:
+        return f"row remap pending{counted}: a reset applies it", "bold yellow"
+    if r.pages_pending:
+        return "pages pending retirement: a reset retires them", "bold yellow"
+    if r.remap_pending is None and r.pages_pending is None:
+        return "not reported by this GPU or driver", ""
+    return f"nothing pending{counted}", ""
+
+
 def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
     out = Text()
     out.append(f"GPU {g.index} on {printable(snap.name)}\n\n", style="bold")
@@ -113,6 +133,8 @@ def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
     _field(out, "persistence", {True: "on", False: "off", None: "N/A"}[g.persistence_mode])
     _field(out, "recovery", "not reported by this driver" if g.recovery_action is None
            else recovery_words(g.recovery_action), "" if g.recovery_action in (None, "none") else "bold red")
+    words, style = repair_words(g)
+    _field(out, "memory repair", words, style)
     if g.mig_mode:
         _mig_lines(out, g, snap)
     holders = gpu_holders(snap, g.index)
