@@ -54,6 +54,15 @@ def test_a_held_node_fails_and_the_incident_holds_the_evidence_before_anything_i
     assert "action" not in kinds(path), "the gate records; it never acts (without --drain)"
 
 
+def test_a_node_whose_memory_repair_waits_for_a_reset_is_not_clean(capsys, tmp_path):
+    """demo:remap-pending: no process and no memory held, but GPU 2's row remap waits for a
+    reset: the next job would meet the bad row, so the gate fails it (and says why)."""
+    rc, doc, err = gate(capsys, "demo:remap-pending", "--wait", "0", "--json", "--incident-dir", str(tmp_path))
+    assert rc == 1, err
+    node, = doc["nodes"]
+    assert node["clean"] is False and node["held"] == "GPU 2: memory repair waits for a reset", node["held"]
+
+
 def test_plain_output_is_one_line_a_node_and_says_how_to_go_on(capsys, tmp_path):
     rc, out, _ = gate(capsys, "demo:graceful", "--wait", "0", "--incident-dir", str(tmp_path))
     assert rc == 1

@@ -67,7 +67,23 @@ def why_held(snap: NodeSnapshot) -> str | None:
     holders = [p for p in who.holder_pids(snap) if p not in listed]
     if holders:
         parts.append(f"device files held by {_pids(holders)}")
+    parts += _repair_due(snap)
     return "; ".join(parts) or None
+
+
+def _repair_due(snap: NodeSnapshot) -> list[str]:
+    """Memory repair that keeps a GPU from a new job: a failed row remap (the GPU wants
+    replacing), a remap or page retirement that waits for a reset (the next job would meet the
+    bad row)."""
+    failed = [g.index for g in snap.gpus if g.memory_repair is not None and g.memory_repair.remap_failure]
+    due = [g.index for g in snap.gpus if g.memory_repair is not None and g.index not in failed
+           and (g.memory_repair.remap_pending or g.memory_repair.pages_pending)]
+    out = []
+    if failed:
+        out.append(f"{t.gpus(failed)}: a row remap failed (drain, inspect or replace)")
+    if due:
+        out.append(f"{t.gpus(due)}: memory repair waits for a reset")
+    return out
 
 
 def _pids(pids: Sequence[int]) -> str:
