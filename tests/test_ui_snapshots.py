@@ -95,6 +95,60 @@ def test_several_nodes_one_dead(snap_compare, tmp_path, size):
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
+SPLIT = [(80, 24), (100, 16)]       # a terminal, and a split tmux pane
+
+
+def later_screen(snap_compare, tmp_path, scenario, size, act) -> bool:
+    """The screen 2 s after ``act(node, now)`` changed the simulated node and returned the
+    ActionRecords of what it did (what the console's monitor keeps of its own actions)."""
+    from console.monitor import diagnosed as diagnose_with
+    clock = FakeClock()
+    src = SimSource(name="demo", scenario=scenario, clock=clock)
+    app = console(tmp_path, [src])
+    actions = act(src.node, clock.now())
+    clock.advance(2.0)
+    snap = dataclasses.replace(diagnose_with(asyncio.run(src.poll()), (), actions), probe_ms=None)
+
+    async def run_before(pilot):
+        app.post_message(NodeUpdated(snap))
+        await pilot.pause()
+        await pilot.pause()
+    return snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+SEED_FAMILY = (72169, 72230, 72294, 72358, 72422, 72486, 72550, 72614, 72678)
+
+
+@pytest.mark.parametrize("size", SPLIT, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_seed_after_sigkill(snap_compare, tmp_path, size):
+    """The launcher and its schedulers SIGKILLed 2 s ago: <defunct> with threads stuck in the
+    driver, memory still held, the step is to wait; the holders and the first finding stay on screen."""
+    from console.model import ActionRecord
+
+    def kill(node, now):
+        for pid in SEED_FAMILY:
+            node.signal(pid, "KILL")
+        return [ActionRecord(rung="sigkill", ts=now, node="demo", pids=SEED_FAMILY, gpus=tuple(range(8)))]
+    assert later_screen(snap_compare, tmp_path, "seed", size, kill)
+
+
+@pytest.mark.parametrize("size", SPLIT, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_reset_required_after_r(snap_compare, tmp_path, size):
+    """B then R on GPU 3: persistence off, nvidia-persistenced stopped, GPU 3 reset: what B
+    stopped is the next step to put back (restore)."""
+    from console.model import ActionRecord
+
+    def b_then_r(node, now):
+        daemon = next(p for p in node.visible_procs() if p.comm == "nvidia-persiste")
+        node.set_persistence(None, False)
+        node.systemctl("stop", "nvidia-persistenced")
+        node.reset_gpu(3)
+        return [ActionRecord(rung="clear-blockers", ts=now - 1, node="demo", pids=(daemon.pid,), gpus=(3,),
+                             family=((daemon.pid, 1, "nvidia-persistenced"),)),
+                ActionRecord(rung="reset", ts=now, node="demo", gpus=(3,))]
+    assert later_screen(snap_compare, tmp_path, "reset-required", size, b_then_r)
+
+
 def test_the_readme_picture_is_the_seed_first_screen_as_the_app_draws_it():
     """README's picture (docs/seed.svg) is the pinned 120x36 seed snapshot: when the screen
     changes and the snapshot is updated, this says to copy it there too."""
