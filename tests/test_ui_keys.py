@@ -164,12 +164,13 @@ def test_every_key_is_declared_once_and_help_lists_each_with_its_scope():
     assert headings[:5] == ["on the process panel", "on the GPU panel", "on the findings panel", "everywhere",
                             "on every table"]
     listed = [key for key, _ in rows if key]
-    for k in keys.KEYS:
+    main = [k for k in keys.KEYS if k.scope in keys.MAIN_SCOPES]        # the other screens' keys: on those
+    for k in main:
         assert ((keys.key_of(k.id), k.help) in rows) != k.fleet_only     # the fleet's keys: in fleet mode only
     assert "q/f10" in listed and "f9" in listed and "home" in listed
     fleet = keys.help_rows(fleet=True)
     assert [what for key, what in fleet if not key][:2] == ["on the fleet table", "on the process panel"]
-    for k in keys.KEYS:
+    for k in main:
         assert (keys.key_of(k.id), k.help) in fleet
 
 
@@ -257,3 +258,18 @@ async def test_brackets_step_through_the_nodes_from_any_panel():
         await pilot.press("left_square_bracket", "left_square_bracket")
         await wait_for(pilot, lambda: app.current_node == order[(order.index(start) - 1) % 3])
         assert app.focused is app.query_one("#procs"), "the panel in use keeps the focus"
+
+
+def test_every_screens_keys_come_from_the_one_registry():
+    """No screen or widget declares a key of its own (console/ui/keys.py is the one table): so a
+    [keys] remap reaches Confirm, the prompts, replay and follow too, and each key has an id."""
+    import re
+    from pathlib import Path
+    ui = Path(keys.__file__).parent
+    own = {p.name: len(re.findall(r"\bBinding\(", p.read_text())) for p in ui.glob("*.py") if p.name != "keys.py"}
+    assert {name: n for name, n in own.items() if n} == {"mirror_view.py": 2}, own   # built from keys.KEYS there
+    for scope in ("confirm", "details", "prompt", "verdict", "signal-menu", "help", "replay", "follow",
+                  "table-moves"):
+        bound = keys.bindings(scope)
+        assert bound and all(b.id for b in bound), scope
+    assert {"confirm-yes", "confirm-cancel", "replay-next", "follow-tail"} <= keys.ids()

@@ -10,7 +10,6 @@ from typing import Sequence
 from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
@@ -54,7 +53,7 @@ class NodeUpdated(Message):
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = keys.bindings("help")
 
     def __init__(self, rows: Sequence[tuple[str, str]]) -> None:
         super().__init__()

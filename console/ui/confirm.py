@@ -8,7 +8,6 @@ from __future__ import annotations
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input
@@ -16,6 +15,7 @@ from textual.widgets import Input
 from console.actions.plan import ActionPlan
 from console.ui import pinned
 from console.ui.text import LiteralInput, LiteralStatic, printable
+from console.ui import keys
 
 
 def head_text(plan: ActionPlan) -> Text:
@@ -83,10 +83,7 @@ def plan_text(plan: ActionPlan, *, read_only: bool, dry_run: bool) -> Text:
 
 class ConfirmScreen(ModalScreen[str | None]):
     """Dismisses with "y" (or the typed name) to run, None to cancel."""
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("n", "cancel", "No", show=False),
-                Binding("y", "confirm", "Yes", show=False),
-                Binding("pageup", "scroll('page_up')", show=False),
-                Binding("pagedown", "scroll('page_down')", show=False)]
+    BINDINGS = keys.bindings("confirm")
 
     def __init__(self, plan: ActionPlan, *, read_only: bool = False, dry_run: bool = False) -> None:
         super().__init__()

@@ -5,7 +5,6 @@ import datetime as dt
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
@@ -14,6 +13,7 @@ from console.output.rows import fmt_mib, gpu_holders
 from console.ui.tables import SEVERITY_STYLE
 from console.ui import pinned
 from console.ui.text import LiteralStatic, printable
+from console.ui import keys
 
 
 def _field(out: Text, name: str, value: object, style: str = "") -> None:
@@ -176,7 +176,7 @@ class DetailScreen(ModalScreen[str | None]):
     """Dismisses with None, or with "apply" when the operator asks for the finding's next step
     (x; only offered for a finding whose step is a rung: the Confirm screen still comes first).
     The keys line stays at the bottom; the body scrolls (↑ ↓ pgup pgdn home end)."""
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close"), Binding("x", "apply", "Do the next step")]
+    BINDINGS = keys.bindings("details")
 
     def __init__(self, body: Text, *, can_apply: bool = False) -> None:
         super().__init__()

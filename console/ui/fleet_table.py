@@ -14,7 +14,6 @@ from typing import Callable, Sequence
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -52,12 +51,7 @@ class FleetTable(ScrollView, can_focus=True):
     FleetTable:blur > .fleet-table--cursor { background: $block-cursor-blurred-background; }
     FleetTable > .fleet-table--suspect { color: $error; text-style: bold; }
     """
-    BINDINGS = keys.bindings("fleet") + keys.bindings("tables") + [
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-    ]
+    BINDINGS = keys.bindings("fleet") + keys.bindings("tables") + [b for b in keys.bindings("table-moves") if b.id != "table-select"]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

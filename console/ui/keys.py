@@ -11,7 +11,10 @@ its scope — where it acts:
   shows them while it has focus). Pressed anywhere else, a process or GPU key acts on nothing:
   it says which panel it belongs to (``elsewhere_bindings``), never on a cursor out of sight;
 - ``tables``: in every table (first/last row);
-- ``fleet``: on the fleet table (fleet mode, console/ui/fleet_view.py).
+- ``fleet``: on the fleet table (fleet mode, console/ui/fleet_view.py);
+- every other screen's and widget's keys (Confirm, details, prompts, the verdict, the signal
+  menu, Help, replay, follow, the tables' moves): each screen binds ``bindings(scope)``, so a
+  ``[keys]`` remap reaches every binding there is.
 
 ``fleet_only`` keys exist only in fleet mode (a ``prometheus://`` target): elsewhere they are
 neither bound in the footer nor listed in Help.
@@ -45,6 +48,8 @@ class Key:
     rank: int = 2               # footer: kept first at narrow widths (0 always)
     fleet_only: bool = False    # only in fleet mode (Help lists it there)
     dangerous: bool = False     # changes a node: unbound under --read-only
+    priority: bool = False      # before the focused widget's own keys (replay, follow)
+    display: str | None = None  # how the footer shows the key ("→"), where not its name
 
 
 SCOPES: dict[str, str] = {
@@ -121,7 +126,48 @@ KEYS: tuple[Key, ...] = (
     Key("resume", "U", "resume", "Resume",
         "resume this node in Slurm (State=RESUME; Confirm first): only after a verified recovery",
         "Resume this node in Slurm", show=False, rank=3, dangerous=True),
+    # ---- the other screens' keys (each screen's BINDINGS come from here: remappable by id)
+    Key("table-up", "up", "cursor_up", "Up", "", show=False, scope="table-moves"),
+    Key("table-down", "down", "cursor_down", "Down", "", show=False, scope="table-moves"),
+    Key("table-page-up", "pageup", "page_up", "Page up", "", show=False, scope="table-moves"),
+    Key("table-page-down", "pagedown", "page_down", "Page down", "", show=False, scope="table-moves"),
+    Key("table-select", "enter", "select_cursor", "Select", "", show=False, scope="table-moves"),
+    Key("help-close", "escape,q,question_mark", "dismiss", "Close", "close this screen", scope="help"),
+    Key("confirm-cancel", "escape", "cancel", "Cancel", "cancel: nothing is sent", scope="confirm"),
+    Key("confirm-no", "n", "cancel", "No", "cancel: nothing is sent", show=False, scope="confirm"),
+    Key("confirm-yes", "y", "confirm", "Yes", "run the commands shown", show=False, scope="confirm"),
+    Key("confirm-page-up", "pageup", "scroll('page_up')", "", "the targets, a page up", show=False,
+        scope="confirm"),
+    Key("confirm-page-down", "pagedown", "scroll('page_down')", "", "the targets, a page down", show=False,
+        scope="confirm"),
+    Key("details-close", "escape,q,enter", "dismiss", "Close", "close the details", scope="details"),
+    Key("details-apply", "x", "apply", "Do the next step", "the finding's next step (Confirm first)",
+        scope="details"),
+    Key("prompt-cancel", "escape", "cancel", "Cancel", "cancel: nothing is recorded", scope="prompt"),
+    Key("verdict-cancel", "escape", "cancel", "Cancel", "cancel: no verdict", scope="verdict"),
+    Key("verdict-accept", "enter", "accept", "Accept suggestion", "take the suggested verdict", scope="verdict"),
+    Key("verdict-confirmed", "c", "choose('confirmed')", "Confirmed", "confirmed", scope="verdict"),
+    Key("verdict-refuted", "r", "choose('refuted')", "Refuted", "refuted", scope="verdict"),
+    Key("verdict-inconclusive", "i", "choose('inconclusive')", "Inconclusive", "inconclusive", scope="verdict"),
+    Key("signal-cancel", "escape", "cancel", "Cancel", "cancel: no signal is sent", scope="signal-menu"),
+    Key("replay-next", "right,space,n", "step(1)", "Next", "the next entry", scope="replay", priority=True,
+        display="→"),
+    Key("replay-previous", "left,p", "step(-1)", "Prev", "the previous entry", scope="replay", priority=True,
+        display="←"),
+    Key("replay-first", "home", "jump(0)", "First", "the first entry", scope="replay", priority=True),
+    Key("replay-last", "end", "jump(-1)", "Last", "the last entry", scope="replay", priority=True),
+    Key("replay-mode", "g", "toggle_mode", "All so far/step", "every entry so far, or this step's",
+        scope="replay", priority=True),
+    Key("replay-quit", "q", "quit", "Quit", "quit", scope="replay", priority=True),
+    Key("follow-tail", "end", "follow_tail", "Follow new", "follow new entries as they come", scope="follow",
+        priority=True),
+    Key("follow-quit", "q", "quit", "Quit", "quit", scope="follow", priority=True),
 )
+#: scopes whose keys are bound to a widget (a panel of the main screen, the fleet table) and act
+#: on the app
+APP_ACTION_SCOPES = ("procs", "gpus", "findings", "fleet")
+#: the scopes of the main screen (its footer, Help and palette); the others are other screens'
+MAIN_SCOPES = ("procs", "gpus", "findings", "app", "tables", "fleet")
 
 #: keys that are not bindings of the console's own (Textual's movement, enter, the palette)
 OTHER_KEYS: tuple[tuple[str, str], ...] = (
@@ -143,16 +189,19 @@ _SHOWN = {"slash": "/", "question_mark": "?", "space": "space", "escape": "esc",
 
 
 def _binding(k: Key, action: str, *, show: bool | None = None) -> Binding:
-    return Binding(k.key, action, k.footer, id=k.id, show=k.show if show is None else show)
+    return Binding(k.key, action, k.footer, id=k.id, show=k.show if show is None else show,
+                   priority=k.priority, key_display=k.display)
 
 
 def bindings(scope: str = "app") -> list[Binding]:
     """The bindings of one scope: ``app`` for the App; a panel's for that panel's table (its
-    actions run on the app); ``tables`` for every table (the table's own actions)."""
+    actions run on the app); ``tables`` for every table (the table's own actions); any other
+    scope is one screen's or widget's (confirm, details, prompt, verdict, signal-menu, help,
+    replay, follow, table-moves), its own actions."""
     out = []
     for k in KEYS:
         if k.scope == scope:
-            action = k.action if scope in ("app", "tables") else f"app.{k.action}"
+            action = f"app.{k.action}" if scope in APP_ACTION_SCOPES else k.action
             out.append(_binding(k, action))
     return out
 

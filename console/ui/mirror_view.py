@@ -49,8 +49,7 @@ class LiveFollowApp(FollowApp):
     TITLE = "gpu-incident follow --live"
     CSS_PATH = ["app.tcss", "timeline_view.tcss", "mirror_view.tcss"]
     BINDINGS = [
-        Binding("end", "follow_tail", "Follow new", priority=True),
-        Binding("q", "quit", "Quit", priority=True),
+        *keys.bindings("follow"),
         # the driving console's acting keys: pressed here they say whose they are, never nothing
         *(Binding(k.key, f"drivers_key('{k.id}')", k.footer, show=False) for k in keys.KEYS
           if k.id in DRIVERS_KEYS),

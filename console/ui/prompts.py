@@ -6,18 +6,18 @@ from typing import Sequence
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
 from console.ui.text import LiteralInput, LiteralOptionList, LiteralStatic, literal, printable
+from console.ui import keys
 
 
 class TextPrompt(ModalScreen[str | None]):
     """One line of text; enter submits, escape cancels (None)."""
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = keys.bindings("prompt")
 
     def __init__(self, title: str, *, placeholder: str = "", value: str = "", hint: str = "") -> None:
         super().__init__()
@@ -40,7 +40,7 @@ class TextPrompt(ModalScreen[str | None]):
 
 class CheckPicker(ModalScreen[str | None]):
     """The named checks, each with what it answers."""
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = keys.bindings("prompt")
 
     def __init__(self, checks: Sequence[tuple[str, str]]) -> None:
         super().__init__()
@@ -67,9 +67,7 @@ class CheckPicker(ModalScreen[str | None]):
 class VerdictScreen(ModalScreen[str | None]):
     """Verdict on the open hypothesis: the suggestion is preselected (enter takes it);
     c, r and i always choose explicitly; escape cancels."""
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("enter", "accept", "Accept suggestion"),
-                Binding("c", "choose('confirmed')", "Confirmed"), Binding("r", "choose('refuted')", "Refuted"),
-                Binding("i", "choose('inconclusive')", "Inconclusive")]
+    BINDINGS = keys.bindings("verdict")
 
     def __init__(self, hypothesis: str, suggested: str, why: str) -> None:
         super().__init__()

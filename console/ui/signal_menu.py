@@ -8,7 +8,6 @@ from typing import Sequence
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import OptionList
@@ -16,6 +15,7 @@ from textual.widgets.option_list import Option
 
 from console.actions.ladder import SIGNALS
 from console.ui.text import LiteralOptionList, LiteralStatic, literal
+from console.ui import keys
 
 WHAT = {
     "TERM": "ask them to exit (clean exits free memory fastest)",
@@ -34,7 +34,7 @@ WHAT = {
 
 class SignalMenu(ModalScreen[str | None]):
     """Dismisses with the chosen signal's name ("TERM"), or None."""
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = keys.bindings("signal-menu")
 
     def __init__(self, pids: Sequence[int], node: str) -> None:
         super().__init__()

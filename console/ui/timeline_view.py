@@ -15,7 +15,6 @@ from typing import Sequence
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer
 
@@ -24,6 +23,7 @@ from console.model import TimelineEntry
 from console.incident.tail import TimelineTail, check_readable, read_all
 from console.incident.timeline import hypothesis_numbers
 from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, printable
+from console.ui import keys
 from console.ui.timeline_render import (  # the pure helpers are public here too
     POLL_S, COLUMNS, elapsed_seconds, elapsed_text, _key, verdicts_as_of, hypothesis_state, row_cells, detail, hypotheses_line, short_path)
 
@@ -88,14 +88,7 @@ class ReplayApp(_TimelineViewApp):
     """Step through a recorded incident. Starts at step 1 with every entry so far listed."""
 
     TITLE = "gpu-incident replay"
-    BINDINGS = [
-        Binding("right,space,n", "step(1)", "Next", key_display="→", priority=True),
-        Binding("left,p", "step(-1)", "Prev", key_display="←", priority=True),
-        Binding("home", "jump(0)", "First", priority=True),
-        Binding("end", "jump(-1)", "Last", priority=True),
-        Binding("g", "toggle_mode", "All so far/step", priority=True),
-        Binding("q", "quit", "Quit", priority=True),
-    ]
+    BINDINGS = keys.bindings("replay")
 
     def __init__(self, entries: Sequence[TimelineEntry], warnings: Sequence[str] = (), *,
                  source: str = "", theme_name: str | None = None) -> None:
@@ -200,10 +193,7 @@ class FollowApp(_TimelineViewApp):
     """Read-only live view of an incident file another console is writing."""
 
     TITLE = "gpu-incident follow"
-    BINDINGS = [
-        Binding("end", "follow_tail", "Follow new", priority=True),
-        Binding("q", "quit", "Quit", priority=True),
-    ]
+    BINDINGS = keys.bindings("follow")
 
     def __init__(self, path: str, *, poll_interval: float = POLL_S, theme_name: str | None = None,
                  tail: TimelineTail | None = None) -> None:

@@ -21,13 +21,13 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.ui.text import cell, cells as literal_cells
+from console.ui import keys
 
 #: blank cells either side of every cell (DataTable's cell padding)
 PAD = 1
@@ -76,15 +76,7 @@ class VirtualTable(ScrollView, can_focus=True):
     }
     """
     COMPONENT_CLASSES = {"virtual-table--header", "virtual-table--cursor"}
-    BINDINGS = [
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("home", "scroll_top", "First", show=False),
-        Binding("end", "scroll_bottom", "Last", show=False),
-        Binding("enter", "select_cursor", "Select", show=False),
-    ]
+    BINDINGS = keys.bindings("table-moves") + keys.bindings("tables")
 
     class RowHighlighted(Message):
         """The cursor came to the row of ``key``."""
