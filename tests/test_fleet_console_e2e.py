@@ -56,7 +56,7 @@ def test_the_fleet_table_finds_the_stuck_node_and_enter_opens_it_over_ssh(fleet,
         lines = screen.splitlines()
         assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
         assert lines[0].lstrip().startswith(f"prometheus://127.0.0.1:{prom.port}") and "4 nodes" in lines[0]
-        assert "Xid" in lines[2] and "held at 0%" in lines[3], screen
+        assert "Xid" in lines[2] and "each at 0%" in lines[3], screen
         assert "? Help" in lines[-1] and "q Quit" in lines[-1]
         tmux("send-keys", "Enter")                                     # simnode03, by its Hostname, over SSH
         assert tmux.shows("viewing simnode03"), tmux.screen()
