@@ -21,6 +21,7 @@ FINDING_KINDS = (
     "recovery-action",   # the driver's current recovery action for a GPU (reset, reboot, drain, ...)
     "idle-memory",   # a fleet GPU held memory at 0 % utilisation for the whole suspicion window (Prometheus)
     "respawn",       # a parent started again what an action killed (its new children hold the GPU)
+    "cuda-ipc",      # an importer kept memory a dead exporter shared through CUDA IPC
     "latched-utilisation",   # ~100 % utilisation with no memory and no process: telemetry, not a hang
     "row-remap-pending",     # a row remap waits for a reset (Ampere and later): reset once nothing holds the GPU
     "row-remap-failure",     # a row remap failed: drain the node, the GPU wants inspection or replacing

@@ -207,15 +207,16 @@ def streak_start(track: Track | None, cur: Proc, what: str, ppid: int | None = N
 # ---------------------------------------------------------------- digests
 
 def _driver_digest(dps: Sequence[DriverProc]) -> tuple[DriverProc, ...]:
-    """The driver's processes summed per (GPU index, GPU UUID): what ghost accounting adds up
-    (a GPU's share is None as soon as one of its processes has no figure)."""
-    sums: dict[tuple[int | None, str], int | None] = {}
+    """The driver's processes as ghost accounting adds them up (per GPU, a share None as soon as
+    one process has no figure) and as a CUDA IPC hand-off is told from them (diagnosis/ipc.py:
+    which PID had how much where): one entry per (GPU, PID), its name kept; nothing else of it."""
+    sums: dict[tuple[int | None, str, int], tuple[int | None, str]] = {}
     for dp in dps:
-        key = (dp.gpu_index, dp.gpu_uuid)
-        have = sums.get(key, 0)
-        sums[key] = None if have is None or dp.used_memory_mib is None else have + dp.used_memory_mib
-    return tuple(DriverProc(pid=0, gpu_index=gi, gpu_uuid=gu, used_memory_mib=mib, name="")
-                 for (gi, gu), mib in sums.items())
+        key = (dp.gpu_index, dp.gpu_uuid, dp.pid)
+        have, _name = sums.get(key, (0, dp.name))
+        sums[key] = (None if have is None or dp.used_memory_mib is None else have + dp.used_memory_mib, dp.name)
+    return tuple(DriverProc(pid=pid, gpu_index=gi, gpu_uuid=gu, used_memory_mib=mib, name=name)
+                 for (gi, gu, pid), (mib, name) in sums.items())
 
 
 def _shared(value: T, before: T | None) -> T:

@@ -308,6 +308,46 @@ def build_remap_pending(node: SimHost) -> None:
     add_console_session(node)
 
 
+# ---------------------------------------------------------------- cuda-ipc
+
+IPC_SERVER_PID, IPC_CLIENT_PID = 51200, 51377
+IPC_SERVER_MIB, IPC_SHARED_MIB = 2_048, 46_080
+IPC_HANDOFF_S = 8.0            # after the console's first look: the client crashes then
+IPC_TRUTH = GroundTruth(
+    root_cause=("a vLLM worker exported its KV cache to an LMCache server through CUDA IPC and crashed; the "
+                "server never called torch.cuda.ipc_collect(), so the driver charges the 45 GiB the dead "
+                "client shared to the server, which holds it; signalling the dead PID frees nothing: the "
+                "server (the importer) has to let go or exit"),
+    shortest_path=("sigterm",), end_state="memory freed on GPU 0")
+
+
+def build_cuda_ipc(node: SimHost) -> None:
+    """An LMCache server and a vLLM worker on GPU 0; IPC_HANDOFF_S after the start the worker
+    crashes (SIGSEGV) and the memory it shared stays, charged to the server (LMCache/LMCache#4014)."""
+    add_gpus(node)
+    add_boot_log(node)
+    pids = add_host_background(node)
+    now = node.now
+    server = node.add_proc(pid=IPC_SERVER_PID, ppid=pids["mlops-bash"], comm="python3",
+                           args="python3 -m lmcache.server --port 65432 --device cuda", start=now - 3 * 3600,
+                           nthreads=9, caught=frozenset({"TERM", "INT"}), on_term="graceful", grace_s=1.0,
+                           ports=[("0.0.0.0", 65432)], fds=gpu_fds(0))
+    client = node.add_proc(pid=IPC_CLIENT_PID, ppid=pids["mlops-bash"], comm="python3",
+                           args="python3 -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B "
+                                "--kv-transfer-config lmcache", start=now - 40 * 60, nthreads=31, fds=gpu_fds(0))
+    own = node.add_context(0, IPC_SERVER_MIB, [server.pid], name="/usr/bin/python3")
+    shared = node.add_context(0, IPC_SHARED_MIB, [client.pid], name="/usr/bin/python3")
+
+    def crash() -> None:             # the exporter dies; what it shared is the importer's now
+        node.contexts.remove(shared)
+        own.mib += shared.mib
+        node.signal(client.pid, "SEGV")
+    node.at(now + IPC_HANDOFF_S, crash)
+    for p in (server, client):
+        p.user, p.uid = "mlops", 1001
+    add_console_session(node)
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("seed", "SGLang hung in CUDA graph capture; SIGKILL leaves <defunct> workers stuck in the driver",
              GroundTruth(
@@ -357,6 +397,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              build_reset_required),
     Scenario("remap-pending", "GPU 2 has a row remap pending after an uncorrectable ECC error; nothing holds it",
              REMAP_TRUTH, build_remap_pending),
+    Scenario("cuda-ipc", "A vLLM worker crashed; the LMCache server it shared its KV cache with keeps the memory",
+             IPC_TRUTH, build_cuda_ipc),
     Scenario("graceful", "A healthy server: SIGTERM frees everything in ~3 s (the control case)",
              GroundTruth(
                  root_cause="none: a healthy SGLang server that shuts down cleanly on SIGTERM",
