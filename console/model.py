@@ -22,6 +22,7 @@ FINDING_KINDS = (
     "idle-memory",   # a fleet GPU held memory at 0 % utilisation for the whole suspicion window (Prometheus)
     "respawn",       # a parent started again what an action killed (its new children hold the GPU)
     "cuda-ipc",      # an importer kept memory a dead exporter shared through CUDA IPC
+    "fabric-not-ready",      # the NVLink fabric manager has not (or not successfully) set a GPU up
     "latched-utilisation",   # ~100 % utilisation with no memory and no process: telemetry, not a hang
     "row-remap-pending",     # a row remap waits for a reset (Ampere and later): reset once nothing holds the GPU
     "row-remap-failure",     # a row remap failed: drain the node, the GPU wants inspection or replacing
@@ -162,6 +163,10 @@ class Gpu:
     recovery_action: str | None = None
     # row remapping / page retirement; None where not read (an older driver, not asked yet)
     memory_repair: MemoryRepair | None = None
+    # NVLink fabric registration on an NVSwitch system ("Completed"/"Success" when ready; None:
+    # not asked, no fabric, or an nvidia-smi that does not know the fields)
+    fabric_state: str | None = None
+    fabric_status: str | None = None
 
     def __post_init__(self) -> None:
         # a Gpu rebuilt from its JSON data (console/incident/mirror.py: Gpu(**fields)) gets its

@@ -68,7 +68,8 @@ apps     nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounit
 list     nvidia-smi -L (MIG devices are indented lines "  MIG 1g.12gb Device 0: (UUID: MIG-…)")
 remap    nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT: each GPU's row remapping and pages pending
          retirement (remap_call: asked only when this probe's driver calls answered, and without
-         ROW_REMAPPER where nvidia-smi rejects it)
+         ROW_REMAPPER where nvidia-smi rejects it); on an NVSwitch system then "fabric:" and
+         each GPU's "bus id, fabric.state, fabric.status" (QUERY_FABRIC)
 xid      dmesg lines with "NVRM: Xid" or a GPU's firmware boot failure (KERNEL_LINES_ERE;
          last 50), or dmesg's own error text
 driver   driver version: cat /proc/driver/nvidia/version (first line) or nothing
@@ -181,6 +182,14 @@ SKIPPED = "skipped: an earlier nvidia-smi call of this probe timed out"
 QUERY_REPAIR = "nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT"
 #: what an nvidia-smi that rejects ROW_REMAPPER (exit 2: older than row remapping) is asked instead
 QUERY_RETIRED = "nvidia-smi -q -d PAGE_RETIREMENT"
+#: on an NVSwitch system (its control file there) the same section asks each GPU's NVLink fabric
+#: registration as well, after this line: "Completed"/"Success" once the fabric manager has set
+#: the GPU up ("Not Started", "In Progress", or a status such as "Insufficient Resources": CUDA
+#: work on it fails or hangs). The fields are known to newer nvidia-smi only: an older one's
+#: refusal reads as unknown.
+FABRIC_MARK = "fabric:"
+QUERY_FABRIC = "nvidia-smi --query-gpu=pci.bus_id,fabric.state,fabric.status --format=csv,noheader"
+NVSWITCH_CTL = "/dev/nvidia-nvswitchctl"
 #: the body of the remap section when this probe's driver calls failed (nothing asked)
 REMAP_SKIPPED = "skipped: the driver did not answer the calls before it"
 #: driver sections, in order; the first always runs (and resets NV_RC), the others are skipped
@@ -274,8 +283,9 @@ def remap_call() -> str:
     failing or hung driver costs no extra call; the section then says so and keeps NV_RC); an
     nvidia-smi that rejects ROW_REMAPPER (exit 2) is asked for the page retirement alone."""
     retired = f"{timed(QUERY_RETIRED)} 2>&1; {NV_RC}=$?"
+    fabric = f"if [ -e {NVSWITCH_CTL} ]; then echo '{FABRIC_MARK}'; {timed(QUERY_FABRIC)} 2>&1; fi"
     return (f"if [ \"${NV_RC}\" = 0 ]; then {timed(QUERY_REPAIR)} 2>&1; {NV_RC}=$?; "
-            f"if [ \"${NV_RC}\" = 2 ]; then {retired}; fi; else echo '{REMAP_SKIPPED}'; fi")
+            f"if [ \"${NV_RC}\" = 2 ]; then {retired}; fi; {fabric}; else echo '{REMAP_SKIPPED}'; fi")
 
 
 def driver_call(name: str) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from console.diagnosis import ipc, node, processes, repair, respawn
+from console.diagnosis import fabric, ipc, node, processes, repair, respawn
 from console.diagnosis.context import Situation
 from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
 
 #: within one severity, the order findings are shown (cause before consequence)
-KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "row-remap-failure", "xid",
+KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "fabric-not-ready", "row-remap-failure", "xid",
               "row-remap-pending", "retired-pages-pending", "respawn", "cuda-ipc", "zombie", "d-state", "foreign-pid", "hidden-holder",
               "orphan", "ghost-memory", "mps-server", "reset-blocker", "holder", "latched-utilisation", "blockers-off")
 DEFAULT_GHOST_THRESHOLD_MIB = 1024
@@ -54,6 +54,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += processes.hidden_holders(sit, ghost_gpus)
         findings += processes.foreign_pids(sit)
         findings += ipc.handoffs(sit)           # an importer kept what a dead exporter shared
+        findings += fabric.fabric(sit)          # NVLink fabric not set up by the fabric manager
         findings += ghosts
         covered = {pid for f in findings for pid in f.pids} | {
             pid for f in findings for pid in f.evidence.get("targets", ())}

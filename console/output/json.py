@@ -25,6 +25,8 @@ def gpu_json(g: Gpu) -> dict[str, Any]:
         "recovery_action": g.recovery_action,
         # row remapping / page retirement (null: not read); each value null where not reported
         "memory_repair": None if g.memory_repair is None else dataclasses.asdict(g.memory_repair),
+        # NVLink fabric registration (NVSwitch systems; null where not asked or not known)
+        "fabric_state": g.fabric_state, "fabric_status": g.fabric_status,
     }
 
 

@@ -61,6 +61,12 @@ def _gpu_value(node: SimHost, g: SimGpu, field: str) -> str | None:
         "count": str(len(node.gpus)), "compute_mode": "Default", "clocks.sm": "1455", "clocks.mem": "13365",
         "timestamp": time.strftime("%Y/%m/%d %H:%M:%S.000", time.gmtime(node.now)),
     }
+    if field in ("fabric.state", "fabric.status"):
+        # an NVSwitch system's GPUs have a fabric ("Completed"/"Success" once the fabric manager
+        # set them up); a GPU elsewhere: N/A
+        if not node.nvswitches:
+            return "N/A"
+        return g.fabric_state if field == "fabric.state" else g.fabric_status
     if field == RECOVERY_FIELD and knows_recovery(node):
         # what nvidia-smi prints (NVIDIA/DCGM#263: "None", "Reset")
         return "Reset" if g.reset_required else "None"

@@ -424,7 +424,12 @@ class Shell:
             await self.run_line(f"{probe.timed(probe.QUERY_REPAIR)} 2>&1")
             if self.status == 2:
                 await self.run_line(f"{probe.timed(probe.QUERY_RETIRED)} 2>&1")
-            self.vars[probe.NV_RC] = str(self.status)
+            rc = self.status
+            if probe.NVSWITCH_CTL in self.node.device_paths():      # an NVSwitch system: the fabric too
+                self.out.append(probe.FABRIC_MARK + "\n")
+                await self.run_line(f"{probe.timed(probe.QUERY_FABRIC)} 2>&1")
+            self.vars[probe.NV_RC] = str(rc)
+            self.status = rc
             return
         if not first and self.vars.get(probe.NV_RC) == "124":
             self.out.append(probe.SKIPPED + "\n")

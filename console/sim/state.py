@@ -123,6 +123,9 @@ class SimGpu:
     rows_correctable: int = 0
     rows_uncorrectable: int = 0
     remap_pending: bool = False
+    # NVLink fabric registration on an NVSwitch system (host.nvswitches): what the fabric manager set
+    fabric_state: str = "Completed"
+    fabric_status: str = "Success"
     remap_failure: bool = False
     pages_pending: bool | None = None
     temp_c: int = 34

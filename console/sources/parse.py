@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, recovery_token
 from console.textsafe import one_line
-from console.probe import RECOVERY_FIELD, kernel_line, split_sections
+from console.probe import FABRIC_MARK, RECOVERY_FIELD, kernel_line, split_sections
 from console.probe_scope import Scope
 from console.sources.proc_table import command_line
 from console.sources.parse_loop import LoopState, parse_loop_state
+from console.sources.parse_fabric import parse_fabric, split_fabric, with_fabric
 from console.sources.parse_repair import parse_memory_repair, with_repair
 from console.sources.proc_read import NO_EXTRA, read_table
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
@@ -540,6 +541,12 @@ def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta) -> Proc:
                 pgid=st.pgrp, sid=st.session)
 
 
+def _repair_and_fabric(text: str) -> tuple[dict, dict]:
+    """The remap section: the memory repair, then (NVSwitch systems) the fabric after its mark."""
+    repair_text, fabric_text = split_fabric(text, FABRIC_MARK)
+    return parse_memory_repair(repair_text), parse_fabric(fabric_text)
+
+
 def _read_loop(sec: dict, cache: dict, taken_at: float) -> list[str]:
     """The loop-mode sections (console/probe_loop.py): their newest whole sample stands in for
     the per-poll GPU and compute-apps queries when the probe left those out. Kept in ``cache``:
@@ -594,9 +601,9 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         if inst or g.mig_mode:
             g = dataclasses.replace(g, mig_instances=inst, mig_mode=True if inst else g.mig_mode)
         gpus.append(g)
-    repair = kept["remap"] if "remap" in kept else _keep(cache, sec, "remap",
-                                                          _same(cache, "remap", parse_memory_repair, body("remap")[1]))
-    gpus = list(with_repair(gpus, repair))
+    repair, fabric = kept["remap"] if "remap" in kept else _keep(
+        cache, sec, "remap", _same(cache, "remap", _repair_and_fabric, body("remap")[1]))
+    gpus = list(with_fabric(with_repair(gpus, repair), fabric))
     if gpus and body("remap")[0] == 124:
         warnings.append("nvidia-smi -q -d ROW_REMAPPER timed out: row remapping unknown")
     uuid_to_index = {g.uuid: g.index for g in gpus}
