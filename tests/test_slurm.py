@@ -163,7 +163,7 @@ def test_a_hostile_finding_text_never_reaches_the_command():
 def test_resume_only_after_a_verified_recovery_and_only_when_held_out():
     drained = sp.SlurmNode("gpu01", "IDLE+DRAIN", "gpu-incident i: xid [root@2026-12-01T10:00:00]")
     held = plan_resume("gpu01", "gpu01", snap_with((60000,)), state=drained, incident_id="i")
-    assert not held.commands and "GPU 0 still hold" in held.refusals[0]
+    assert not held.commands and "GPU 0 still holds" in held.refusals[0]
     high = plan_resume("gpu01", "gpu01", snap_with((4,), [XID]), state=drained, incident_id="i")
     assert not high.commands and "(xid)" in high.refusals[0]
     assert "did not answer" in recovery(NodeSnapshot(name="g", taken_at=0, error="unreachable: x"))

@@ -363,7 +363,7 @@ async def _watch_loop(watch: ActionWatch, seen: _Seen, read: Reader, clock: Cloc
             now = {str(g): seen.after.get(str(g)) for g in newly}
             rest_mib = av.used_mib({str(g): seen.after.get(str(g)) for g in rest})
             observe(f"{t.gpus(newly)} freed {t.mib(av.freed_mib(part, now))} {av.secs(seen.elapsed)} after "
-                    f"{words}; {t.gpus(rest)} still hold {t.mib(rest_mib)}", round(seen.elapsed, 1))
+                    f"{words}; {t.gpus(rest)} still {t.verb(len(rest), 'holds', 'hold')} {t.mib(rest_mib)}", round(seen.elapsed, 1))
 
 
 def _outlived(seen: _Seen) -> str:
@@ -412,7 +412,8 @@ def _deadline_text(seen: _Seen, words: str) -> str:
         return (f"targets {fates or 'unchanged'} {av.secs(seen.elapsed)} after {words}"
                 + _then(_outlived(seen) if plan.signal else ""))
     still = av.used_mib({k: seen.after.get(k) for k in plan.memory_before})
-    text = f"{t.gpus(plan.gpus)} still hold {t.mib(still)} {av.secs(seen.elapsed)} after {words}"
+    text = (f"{t.gpus(plan.gpus)} still {t.verb(len(plan.gpus), 'holds', 'hold')} {t.mib(still)} "
+            f"{av.secs(seen.elapsed)} after {words}")
     if seen.freed:
         text += f" ({t.mib(seen.freed)} freed)"
     return text + (f"; targets {fates}" if fates else "") + _then(_outlived(seen) if plan.signal else "")

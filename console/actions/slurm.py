@@ -49,7 +49,7 @@ def recovery(snap: NodeSnapshot | None) -> str | None:
     held = [g for g in snap.gpus if g.memory_used_mib is None or g.memory_used_mib > FREED_MIB]
     if held:
         used = sum(g.memory_used_mib or 0 for g in held)
-        return f"{t.gpus([g.index for g in held])} still hold {t.mib(used)}"
+        return f"{t.gpus([g.index for g in held])} still {t.verb(len(held), 'holds', 'hold')} {t.mib(used)}"
     bad = [f for f in snap.findings if severity_rank(f.severity) >= severity_rank(BLOCKS_RESUME)]
     if bad:
         kinds = ", ".join(dict.fromkeys(f.kind for f in bad))

@@ -190,7 +190,7 @@ def memory_line(gpus: Sequence[int], before: Memory, after: Memory | None, *, el
         return f"{t.gpus(gpus)} freed {t.mib(freed)} in {secs(freed_at)}"
     still = used_mib(after)
     if elapsed < 1:
-        return f"{t.gpus(gpus)} hold {t.mib(still)}"
+        return f"{t.gpus(gpus)} {t.verb(len(gpus), 'holds', 'hold')} {t.mib(still)}"
     if freed < 256:
         return f"after {secs(elapsed)} nothing freed on {t.gpus(gpus)} ({t.mib(still)} still used)"
     return f"after {secs(elapsed)} {t.mib(freed)} freed on {t.gpus(gpus)}, {t.mib(still)} still used"

@@ -159,12 +159,13 @@ class Session:
             return
         if first:
             self._held.add(snap.name)
-            text = f"first reading of {snap.name}: {t.gpus([g.index for g in busy])} hold " \
-                   f"{t.mib(sum(g.memory_used_mib or 0 for g in busy))}"
+            text = (f"first reading of {snap.name}: {t.gpus([g.index for g in busy])} "
+                    f"{t.verb(len(busy), 'holds', 'hold')} {t.mib(sum(g.memory_used_mib or 0 for g in busy))}")
             self.incident.observation(snap.name, text, gpu_memory_before=memory)
         else:
             text = (f"{snap.name} when the console stopped: " + (
-                f"{t.gpus([g.index for g in busy])} still hold {t.mib(sum(g.memory_used_mib or 0 for g in busy))}"
+                f"{t.gpus([g.index for g in busy])} still {t.verb(len(busy), 'holds', 'hold')} "
+                f"{t.mib(sum(g.memory_used_mib or 0 for g in busy))}"
                 if busy else "every GPU back at or under 1 GiB"))
             self.incident.observation(snap.name, text, gpu_memory_after=memory)
 
