@@ -326,3 +326,62 @@ def test_the_timeline_view_shows_a_waits_reads_as_lines_not_framing():
                  command="nvidia-smi --query-gpu=index,memory.used --format=csv,noheader", output=out)
     shown = detail([wait], 0, 1).plain
     assert "::t=" not in shown and "     5 s  GPUs 0-1 4 MiB each" in shown, shown
+
+
+def test_replay_shows_the_gpus_at_each_step():
+    """timeline_render.detail (replay, follow): each node's GPU memory as the entries up to the
+    step last read it — held before the action, back after its outcome."""
+    from console.ui.timeline_render import detail
+    held = {str(g): 76109 for g in range(8)}
+    back = {str(g): 4 for g in range(8)}
+    entries = [entry(1, "00:00", "observation", "first reading", gpu_memory_before=held),
+               entry(2, "00:30", "action", "SIGKILL 9 processes", command="kill -s KILL 1", gpu_memory_before=held),
+               entry(3, "02:00", "observation", "freed", action=2, outcome=True, rc=0, gpu_memory_before=held,
+                     gpu_memory_after=back, freed_mib=608868, seconds_to_free=90.0)]
+    at_action = detail(entries, 1, 2).plain
+    assert "GPU memory as of this step" in at_action and "gpu07: GPUs 0-7 76109 MiB each (#2)" in at_action
+    after = detail(entries, 2, 3).plain
+    assert "gpu07: GPUs 0-7 4 MiB each (#3)" in after, after
+
+
+# ---------------------------------------------------------------- any file exports
+
+import json  # noqa: E402
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from console.incident.timeline import parse_lines  # noqa: E402
+from tests.fuzzing import examples  # noqa: E402
+
+_memory = st.dictionaries(st.sampled_from(["0", "1", "7", "x", ""]), st.none() | st.integers(-5, 200_000), max_size=3)
+_output = st.lists(st.sampled_from(["::t=0::", "::t=5::", "::t=x::", "0, 76109 MiB", "1, 4 MiB", "[…cut]",
+                                    "Unable to determine the device handle for GPU 1", "garbage"]),
+                   max_size=6).map("\n".join)
+_line = st.fixed_dictionaries(
+    {"ts": st.sampled_from(["2026-12-02T10:00:00Z", "2026-12-02T10:01:30.5Z", "yesterday", ""]),
+     "seq": st.integers(-2, 6), "by": st.just("x"),
+     "kind": st.sampled_from(["hypothesis", "verdict", "action", "observation", "check", "note", "x"])},
+    optional={"node": st.none() | st.sampled_from(["gpu07", ""]),
+              "text": st.sampled_from(["wait-and-reread: memory came back", "SIGKILL 8 processes", "Reset GPU 3",
+                                       "finding critical xid: Xid 79", "kernel-log: 2 Xids", "declined restore: x", ""]),
+              "hypothesis": st.none() | st.integers(-1, 6), "action": st.none() | st.integers(-1, 6),
+              "command": st.none() | st.sampled_from(["kill -s KILL 1", "nvidia-smi -r -i 3", "$ echo"]),
+              "rc": st.none() | st.integers(-1, 255), "output": st.none() | _output,
+              "gpu_memory_before": st.none() | _memory, "gpu_memory_after": st.none() | _memory,
+              "freed_mib": st.none() | st.integers(-10, 700_000),
+              "seconds_to_free": st.none() | st.floats(allow_nan=True, allow_infinity=True),
+              "verdict": st.none() | st.sampled_from(["confirmed", "refuted", "inconclusive", "?"]),
+              "outcome": st.none() | st.booleans(),
+              "targets": st.none() | st.lists(st.dictionaries(st.sampled_from(["pid", "name"]),
+                                                              st.integers() | st.text(max_size=4), max_size=2), max_size=2)})
+
+
+@examples(100)
+@given(st.lists(_line, max_size=6))
+def test_any_timeline_a_file_holds_exports_without_error(lines):
+    """Whatever parseable lines a (hand-edited, corrupted) file holds — the loader keeps those
+    whose fields have their types — the postmortem (readings, impact, narrative, lessons, chart
+    series) is written, never an exception."""
+    entries, _warnings = parse_lines("\n".join(json.dumps(x) for x in lines).encode(), "odd.jsonl")
+    assert as_markdown(entries, incident_id="odd") is not None

@@ -83,7 +83,7 @@ def wait_span(e: TimelineEntry) -> tuple[float, float] | None:
 
 def readings(entries: Sequence[TimelineEntry]) -> list[Reading]:
     """Every reading the timeline holds, oldest first (see the module)."""
-    sent = {e.seq: e for e in entries if e.kind == "action"}
+    sent = {e.seq: e for e in entries if e.kind == "action" and isinstance(e.seq, int)}   # a file may hold anything
     out: list[Reading] = []
     for e in entries:
         at = when(e)

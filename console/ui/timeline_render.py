@@ -12,7 +12,7 @@ from typing import Sequence
 
 from rich.text import Text
 
-from console.incident.readings import wait_table
+from console.incident.readings import memory_text as group_memory_text, readings, wait_table
 from console.incident.summary import mib
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import VERDICTS, TimelineEntry
@@ -260,7 +260,22 @@ def detail(entries: Sequence[TimelineEntry], index: int, as_of: int, when: str =
         out.append(freed_text(e) + "\n", style="bold green")
     if e.kind == "action":
         _outcome_part(out, entries[:max(0, as_of)], e)
+    _gpu_state(out, entries[:max(0, as_of)], when)
     return out
+
+
+def _gpu_state(out: Text, seen: Sequence[TimelineEntry], when: str) -> None:
+    """Each node's GPU memory as the entries seen so far last read it: replay shows the GPUs at
+    every step (the incident's readings: console/incident/readings.py)."""
+    latest: dict[object, object] = {}
+    for r in readings(seen):                  # oldest first: the last one per node stays
+        latest[r.node] = r
+    if not latest:
+        return
+    out.append(f"\nGPU memory {when}\n", style="bold")
+    for node, r in latest.items():
+        out.append(f"  {printable(node if node is not None else '-', 40)}: "
+                   f"{printable(group_memory_text(r.memory), 300)} (#{printable(r.seq, 12)})\n")
 
 
 def _outcome_part(out: Text, seen: Sequence[TimelineEntry], action: TimelineEntry) -> None:
