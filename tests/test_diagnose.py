@@ -60,6 +60,7 @@ def test_stuck_past_the_teardown_window_without_progress_says_reboot():
     assert top.kind == "zombie" and top.rung == "reboot"
     assert top.since == T0
     assert top.next_step.startswith("Reboot the node") and "for 2 min" in top.next_step
+    assert top.next_step.endswith("Drain the node first (D under Slurm), so no new job lands on it before the reboot.")
 
 
 def test_stuck_but_memory_shrinking_keeps_waiting_past_the_window():

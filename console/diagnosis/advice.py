@@ -37,6 +37,11 @@ def _patience(window: float, age: float) -> float:
     return round(max(WAIT_S, window - age), 1)
 
 
+#: what every reboot step says last: the node's jobs go elsewhere before it goes down (gpud's
+#: reboot suggestion for a thread in D in the driver, leptonai/gpud#1299, is a drain first too)
+DRAIN_FIRST = " Drain the node first (D under Slurm), so no new job lands on it before the reboot."
+
+
 def finding(kind: str, severity: str, summary: str, step: Step, pids=(), gpus=(), evidence=None,
             since: float | None = None) -> Finding:
     """A Finding carrying a Step: its text, rung, and (in evidence) its targets and wait."""
@@ -47,7 +52,10 @@ def finding(kind: str, severity: str, summary: str, step: Step, pids=(), gpus=()
         ev["wait_s"] = step.wait_s
     if since is not None:
         ev.setdefault("since", since)
-    return Finding(kind=kind, severity=severity, summary=summary, next_step=step.text, pids=tuple(pids),
+    text = step.text
+    if step.rung == "reboot" and "drain" not in text.lower():
+        text += DRAIN_FIRST
+    return Finding(kind=kind, severity=severity, summary=summary, next_step=text, pids=tuple(pids),
                    gpus=tuple(sorted(set(gpus))), reason=step.text.split(":", 1)[-1].strip(),
                    evidence=ev, since=since, rung=step.rung)
 
