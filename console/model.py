@@ -163,6 +163,13 @@ class Gpu:
     recovery_action: str | None = None
     # row remapping / page retirement; None where not read (an older driver, not asked yet)
     memory_repair: MemoryRepair | None = None
+    # health beside memory (the GPU query's HEALTH_FIELDS, or NVML); None where not reported
+    temperature_c: int | None = None
+    power_w: float | None = None
+    clock_sm_mhz: int | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    ecc_uncorrected: int | None = None      # volatile: since the driver loaded
     # NVLink fabric registration on an NVSwitch system ("Completed"/"Success" when ready; None:
     # not asked, no fabric, or an nvidia-smi that does not know the fields)
     fabric_state: str | None = None

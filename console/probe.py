@@ -130,8 +130,15 @@ class ProbeLimits:
 
 DEFAULT_LIMITS = ProbeLimits()
 
-QUERY_GPU = f"nvidia-smi --query-gpu={GPU_FIELDS} --format=csv,noheader,nounits"
-QUERY_GPU_RECOVERY = f"nvidia-smi --query-gpu={GPU_FIELDS},{RECOVERY_FIELD} --format=csv,noheader,nounits"
+#: each GPU's health beside its memory, after the fields above (and after RECOVERY_FIELD where it
+#: is asked): fields every nvidia-smi of the last decade knows; the parser tells the layouts apart
+#: by their column count (9 or 10 without them, 15 or 16 with them)
+HEALTH_FIELDS = ("temperature.gpu,power.draw,clocks.sm,pcie.link.gen.current,pcie.link.width.current,"
+                 "ecc.errors.uncorrected.volatile.total")
+GPU_QUERY_FIELDS = f"{GPU_FIELDS},{HEALTH_FIELDS}"
+GPU_QUERY_FIELDS_RECOVERY = f"{GPU_FIELDS},{RECOVERY_FIELD},{HEALTH_FIELDS}"
+QUERY_GPU = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv,noheader,nounits"
+QUERY_GPU_RECOVERY = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS_RECOVERY} --format=csv,noheader,nounits"
 QUERY_APPS = f"nvidia-smi --query-compute-apps={APP_FIELDS} --format=csv,noheader,nounits"
 LIST_GPUS = "nvidia-smi -L"
 # Seed check: "sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader"
@@ -305,7 +312,7 @@ def loop_command() -> str:
     """The loop section (console/probe_loop.py): it also resets NV_RC, as the first driver call
     does (the GPU query is not asked while the loops answer)."""
     return f"{NV_RC}=0; " + probe_loop.start_command(
-        GPU_FIELDS, f"{GPU_FIELDS},{RECOVERY_FIELD}", APP_FIELDS, RF, DRIVER_VERSION_FILE, _old_driver_case())
+        GPU_QUERY_FIELDS, GPU_QUERY_FIELDS_RECOVERY, APP_FIELDS, RF, DRIVER_VERSION_FILE, _old_driver_case())
 
 
 def sections(device_glob: str = DEFAULT_DEVICE_GLOB,

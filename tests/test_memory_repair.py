@@ -324,3 +324,32 @@ async def test_the_gpu_details_say_what_memory_repair_waits_for():
     assert "nothing pending (2 rows after uncorrectable errors)" in done
     unread = gpu_detail(dataclasses.replace(snap.gpu(5), memory_repair=None), snap).plain
     assert "not read yet" in unread
+
+
+def test_the_gpu_query_reads_health_beside_memory_and_the_old_layouts_still_parse():
+    """probe.HEALTH_FIELDS come last: 15 columns (16 with the recovery action) carry them; rows of
+    9 or 10 (a stand-in, an older capture) parse as before, health unknown."""
+    from console.sources.parse import parse_gpu_query
+    base = "0, GPU-a, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 4, 81559, 0, Enabled, Disabled"
+    full = parse_gpu_query(base + ", None, 54, 71.23, 1980, 5, 16, 0\n").gpus[0]
+    assert (full.recovery_action, full.temperature_c, full.power_w, full.clock_sm_mhz, full.pcie_gen,
+            full.pcie_width, full.ecc_uncorrected) == ("none", 54, 71.23, 1980, 5, 16, 0)
+    without = parse_gpu_query(base + ", 54, [N/A], 1980, 4, 8, [N/A]\n").gpus[0]
+    assert (without.recovery_action, without.temperature_c, without.power_w, without.pcie_width,
+            without.ecc_uncorrected) == (None, 54, None, 8, None)
+    old = parse_gpu_query(base + ", Reset\n").gpus[0]
+    assert old.recovery_action == "gpu_reset" and old.temperature_c is None and old.memory_total_mib == 81559
+
+
+async def test_the_gpu_details_and_json_carry_the_health():
+    from console.monitor import diagnosed
+    from console.output.json import gpu_json
+    from console.ui.details import gpu_detail
+    src = SimSource(name="demo", scenario="seed", clock=FakeClock())
+    snap = diagnosed(await src.poll())
+    g = snap.gpu(0)
+    assert g.pcie_gen == 5 and g.pcie_width == 16 and g.ecc_uncorrected == 0 and g.temperature_c is not None
+    shown = gpu_detail(g, snap).plain
+    assert "PCIe gen 5 x16 · 0 uncorrected ECC errors" in shown and "°C" in shown
+    doc = gpu_json(g)
+    assert doc["pcie_gen"] == 5 and doc["temperature_c"] == g.temperature_c and doc["power_w"] == g.power_w

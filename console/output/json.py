@@ -25,6 +25,9 @@ def gpu_json(g: Gpu) -> dict[str, Any]:
         "recovery_action": g.recovery_action,
         # row remapping / page retirement (null: not read); each value null where not reported
         "memory_repair": None if g.memory_repair is None else dataclasses.asdict(g.memory_repair),
+        # health beside memory (null where the driver does not report it)
+        "temperature_c": g.temperature_c, "power_w": g.power_w, "clock_sm_mhz": g.clock_sm_mhz,
+        "pcie_gen": g.pcie_gen, "pcie_width": g.pcie_width, "ecc_uncorrected": g.ecc_uncorrected,
         # NVLink fabric registration (NVSwitch systems; null where not asked or not known)
         "fabric_state": g.fabric_state, "fabric_status": g.fabric_status,
     }

@@ -18,9 +18,14 @@ PERSISTENCED_ARGS = ("/usr/bin/nvidia-persistenced --user nvidia-persistenced --
 def add_gpus(node: SimHost, count: int = 8, persistence: bool = True) -> None:
     for i in range(count):
         u = uuid.UUID(int=node.rng.getrandbits(128), version=4)
+        # temperature and power by the GPU's place, not the node's dice: the probe reads them
+        # (probe.HEALTH_FIELDS), and nodes of one scenario must answer alike to share answers
+        # (sim/fleet.py); the draws stay, so each node's UUIDs and serials are as before
+        node.rng.randrange(6)
+        node.rng.random()
         node.gpus.append(SimGpu(index=i, uuid=f"GPU-{u}", name=GPU_NAME, bus_id=BUS_IDS[i],
                                 total_mib=GPU_TOTAL_MIB, reserved_mib=IDLE_USED_MIB, persistence=persistence,
-                                temp_c=31 + node.rng.randrange(6), power_w=70 + node.rng.random() * 15,
+                                temp_c=31 + (i * 5) % 6, power_w=70.0 + (i * 37) % 15,
                                 serial=str(1794025000000 + node.rng.randrange(10 ** 6))))
 
 

@@ -59,6 +59,8 @@ def _gpu_value(node: SimHost, g: SimGpu, field: str) -> str | None:
         "temperature.gpu": str(g.temp_c), "power.draw": f"{g.power_w:.2f}", "power.limit": "600.00",
         "pstate": "P1" if used > g.reserved_mib else "P8", "driver_version": node.driver_version,
         "count": str(len(node.gpus)), "compute_mode": "Default", "clocks.sm": "1455", "clocks.mem": "13365",
+        "pcie.link.gen.current": str(g.pcie_gen), "pcie.link.width.current": str(g.pcie_width),
+        "ecc.errors.uncorrected.volatile.total": str(g.ecc_uncorrected),
         "timestamp": time.strftime("%Y/%m/%d %H:%M:%S.000", time.gmtime(node.now)),
     }
     if field in ("fabric.state", "fabric.status"):

@@ -316,7 +316,7 @@ def _loop_rows(node: SimHost, v: dict[str, str], query: list[str]) -> str:
 
 def loopg_answer(node: SimHost, _glob: str, v: dict[str, str]) -> str:
     v.pop("gi_Lt", None)
-    fields = f"{probe.GPU_FIELDS},{probe.RECOVERY_FIELD}" if nvsmi.knows_recovery(node) else probe.GPU_FIELDS
+    fields = probe.GPU_QUERY_FIELDS_RECOVERY if nvsmi.knows_recovery(node) else probe.GPU_QUERY_FIELDS
     return _loop_rows(node, v, [f"--query-gpu={fields}", "--format=csv,noheader,nounits"])
 
 

@@ -123,6 +123,10 @@ class SimGpu:
     rows_correctable: int = 0
     rows_uncorrectable: int = 0
     remap_pending: bool = False
+    # the link and the errors nvidia-smi reports beside temperature and power
+    pcie_gen: int = 5
+    pcie_width: int = 16
+    ecc_uncorrected: int = 0
     # NVLink fabric registration on an NVSwitch system (host.nvswitches): what the fabric manager set
     fabric_state: str = "Completed"
     fabric_status: str = "Success"

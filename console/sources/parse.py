@@ -64,6 +64,18 @@ def na_or_int(value: str | None) -> int | None:
         return None
 
 
+def na_or_float(value: str | None) -> float | None:
+    """A number nvidia-smi prints with decimals ("71.23"); None for its placeholders and junk."""
+    text = (value or "").strip()
+    if not text or len(text) > 20:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if number == number and abs(number) < 1e9 else None   # not NaN, not absurd
+
+
 def na_or_text(value: str | None) -> str | None:
     if value is None:
         return None
@@ -184,6 +196,10 @@ class GpuParse:
 _FIELD_REJECTED = f'Field "{RECOVERY_FIELD}" is not a valid field to query'
 
 
+#: the columns probe.HEALTH_FIELDS adds at the end of each GPU row
+HEALTH_COLUMNS = 6
+
+
 def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
     """`--query-gpu=GPU_FIELDS[,gpu_recovery_action] --format=csv,noheader,nounits` (see
     probe.gpu_call): a tenth column is the GPU's recovery action; an older nvidia-smi's refusal
@@ -207,6 +223,9 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
                 if unparsed <= MAX_WARNED_LINES:
                     out.warnings.append("unparsed nvidia-smi line: " + clip(",".join(row)))
             continue
+        health: list[str] = [""] * HEALTH_COLUMNS
+        if len(row) >= 9 + HEALTH_COLUMNS:          # probe.HEALTH_FIELDS, last
+            row, health = row[:-HEALTH_COLUMNS], row[-HEALTH_COLUMNS:]
         row = row + [""] * (10 - len(row))
         try:
             index = int(row[0])
@@ -217,7 +236,9 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
             index=index, uuid=row[1], name=row[2], bus_id=row[3],
             memory_used_mib=na_or_int(row[4]), memory_total_mib=na_or_int(row[5]),
             utilization_pct=na_or_int(row[6]), persistence_mode=on_off(row[7]),
-            mig_mode=mig, recovery_action=recovery_token(",".join(row[9:]))))
+            mig_mode=mig, recovery_action=recovery_token(",".join(row[9:])),
+            temperature_c=na_or_int(health[0]), power_w=na_or_float(health[1]), clock_sm_mhz=na_or_int(health[2]),
+            pcie_gen=na_or_int(health[3]), pcie_width=na_or_int(health[4]), ecc_uncorrected=na_or_int(health[5])))
     _too_many(out.warnings, "--query-gpu", unparsed, lines_over(text, MAX_GPU_LINES), MAX_GPU_LINES)
     if not out.gpus:
         out.error = nvsmi_failure(text, rc) or _unreachable_error(text, out.lost) or (

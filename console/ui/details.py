@@ -100,6 +100,24 @@ def proc_detail(p: Proc, snap: NodeSnapshot) -> Text:
     return out
 
 
+def health_words(g: Gpu) -> str:
+    """'54 °C · 71.2 W · SM 1455 MHz · PCIe gen 5 x16 · 0 uncorrected ECC errors'; what the driver
+    does not report is left out ("not reported" when nothing is)."""
+    parts = []
+    if g.temperature_c is not None:
+        parts.append(f"{g.temperature_c} °C")
+    if g.power_w is not None:
+        parts.append(f"{g.power_w:.1f} W")
+    if g.clock_sm_mhz is not None:
+        parts.append(f"SM {g.clock_sm_mhz} MHz")
+    if g.pcie_gen is not None or g.pcie_width is not None:
+        parts.append(f"PCIe gen {g.pcie_gen if g.pcie_gen is not None else '?'}"
+                     + (f" x{g.pcie_width}" if g.pcie_width is not None else ""))
+    if g.ecc_uncorrected is not None:
+        parts.append(f"{g.ecc_uncorrected} uncorrected ECC error{'s' if g.ecc_uncorrected != 1 else ''}")
+    return " · ".join(parts) or "not reported by this driver"
+
+
 def repair_words(g: Gpu) -> tuple[str, str]:
     """Row remapping / page retirement in words, and their style: 'remap pending (4 rows after
     uncorrectable errors): a reset applies it'."""
@@ -133,8 +151,12 @@ def gpu_detail(g: Gpu, snap: NodeSnapshot) -> Text:
     _field(out, "persistence", {True: "on", False: "off", None: "N/A"}[g.persistence_mode])
     _field(out, "recovery", "not reported by this driver" if g.recovery_action is None
            else recovery_words(g.recovery_action), "" if g.recovery_action in (None, "none") else "bold red")
+    _field(out, "health", health_words(g))
     words, style = repair_words(g)
     _field(out, "memory repair", words, style)
+    if g.fabric_state is not None or g.fabric_status is not None:
+        _field(out, "NVLink fabric", f"{g.fabric_state or '?'} / {g.fabric_status or '?'}",
+               "" if (g.fabric_state, g.fabric_status) == ("Completed", "Success") else "bold yellow")
     if g.mig_mode:
         _mig_lines(out, g, snap)
     holders = gpu_holders(snap, g.index)

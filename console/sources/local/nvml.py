@@ -251,15 +251,15 @@ def _recovery(r: _Reader, index: int, handle: Any) -> str | None:
     return GPU_RECOVERY_ACTIONS[value] if 0 <= value < len(GPU_RECOVERY_ACTIONS) else f"recovery action {value}"
 
 
-def _optional(r: _Reader, index: int, what: str, name: str, handle: Any) -> Any:
-    """``nv.<name>(handle)``, or None where it cannot be known: a pynvml without the call, a
+def _optional(r: _Reader, index: int, what: str, name: str, handle: Any, *args: Any) -> Any:
+    """``nv.<name>(handle, *args)``, or None where it cannot be known: a pynvml without the call, a
     driver without the function, a GPU without the feature (NotSupported); other failures are
     the reader's (a warning; a lost GPU is lost)."""
     fn = getattr(r.nv, name, None)
     if fn is None:
         return None
     try:
-        return fn(handle)
+        return fn(handle, *args)
     except Exception as exc:  # noqa: BLE001 - every NVML failure becomes data
         if _is(r.nv, exc, "NVML_ERROR_FUNCTION_NOT_FOUND"):
             return None
@@ -283,6 +283,28 @@ def _memory_repair(r: _Reader, index: int, handle: Any) -> MemoryRepair | None:
                           rows_uncorrectable=unc, rows_correctable=corr,
                           pages_pending=None if pages is None else pages == enabled)
     return None if repair == MemoryRepair() else repair
+
+
+def _health(r: _Reader, index: int, handle: Any) -> dict[str, Any]:
+    """Temperature, power, SM clock, PCIe link and volatile uncorrected ECC errors (what the SSH
+    probe's HEALTH_FIELDS read); each None where it cannot be known (_optional)."""
+    nv = r.nv
+
+    def call(what: str, name: str, *args: Any) -> Any:
+        return _optional(r, index, what, name, handle, *args)
+
+    def num(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    milliwatts = num(call("power", "nvmlDeviceGetPowerUsage"))
+    return {"temperature_c": num(call("temperature", "nvmlDeviceGetTemperature",
+                                      getattr(nv, "NVML_TEMPERATURE_GPU", 0))),
+            "power_w": None if milliwatts is None else round(milliwatts / 1000, 2),
+            "clock_sm_mhz": num(call("clocks", "nvmlDeviceGetClockInfo", getattr(nv, "NVML_CLOCK_SM", 1))),
+            "pcie_gen": num(call("PCIe link", "nvmlDeviceGetCurrPcieLinkGeneration")),
+            "pcie_width": num(call("PCIe link", "nvmlDeviceGetCurrPcieLinkWidth")),
+            "ecc_uncorrected": num(call("ECC errors", "nvmlDeviceGetTotalEccErrors",
+                                        getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                                        getattr(nv, "NVML_VOLATILE_ECC", 0)))}
 
 
 def _procs(r: _Reader, index: int, uuid: str, handle: Any,
@@ -374,6 +396,7 @@ def _read(nv: Any) -> NvmlReading:
             instances = _mig_instances(r, index, handle) if mig_on else ()
             recovery = _recovery(r, index, handle)
             repair = _memory_repair(r, index, handle)
+            health = _health(r, index, handle)
             procs = _procs(r, index, uuid, handle, names)
         except Exception as exc:  # noqa: BLE001 — _GpuLost or a lost GPU at handle/uuid time
             cause = exc.__cause__ if isinstance(exc, _GpuLost) else exc
@@ -397,7 +420,7 @@ def _read(nv: Any) -> NvmlReading:
                         memory_reserved_mib=reserved,
                         persistence_mode=None if pm is None else bool(pm),
                         mig_mode=mig_on, mig_instances=instances, recovery_action=recovery,
-                        memory_repair=repair))
+                        memory_repair=repair, **health))
         dprocs.extend(procs)
     r.finish_warnings()
     return NvmlReading(gpus=tuple(gpus), driver_processes=tuple(dprocs), lost_gpus=tuple(lost),
