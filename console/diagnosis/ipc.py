@@ -14,6 +14,7 @@ from __future__ import annotations
 from console.diagnosis import text as t
 from console.diagnosis.advice import finding, signal_step
 from console.diagnosis.context import Situation
+from console.diagnosis.history import memo
 from console.diagnosis.who import label
 from console.model import Finding, NodeSnapshot
 
@@ -24,7 +25,12 @@ MATCH = 0.2
 
 
 def _charged(snap: NodeSnapshot) -> dict[tuple[int, int], int]:
-    """(GPU, PID) -> MiB the driver charges there."""
+    """(GPU, PID) -> MiB the driver charges there; worked out once per snapshot (history.memo:
+    the same history is read again every poll)."""
+    return memo(snap, "ipc_charged", _charge)
+
+
+def _charge(snap: NodeSnapshot) -> dict[tuple[int, int], int]:
     out: dict[tuple[int, int], int] = {}
     for d in snap.driver_processes:
         if d.gpu_index is not None and d.used_memory_mib:
@@ -52,7 +58,7 @@ def handoffs(sit: Situation) -> list[Finding]:
     out: list[Finding] = []
     seen: set[tuple[int, int]] = set()
     for older, newer in zip(sit.history, (*sit.history[1:], snap)):
-        before, after = _charged(older), _charged(newer)
+        before, after = _charged(older), _charged(newer)      # memoised: each reading once
         for (gpu, exporter), held in before.items():
             if held < MIN_MIB or (gpu, exporter) in after:
                 continue
