@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from console.actions import ladder
 from console.actions.ladder import ACTION_RUNGS, CUSTOM_RUNG, SIGNAL_OF
@@ -292,11 +292,20 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
                    expected=expected, signal=signal, descendants=below)
 
 
+def sessions_of(targets: Iterable[Proc | ActionTarget]) -> set[int]:
+    return {p.sid for p in targets if p.sid is not None}
+
+
+def own_session(sid: int | None, sessions: set[int]) -> bool:
+    """A descendant started in a session of its own (setsid), apart from its targets'."""
+    return sid is not None and bool(sessions) and sid not in sessions
+
+
 def _own_sessions(targets: Sequence[Proc], below: Sequence[Proc]) -> list[str]:
     """Descendants in a session of their own (setsid: MPI ranks, some launchers' workers): the
     signal reaches only the PIDs listed, and what the parent passes on may not reach them."""
-    sessions = {p.sid for p in targets if p.sid is not None}
-    apart = [p for p in below if p.sid is not None and sessions and p.sid not in sessions]
+    sessions = sessions_of(targets)
+    apart = [p for p in below if own_session(p.sid, sessions)]
     if not apart:
         return []
     return [f"{t.plural(len(apart), 'descendant')} in a session of {t.verb(len(apart), 'its', 'their')} own "

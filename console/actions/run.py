@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 from console.actions import slurm as slurm_rungs
 from console.actions import verify as av
 from console.actions.ladder import COMMAND_TIMEOUT_S, RELEASES_NVML
-from console.actions.plan import ActionPlan, ActionPolicy
+from console.actions.plan import ActionPlan, ActionPolicy, own_session, sessions_of
 from console.actions.ports import ActionSink, ActionSource, NvmlHolder, Reader, Reading, TimelineWriter
 from console.actions.reset_output import parse_reset_output, reset_outcome_line
 from console.clock import Clock
@@ -373,8 +373,8 @@ def _outlived(seen: _Seen) -> str:
     alive = [d for d in plan.descendants if d.pid in seen.below.running or d.pid in seen.below.in_d]
     if not alive or not (seen.fates.gone or seen.fates.zombies):      # a target ended (exited or <defunct>)
         return ""
-    sessions = {tg.sid for tg in plan.targets if tg.sid is not None}
-    shown = ", ".join(f"{d.pid} ({d.name}{', own session' if d.sid is not None and sessions and d.sid not in sessions else ''})"
+    sessions = sessions_of(plan.targets)
+    shown = ", ".join(f"{d.pid} ({d.name}{', own session' if own_session(d.sid, sessions) else ''})"
                       for d in alive[:6]) + (f" and {len(alive) - 6} more" if len(alive) > 6 else "")
     n = len(plan.targets)
     return (f"{len(alive)} of {t.verb(n, 'its', 'their')} {t.plural(len(plan.descendants), 'descendant')} "
