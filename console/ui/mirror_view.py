@@ -169,19 +169,26 @@ class LiveFollowApp(FollowApp):
         self.push_screen(TextPrompt(f"{title} (recorded in the incident under your name)"), got)
 
     def _write(self, kind: str, text: str) -> None:
+        self.run_worker(self._append(kind, text, self.viewing()), group="follower-notes")
+
+    async def _append(self, kind: str, text: str, node: str | None) -> None:
+        """The entry on disk (opened, locked, fsynced) in a thread, as the follower's reads are:
+        a slow disk or the driver's lock never holds the screen."""
         from console.incident.timeline import Timeline
-        node = self.viewing()
-        try:
+
+        def write():
             tl = Timeline(Path(self.path))
             try:
-                entry = tl.append(kind, text, node=node)
+                return tl.append(kind, text, node=node)
             finally:
                 tl.close()
+        try:
+            entry = await asyncio.to_thread(write)
         except (OSError, UnsafeFile) as exc:
             self.notify(f"{kind} not recorded: {exc}", severity="error", timeout=8)
             return
         self.notify(f"{kind} recorded as #{entry.seq} by {printable(entry.by, 40)}")
-        self.run_worker(self.poll_now())
+        await self.poll_now()
 
     def action_drivers_key(self, key_id: str) -> None:
         """A key that acts in the driving console: read-only here, and who drives."""
