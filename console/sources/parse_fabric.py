@@ -31,8 +31,10 @@ def split_fabric(text: object, mark: str) -> tuple[str, str]:
     """(what came before the mark line, what came after it); no mark: (text, "")."""
     if not isinstance(text, str):
         return "", ""
-    head, sep, tail = text.partition(f"\n{mark}\n") if not text.startswith(f"{mark}\n") else \
-        ("", f"{mark}\n", text[len(mark) + 1:])
+    line = f"{mark}\n"
+    if text.startswith(line):
+        return "", text[len(line):]
+    head, sep, tail = text.partition(f"\n{line}")
     return (head, tail) if sep else (text, "")
 
 
