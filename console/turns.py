@@ -52,13 +52,15 @@ class KeysFirst:
         return (time.monotonic() < self._until and self._loop is not None
                 and not self._loop.is_closed())
 
-    def hold(self) -> bool:
-        """Hold the engine until ``release`` (or HOLD_MAX_S). Call on the screen's loop. False
-        when it did not hold: already holding, or released less than REOPEN_MIN_S ago."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
+    def hold(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
+        """Hold the engine until ``release`` (or HOLD_MAX_S). Call on the screen's loop, or from
+        another thread naming it (``loop``: Textual's input thread, the moment a key is read).
+        False when it did not hold: already holding, or released less than REOPEN_MIN_S ago."""
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return False
         with self._lock:
             now = time.monotonic()
             if self._until and now >= self._until:          # the last hold ran out unreleased

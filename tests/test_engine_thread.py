@@ -33,6 +33,47 @@ async def test_events_from_another_thread_arrive_in_order_on_the_loop():
     assert [n for n, _ in got] == list(range(500)) and all(on_loop for _, on_loop in got)
 
 
+async def test_background_events_wait_for_one_batch_and_an_urgent_one_takes_them_along():
+    """Another node's poll does not wake the screen by itself: the polls that came within
+    BATCH_S are drawn together; the node on screen (urgent) wakes it at once, in order."""
+    loop = asyncio.get_running_loop()
+    got: list[str] = []
+    wakes: list[int] = []
+    box = Mailbox(loop, got.append, urgent=lambda e: e.startswith("urgent"))
+    real_call_soon = loop.call_soon_threadsafe
+
+    def counting(*args):
+        wakes.append(1)
+        return real_call_soon(*args)
+    loop.call_soon_threadsafe = counting
+    try:
+        t = threading.Thread(target=lambda: [box.put(f"bg{i}") for i in range(300)])
+        t.start()
+        t.join()
+        assert len(wakes) == 1, "300 background events must cost one wake-up of the screen's loop"
+        for _ in range(200):
+            if len(got) == 300:
+                break
+            await asyncio.sleep(0.01)
+        assert got == [f"bg{i}" for i in range(300)]
+        got.clear()
+        t = threading.Thread(target=lambda: (box.put("bg-a"), box.put("urgent"), box.put("bg-b")))
+        t.start()
+        t.join()
+        for _ in range(200):
+            if len(got) >= 2:
+                break
+            await asyncio.sleep(0.001)
+        assert got[:2] == ["bg-a", "urgent"]
+        for _ in range(200):
+            if len(got) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert got == ["bg-a", "urgent", "bg-b"]
+    finally:
+        loop.call_soon_threadsafe = real_call_soon
+
+
 async def test_call_runs_on_the_engine_loop_and_cancelling_the_caller_cancels_it_there():
     engine = Engine(Session([]), threaded=True)
     engine.start()

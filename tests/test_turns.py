@@ -104,3 +104,48 @@ async def test_a_key_stops_the_engines_whole_loop_between_two_steps_not_only_its
         engine_loop.call_soon_threadsafe(engine_loop.stop)
         thread.join(5)
         engine_loop.close()
+
+
+async def test_the_input_thread_holds_the_engine_the_moment_it_reads_a_key(monkeypatch):
+    """Textual's input thread (the wrapped driver, console/ui/early_hold.py) holds the engine for a
+    key before the screen's loop takes it; other messages (a resize) hold nothing."""
+    import threading
+
+    from textual import events
+    from textual.driver import Driver
+
+    from console.ui import early_hold
+
+    monkeypatch.setattr(turns, "REOPEN_MIN_S", 0.0)
+    gate = KeysFirst()
+    monkeypatch.setattr(early_hold, "KEYS_FIRST", gate)
+    passed: list[object] = []
+
+    class Reads(Driver):   # stands for Textual's platform driver: what it would post, kept
+        def process_message(self, message):
+            passed.append(message)
+
+        def start_application_mode(self): ...
+        def disable_input(self): ...
+        def stop_application_mode(self): ...
+        def write(self, data): ...
+
+    driver = early_hold.holding_driver(Reads).__new__(early_hold.holding_driver(Reads))
+    monkeypatch.setattr(early_hold, "screen_loop", asyncio.get_running_loop())
+    resize = events.Resize.from_dimensions((80, 24), None)
+    key = events.Key("a", "a")
+    t = threading.Thread(target=lambda: (driver.process_message(resize),))
+    t.start()
+    t.join()
+    assert not gate.holding, "a resize is not a key: the engine goes on"
+    t = threading.Thread(target=lambda: driver.process_message(key))
+    t.start()
+    t.join()
+    assert gate.holding, "a key read in the input thread holds the engine at once"
+    assert passed == [resize, key], "every message still goes to the app"
+    gate.release()
+    monkeypatch.setattr(early_hold, "screen_loop", None)      # no App mounted: nothing held
+    t = threading.Thread(target=lambda: driver.process_message(key))
+    t.start()
+    t.join()
+    assert not gate.holding

@@ -21,7 +21,9 @@ def fabric(sit: Situation) -> list[Finding]:
         why = not_ready(g)
         if why is not None:
             groups.setdefault(why, []).append(g.index)
-    out = []
+    out: list[Finding] = []
+    if not groups:          # the usual case: no walk over a real-size node's 2,000 processes
+        return out
     running = fabric_manager_running(sit.snap)
     for why, gpus in groups.items():
         summary = (f"{t.gpus(gpus)}: the NVLink fabric is not ready ({why}): the fabric manager has not set "

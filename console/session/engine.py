@@ -115,30 +115,44 @@ def _log_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
     log.error("engine loop: %s", context.get("message"), exc_info=exc if isinstance(exc, BaseException) else None)
 
 
-class Mailbox:
-    """Events put from any thread, handled on ``loop`` in order, in batches."""
+#: how long a background event (another node's poll) may wait for the client's loop to take it
+BATCH_S = 0.1
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, handle: Callable[[Any], None]) -> None:
+
+class Mailbox:
+    """Events put from any thread, handled on ``loop`` in order, in batches. An urgent event
+    (``urgent(event)`` True: the node on screen, an action's news) wakes the loop at once; the
+    rest are taken with it or at most BATCH_S later. At 256 nodes polled every second, waking the
+    screen's loop for each poll cost the engine ~9% of its CPU (a write to the loop's wake-up
+    socket each) and the screen a wake-up every 4 ms; those rows are drawn twice a second anyway."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, handle: Callable[[Any], None],
+                 urgent: Callable[[Any], bool] = lambda _event: True) -> None:
         self.loop = loop
         self.handle = handle
+        self.urgent = urgent
         self._queue: collections.deque = collections.deque()
-        self._pending = False
+        self._woken = False           # a drain is due now (call_soon_threadsafe sent)
+        self._timed = False           # a drain is due within BATCH_S
 
     def put(self, event: Any) -> None:
         self._queue.append(event)
-        if not self._pending:
-            self._pending = True
-            try:
-                self.loop.call_soon_threadsafe(self._drain)
-            except RuntimeError:          # the client's loop is gone (shutting down)
-                self._pending = False
+        try:
+            if self.urgent(event):
+                if not self._woken:
+                    self._woken = True
+                    self.loop.call_soon_threadsafe(self._drain)
+            elif not self._timed and not self._woken:
+                self._timed = True
+                self.loop.call_soon_threadsafe(self.loop.call_later, BATCH_S, self._drain)
+        except RuntimeError:          # the client's loop is gone (shutting down)
+            self._woken = self._timed = False
 
     def _drain(self) -> None:
-        self._pending = False
+        self._woken = self._timed = False
         while self._queue:
             event = self._queue.popleft()
             try:
                 self.handle(event)
             except Exception:  # noqa: BLE001 - one bad event must not lose the others
                 log.exception("handling %s", type(event).__name__)
-

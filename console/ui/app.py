@@ -24,7 +24,7 @@ from console.session.engine import Engine, Mailbox
 from console.sources.base import Source
 from console.turns import KEYS_FIRST
 from console.incident.timeline import Timeline
-from console.ui import activity, gc_pacing, keys, tables
+from console.ui import activity, early_hold, gc_pacing, keys, tables
 from console.ui.escalation import EscalationKeys
 from console.ui.fleet_mode import FleetMode, FleetSetup
 from console.ui.footer import FittedFooter
@@ -191,9 +191,14 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             yield LiteralStatic(literal(self._mode_text(), "bold"), id="mode")
         yield FittedFooter()
 
+    def get_driver_class(self):
+        return early_hold.holding_driver(super().get_driver_class())
+
     def on_mount(self) -> None:
         self.engine.start()
-        self.session.subscribe(Mailbox(asyncio.get_running_loop(), self._session_event).put
+        if self.engine.running:
+            early_hold.screen_loop = asyncio.get_running_loop()
+        self.session.subscribe(Mailbox(asyncio.get_running_loop(), self._session_event, self._urgent).put
                                if self.engine.running else self._session_event)
         # Textual reads keys and writes frames in threads of its own; while the loop works
         # (256 polls a second) each waits for the interpreter: 1 ms, not Python's 5 ms
@@ -235,6 +240,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
 
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
+        early_hold.screen_loop = None
         await asyncio.gather(self.engine.close(), self.stop_fleet(), return_exceptions=True)
         gc_pacing.stop()
 
@@ -255,6 +261,10 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 KEYS_FIRST.release()
 
     # ------------------------------------------------------------------ data in
+    def _urgent(self, event: ev.Event) -> bool:
+        """Wake the screen for this at once (the engine's thread asks): all but another node's poll."""
+        return not isinstance(event, ev.NodeUpdated) or event.snapshot.name == self.current_node
+
     def _session_event(self, event: ev.Event) -> None:
         """What the session publishes. Taken in straight away, not posted as a message: 256
         nodes' polls queued in the app's messages ahead of a key held the key back."""
