@@ -106,3 +106,38 @@ async def test_markup_and_escape_codes_in_a_name_show_literally():
         app.fill([1], name=lambda pid: "plain")
         await pilot.pause()
         assert app.is_running
+
+
+async def test_growing_from_a_screenful_to_thousands_lays_out_nothing_and_scrolls_to_the_end():
+    """`a` on a real-size node: 40 rows become 2,000. The panel's height is fixed and its scroll
+    bar stays, so the screen is not laid out again (a whole-screen render); the scroll bar and
+    the end of the table still follow the new rows, and shrinking back keeps the view valid."""
+    app = Holder()
+    async with app.run_test(size=(60, 20)) as pilot:
+        app.fill(range(1, 41))
+        await pilot.pause()
+        app.fill(range(2, 42))            # the scroll bar took its columns: the rows' width is settled
+        await pilot.pause()
+        table = app.query_one(VirtualTable)
+        assert table.show_vertical_scrollbar
+        layouts: list[bool] = []
+        real_refresh = table.refresh
+
+        def refresh(*args, layout=False, **kw):
+            layouts.append(layout)
+            return real_refresh(*args, layout=layout, **kw)
+        table.refresh = refresh
+        app.fill(range(1, 2001))
+        await pilot.pause()
+        assert layouts and not any(layouts), "the rows grew without a new layout of the screen"
+        assert table.vertical_scrollbar.window_virtual_size == table.content_lines()
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.selected_key == "n:2000" and "proc-2000" in screen_text(app)
+        app.fill(range(1, 41))            # back to a screenful and a bit: the end is row 40
+        await pilot.pause()
+        assert table.selected_key == "n:40" and "proc-40" in screen_text(app)
+        assert table.scroll_y <= table.max_scroll_y
+        app.fill(range(1, 4))             # the scroll bar goes: laid out as before
+        await pilot.pause()
+        assert any(layouts) and "proc-1" in screen_text(app) and not table.show_vertical_scrollbar

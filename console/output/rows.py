@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from console.diagnosis.history import memo
 from console.model import NodeSnapshot, Proc
@@ -22,8 +22,9 @@ def fmt_mib(value: int | None) -> str:
     return "N/A" if value is None else f"{value}MiB"
 
 
-@dataclass(frozen=True)
-class ProcRow:
+class ProcRow(NamedTuple):
+    """One row of the process panel. A tuple, not a dataclass: a real-size node's view makes
+    2,000 of them, and a frozen dataclass's constructor cost ``a`` 8 ms of a key's frame."""
     key: str            # "node:pid"
     node: str
     proc: Proc
@@ -126,11 +127,25 @@ def _tree(snap: NodeSnapshot, show_all: bool, needle: str) -> _Tree:
     return dataclasses.replace(tree, roots=tuple(roots))
 
 
+#: the rows the last walk of each node's view made, by PID: the next walk reuses a row whose
+#: process is the same object at the same depth (most of a real-size node's, poll after poll)
+_LAST_ROWS: dict[tuple[str, bool], dict[int, ProcRow]] = {}
+
+
 def _walk(tree: _Tree, name: str, limit: int | None) -> list[ProcRow]:
     """The first ``limit`` rows (None: all), depth first; children are sorted as they are reached,
     so the cost follows the rows made, not the processes held."""
     rows: list[ProcRow] = []
     visited: set[int] = set()
+    last = _LAST_ROWS.get((name, tree.show_all), {})
+    made: dict[int, ProcRow] = {}
+
+    def row(p: Proc, depth: int) -> ProcRow:
+        r = last.get(p.pid)
+        if r is None or r.proc is not p or r.depth != depth:
+            r = ProcRow(f"{name}:{p.pid}", name, p, depth)
+        made[p.pid] = r
+        return r
     cap = len(tree.procs) if limit is None else limit
     stack: list[tuple[Proc, int]] = [(r, 0) for r in reversed(tree.roots)]
     while stack and len(rows) < cap:
@@ -138,7 +153,7 @@ def _walk(tree: _Tree, name: str, limit: int | None) -> list[ProcRow]:
         if p.pid in visited:
             continue
         visited.add(p.pid)
-        rows.append(ProcRow(key=f"{name}:{p.pid}", node=name, proc=p, depth=depth))
+        rows.append(row(p, depth))
         kids = tree.children.get(p.pid)
         if kids:
             stack.extend((c, depth + 1) for c in sorted(kids, key=tree.sibling_order, reverse=True))
@@ -148,7 +163,8 @@ def _walk(tree: _Tree, name: str, limit: int | None) -> list[ProcRow]:
                 break
             if p.pid not in visited:
                 visited.add(p.pid)
-                rows.append(ProcRow(key=f"{name}:{p.pid}", node=name, proc=p, depth=0))
+                rows.append(row(p, 0))
+    _LAST_ROWS[(name, tree.show_all)] = made
     return rows
 
 
@@ -168,7 +184,8 @@ def proc_view(snap: NodeSnapshot, *, show_all: bool = False, text_filter: str = 
     bound allows."""
     needle = text_filter.lower()
     tree = memo(snap, f"proc-tree:{show_all}:{needle}", lambda s: _tree(s, show_all, needle))
-    rows = _walk(tree, snap.name, limit)
+    # once per snapshot and view: a redraw of the same reading (a tag, a resize) walks nothing
+    rows = list(memo(snap, f"proc-rows:{show_all}:{needle}:{limit}", lambda s: tuple(_walk(tree, s.name, limit))))
     if keep is not None and rows and len(rows) < len(tree.procs) and all(r.proc.pid != keep for r in rows):
         kept = next((p for p in tree.procs if p.pid == keep), None)
         if kept is not None:
@@ -210,4 +227,4 @@ def sorted_rows(rows: Sequence[ProcRow], order: str) -> tuple[ProcRow, ...]:
         "pid": lambda r: r.proc.pid,
         "user": lambda r: (r.proc.user or "~", r.proc.pid),
     }
-    return tuple(dataclasses.replace(r, depth=0) for r in sorted(rows, key=keys[order]))
+    return tuple(r._replace(depth=0) for r in sorted(rows, key=keys[order]))

@@ -17,6 +17,7 @@ from textual.widgets import DataTable
 
 from console.clock import REAL_CLOCK, Clock
 from console.diagnosis import text as t
+from console.diagnosis.history import memo
 from console.model import NodeSnapshot
 from console.session import Session
 from console.session import events as ev
@@ -595,7 +596,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
 
         def make(row) -> tuple:
             return tables.more_cells(row) if isinstance(row, int) else tables.proc_cells(row, row.key in tagged)
-        table.set_rows(listed, make, tables.proc_widths(rows, tagged))
+        widths = (memo(snap, f"proc-widths:{self.show_all}:{self.proc_filter}:{self.proc_sort}:{keep}:{bool(tagged)}",
+                       lambda _s: tables.proc_widths(rows, tagged)) if snap is not None else {})
+        table.set_rows(listed, make, widths)
         total = view.total if view is not None else 0
         hint = ("a: GPU-related only" if self.show_all else "a: all") + (
             f", by {self.proc_sort} (o)" if self.proc_sort != "tree" else "")
