@@ -25,7 +25,7 @@ from console.diagnosis.unchanged import alike
 from console.config import FLEET_INTERVAL_S
 from console.model import ActionRecord, FleetSnapshot, NodeSnapshot
 from console.sources.base import Source
-from console.turns import offload
+from console.turns import offload, pause
 
 log = logging.getLogger("gpu_incident.engine")
 HISTORY = HISTORY_POLLS   # polls kept per node (5 min at 1 s), as digests
@@ -193,7 +193,9 @@ class NodeMonitor(Periodic):
 
     async def poll_once(self) -> NodeSnapshot:
         snap = await bounded_poll(self.source, self.deadline)
+        pause()                   # a key held: the engine waits here, not mid-step (console/turns.py)
         snap = await self._diagnose(snap)
+        pause()
         try:
             self.history.append(snap)
         except Exception:  # noqa: BLE001 - a history bug must not stop the polling

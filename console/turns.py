@@ -154,6 +154,29 @@ class _GatedReady(collections.deque):
         return super().popleft()
 
 
+#: the threads a key may stop in the middle of a step (the engine's own: never the screen's)
+_STALLS: set[int] = set()
+
+
+def stalls_here() -> None:
+    """This thread (the engine's) may wait at ``pause`` while a key is held."""
+    _STALLS.add(threading.get_ident())
+
+
+def stalls_end() -> None:
+    """This thread ends (a later thread may get its identifier): it no longer waits at ``pause``."""
+    _STALLS.discard(threading.get_ident())
+
+
+def pause() -> None:
+    """A point inside one long step of the engine (between the phases of a real-size probe's
+    parse, between diagnosis rules): while a key is held, the engine's thread waits here, so the
+    screen's thread answers the key with the interpreter to itself rather than every other
+    millisecond (the lock's switch interval). On any other thread, or with no key held: nothing."""
+    if not KEYS_FIRST.open and threading.get_ident() in _STALLS:
+        KEYS_FIRST.stall()
+
+
 def offload() -> bool:
     """Should heavy work (a big probe's parse, a big node's diagnosis) go to a worker thread?
     Yes on a loop that also draws the screen (keys would wait on it); no on the engine's own

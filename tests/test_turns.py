@@ -149,3 +149,37 @@ async def test_the_input_thread_holds_the_engine_the_moment_it_reads_a_key(monke
     t.start()
     t.join()
     assert not gate.holding
+
+
+def test_the_engine_thread_waits_at_a_pause_while_a_key_is_held_and_no_other_thread_does(monkeypatch):
+    """``pause`` inside a long step (a real-size parse, a diagnosis) stops the engine's thread
+    while a key is held, until the release; the screen's thread never waits there."""
+    import threading
+
+    monkeypatch.setattr(turns, "REOPEN_MIN_S", 0.0)
+    gate = KeysFirst()
+    monkeypatch.setattr(turns, "KEYS_FIRST", gate)
+    loop = asyncio.new_event_loop()
+    try:
+        assert gate.hold(loop)
+        t0 = time.monotonic()
+        turns.pause()                          # not the engine's thread: no wait at all
+        assert gate.holding, "the screen's thread went straight on"
+        passed = threading.Event()
+
+        def engine() -> None:
+            turns.stalls_here()
+            try:
+                turns.pause()
+                passed.set()
+            finally:
+                turns.stalls_end()
+        t = threading.Thread(target=engine)
+        t.start()
+        assert not passed.wait(0.03), "the engine went on while the key was held"
+        gate.release()
+        assert passed.wait(5), "the release lets the engine go on"
+        t.join()
+        assert time.monotonic() - t0 < 5
+    finally:
+        loop.close()

@@ -16,6 +16,7 @@ from typing import Sequence
 from console.diagnosis import fabric, ipc, node, processes, repair, respawn
 from console.diagnosis.context import Situation
 from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
+from console.turns import pause
 
 #: within one severity, the order findings are shown (cause before consequence)
 KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "fabric-not-ready", "row-remap-failure", "xid",
@@ -48,6 +49,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += processes.dstate(sit)
         findings += processes.orphans(sit)      # device files and parents: no driver needed
         findings += respawn.respawns(sit)       # a parent that started again what was killed
+        pause()                                 # a key held: the engine waits here (console/turns.py)
     if snap.error is None:
         ghosts = node.ghost_memory(sit)
         ghost_gpus = {g for f in ghosts for g in f.gpus}
@@ -56,6 +58,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += ipc.handoffs(sit)           # an importer kept what a dead exporter shared
         findings += fabric.fabric(sit)          # NVLink fabric not set up by the fabric manager
         findings += ghosts
+        pause()
         covered = {pid for f in findings for pid in f.pids} | {
             pid for f in findings for pid in f.evidence.get("targets", ())}
         findings += processes.holders(sit, covered)

@@ -47,10 +47,14 @@ class Engine:
         turns.own_thread(loop)          # heavy work runs inline here, not in more threads
 
         def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-            loop.close()
+            turns.stalls_here()
+            try:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+                loop.close()
+            finally:
+                turns.stalls_end()
         self._thread = threading.Thread(target=run, name="engine", daemon=True)
         self._thread.start()
         ready.wait(CLOSE_TIMEOUT_S)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import re
+from typing import Callable
 from dataclasses import dataclass, field
 
 from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, recovery_token
@@ -457,13 +458,15 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
 
 def parse_probe(name: str, text: str, mark: str, *, taken_at: float,
                 probe_ms: float | None = None, cache: dict | None = None,
-                scope: Scope | None = None) -> NodeSnapshot:
+                scope: Scope | None = None, between: Callable[[], None] = lambda: None) -> NodeSnapshot:
     """Probe output -> NodeSnapshot. Never raises. ``cache``: one dict per node, kept from poll
     to poll: a section whose text is the same as at the last poll is not parsed again, and the
     process table a light probe reads part of is kept there (proc_table.py). ``scope``: what the
-    probe read (probe_scope.Scope; None: a shell's first probe, everything)."""
+    probe read (probe_scope.Scope; None: a shell's first probe, everything). ``between`` is
+    called between the parse's long phases (the engine waits there while a key is answered:
+    console/turns.py ``pause``); it changes nothing of the result."""
     try:
-        return _parse_probe(name, text, mark, taken_at, probe_ms, cache, scope or Scope())
+        return _parse_probe(name, text, mark, taken_at, probe_ms, cache, scope or Scope(), between)
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the node down
         return NodeSnapshot(name=name, taken_at=taken_at, probe_ms=probe_ms,
                             error=f"could not parse the node's probe output: {clip(repr(exc))}")
@@ -590,7 +593,8 @@ def _read_loop(sec: dict, cache: dict, taken_at: float) -> list[str]:
 
 
 def _parse_probe(name: str, text: str, mark: str, taken_at: float,
-                 probe_ms: float | None, cache: dict | None = None, scope: Scope | None = None) -> NodeSnapshot:
+                 probe_ms: float | None, cache: dict | None = None, scope: Scope | None = None,
+                 between: Callable[[], None] = lambda: None) -> NodeSnapshot:
     scope = scope or Scope()
     sec = split_sections(text, mark)
     warnings: list[str] = []
@@ -639,13 +643,16 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     if gpus and body("list")[0] == 124:
         warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
+    between()
     table = read_table(sec, cache if cache is not None else {}, scope)
+    between()
     sysinfo = kept["sys"] if "sys" in kept else _keep(cache, sec, "sys", parse_sys(body("sys")[1]))
     xid_lines, w = kept["xid"] if "xid" in kept else _keep(cache, sec, "xid",
                                                             _same(cache, "xid", parse_xid, body("xid")[1]))
     warnings += w
 
     procs = _processes(table, meta, cache)
+    between()
     # the same processes and the same driver list (objects the caches handed back): the same answer
     memo = cache.get("credit_memo") if cache is not None else None
     if memo is not None and memo[0] is procs and memo[1] is driver_procs:

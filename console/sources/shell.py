@@ -27,7 +27,7 @@ from console.probe_scope import Scope
 from console.sources.capture import Capture, ProbeOutput, TooMuchOutput
 from console.probe_scope import MAX_SCOPE_PIDS
 from console.sources.watch import scope_for, snap_driver
-from console.turns import KEYS_FIRST, offload
+from console.turns import KEYS_FIRST, offload, pause
 
 #: the most of the deadline kept for parsing when the read runs long
 PARSE_RESERVE_S = 1.0
@@ -75,7 +75,7 @@ def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float |
            cache: dict | None = None, scope: Scope | None = None) -> NodeSnapshot:
     from console.sources.parse import parse_probe
     return parse_probe(name, data.decode("utf-8", "replace"), mark, taken_at=taken_at, probe_ms=probe_ms,
-                       cache=cache, scope=scope)
+                       cache=cache, scope=scope, between=pause)
 
 
 class ShellSource(Source):
