@@ -110,7 +110,9 @@ def plan_terminate(snap: NodeSnapshot, server: int, clients: Sequence[int], *,
     notes.append(f"terminate_client ends the client's GPU work on MPS server {server}; no signal is sent to any "
                  "process (its next CUDA call fails: cudaErrorMpsClientTerminated)")
     if rest:
-        notes.append(f"server {server} and its other {t.verb(len(rest), 'client', 'clients')} ({t.pids(rest)}) {t.verb(len(rest), 'goes', 'go')} on")
+        n = len(rest)
+        notes.append(f"server {server} and its other {t.verb(n, 'client', 'clients')} ({t.pids(rest)}) "
+                     f"{t.verb(n, 'goes', 'go')} on")
     notes.append("the driver charges every client's memory to the server: how much comes back shows only after")
     if not clients:
         refusals.append(f"server {server} has no client connected")
