@@ -46,7 +46,8 @@ class Canned:
 
 
 def test_registry_lists_every_check_with_description_and_parameters():
-    assert set(CHECKS) == {"wait-and-reread", "holders", "states", "kernel-log", "blockers", "port", "stack", "smi-report"}
+    assert set(CHECKS) == {"wait-and-reread", "holders", "states", "kernel-log", "blockers", "port", "stack", "smi-report",
+                           "mps-clients"}
     for c in CHECKS.values():
         assert c.description and all(p.help for p in c.params)
 
@@ -486,7 +487,7 @@ def test_parsers_never_raise(text):
 @examples(60)
 @given(st.sampled_from(sorted(CHECKS)), TEXT)
 async def test_checks_summarise_any_output_in_one_line(name, text):
-    params = {"states": {"pids": [72170]}, "stack": {"pid": 72170}}.get(name, {})
+    params = {"states": {"pids": [72170]}, "stack": {"pid": 72170}, "mps-clients": {"server": 4188}}.get(name, {})
     r = await run_check(Canned(text), name, seed_stuck(), **params)
     assert r.summary and "\n" not in r.summary
     json.dumps(r.data)                       # goes into the timeline as it is

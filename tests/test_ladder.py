@@ -19,8 +19,10 @@ HOSTENGINE = Proc(pid=1500, ppid=1, state="S", user="root", name="nv-hostengine"
 
 
 def test_rungs_in_order():
-    assert RUNGS == ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot", "restore")
-    assert set(ACTION_RUNGS) == (set(RUNGS) - {"wait"}) | {"reload-driver", "signal"}   # signal: the F9 menu
+    assert RUNGS == ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot", "restore",
+                     "mps-clients", "mps-quit")
+    # signal: the F9 menu; mps-clients is a read-only check whose answer plans mps-terminate
+    assert set(ACTION_RUNGS) == (set(RUNGS) - {"wait", "mps-clients"}) | {"reload-driver", "signal", "mps-terminate"}
 
 
 def test_signal_rungs_render_explicit_pids():

@@ -26,7 +26,7 @@ def make(name):
 
 def test_registry_names_and_ground_truth_are_complete():
     assert scenario_names() == ["seed", "slow-teardown", "renamed-workers", "hidden-holders", "container",
-                                "reset-required", "remap-pending", "cuda-ipc", "graceful"]
+                                "reset-required", "remap-pending", "cuda-ipc", "mps", "graceful"]
     for name, sc in SCENARIOS.items():
         gt = SimNode(name, clock=FakeClock()).ground_truth
         assert gt is sc.truth and gt.root_cause and gt.end_state

@@ -11,6 +11,10 @@ Rungs, gentlest first::
                     manager and persistenced (each by its unit, container or PID: who.stop_of),
                     `modprobe -r nvidia_drm` (modeset=Y), `nvidia-smi -pm 0 -i N`
     reset           nvidia-smi -r -i N
+    mps-clients     echo get_server_list | nvidia-cuda-mps-control, then get_client_list <server> (a
+                    read-only check: the MPS server's clients), then Confirm of ``mps-terminate``
+    mps-terminate   echo terminate_client <server> <client> | nvidia-cuda-mps-control   per client
+    mps-quit        echo quit | nvidia-cuda-mps-control   stop MPS: every client on every GPU it serves
     signal          kill -s SIG <pids>             a signal of the operator's choice (the F9 menu; SIGNALS)
     reload-driver   modprobe -r ... && modprobe nvidia      (palette only, the node's name typed)
     reboot          systemctl reboot                        (palette only, the node's name typed)
@@ -32,10 +36,11 @@ from console.diagnosis.who import (BLOCKER_DAEMONS, FREED_MIB, MODESET_STOP, blo
 from console.model import Finding, NodeSnapshot, Proc
 
 #: what diagnosis may propose (Finding.rung), gentlest first
-RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot", "restore")
+RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot", "restore",
+         "mps-clients", "mps-quit")
 #: what the action layer runs ("wait" is the wait-and-reread check, not an action)
 ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot",
-                "signal", "restore")
+                "signal", "restore", "mps-terminate", "mps-quit")
 #: a command line of the operator's own (console/actions/plan.py plan_custom): an action, not a rung
 #: diagnosis proposes, and not in ACTION_RUNGS (plan_action never builds it)
 CUSTOM_RUNG = "custom"
@@ -47,6 +52,15 @@ SIGNALS = ("TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "ABRT", "CONT", "STOP",
 RELEASES_NVML = frozenset({"reset", "reload-driver"})
 RELOAD_DRIVER_COMMAND = "modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"
 COMMAND_TIMEOUT_S = 60.0    # nvidia-smi -r and systemctl stop can be slow
+#: the MPS rungs: the server is never signalled (that ends every client on its GPUs); the
+#: control daemon is asked instead (console/actions/mps.py plans them)
+MPS_RUNGS = ("mps-clients", "mps-terminate", "mps-quit")
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+def mps_line(words: str) -> str:
+    """One command to the MPS control daemon on its stdin, as a shell reads it."""
+    return f"echo {words} | {MPS_CONTROL}"
 
 def _signal_targets(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],
                     rung: str) -> tuple[list[int], list[int]]:
@@ -106,9 +120,10 @@ def signal_name(name: str) -> str:
 
 
 def commands_for(rung: str, snap: NodeSnapshot, pids: Sequence[int] = (),
-                 gpus: Sequence[int] = (), *, signal: str | None = None) -> list[str]:
+                 gpus: Sequence[int] = (), *, signal: str | None = None, server: int | None = None) -> list[str]:
     """The exact shell lines a rung runs, as the operator is shown them ("wait" runs nothing).
-    ``signal``: the "signal" rung's signal (one of SIGNALS)."""
+    ``signal``: the "signal" rung's signal (one of SIGNALS). The MPS rungs: ``pids`` are the
+    server (mps-clients, mps-quit) or the clients of ``server`` (mps-terminate)."""
     if rung not in RUNGS and rung not in ACTION_RUNGS:
         raise ValueError(f"unknown rung {rung!r}; one of {', '.join(RUNGS)}")
     if rung == "wait":
@@ -125,6 +140,15 @@ def commands_for(rung: str, snap: NodeSnapshot, pids: Sequence[int] = (),
         return [RELOAD_DRIVER_COMMAND]
     if rung == "restore":      # without a finding's own list: persistence mode and its daemon
         return restore_commands(snap, ("nvidia-persistenced",), gpus)
+    if rung == "mps-clients":
+        return [mps_line("get_server_list")] + [mps_line(f"get_client_list {int(p)}") for p in pids[:1]]
+    if rung == "mps-terminate":
+        if server is None:
+            return []
+        return [mps_line(f"terminate_client {int(server)} {int(p)}") for p in dict.fromkeys(pids)
+                if not is_protected(snap, int(p)) and int(p) != int(server)]
+    if rung == "mps-quit":
+        return [mps_line("quit")]
     return ["systemctl reboot"]
 
 

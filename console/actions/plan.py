@@ -47,6 +47,7 @@ VERIFY_WINDOW_OF = {"sigterm": who.SIGTERM_GRACE_S, CUSTOM_RUNG: 0.0}
 RUNG_DEADLINE_S = {"sigterm": 30.0, "sigkill": who.TEARDOWN_WINDOW_S,
                    "kill-holders": who.TEARDOWN_WINDOW_S, "clear-blockers": 30.0, "reset": 60.0,
                    "reload-driver": 120.0, "reboot": 600.0, "signal": 30.0, "restore": 30.0,
+                   "mps-terminate": 30.0, "mps-quit": 60.0,
                    CUSTOM_RUNG: 0.0}   # a command of one's own: one re-read after it, no watch
 #: the custom entry as the check picker and the palette list it (always the picker's last)
 CUSTOM_DESCRIPTION = ("Run a command of your own on the node: an action (Confirm first; refused under "
@@ -160,6 +161,8 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
         return _reset_plan(snap, gpus)
     if rung == "restore":
         return plan_restore(snap, ladder.commands_for("restore", snap, gpus=gpus), gpus)
+    if rung in ladder.MPS_RUNGS:
+        raise ValueError(f"{rung} is planned from the MPS control daemon's answer (console/actions/mps.py)")
     return _node_plan(snap, rung)
 
 
@@ -175,7 +178,7 @@ def plan_restore(snap: NodeSnapshot, commands: Sequence[str], gpus: Sequence[int
     on = tuple(sorted(gpus)) or tuple(g.index for g in snap.gpus if g.persistence_mode is False)
     what = ", ".join(c.removeprefix("systemctl start ") if c.startswith("systemctl") else "persistence mode"
                      for c in lines)
-    return _finish(snap, "restore", f"Restore what B stopped: {what}" if what else "Restore what B stopped",
+    return finish_plan(snap, "restore", f"Restore what B stopped: {what}" if what else "Restore what B stopped",
                    lines, on, refusals=refusals)
 
 
@@ -203,7 +206,7 @@ def plan_custom(node: str, command: str, snap: NodeSnapshot | None = None) -> Ac
                       deadline_s=RUNG_DEADLINE_S[CUSTOM_RUNG], verify_s=VERIFY_WINDOW_OF[CUSTOM_RUNG])
 
 
-def _finish(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,
+def finish_plan(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,
             targets: Sequence[ActionTarget] = (), refusals: Sequence[str] = (), notes: Sequence[str] = (),
             expected: Mapping[str, int | None] | None = None, typed: str | None = None,
             signal: str | None = None, descendants: Sequence[Proc] = ()) -> ActionPlan:
@@ -288,7 +291,7 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     else:
         title = f"SIG{sig} {noun}"
     notes += _own_sessions(chosen, below)
-    return _finish(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, notes=notes,
+    return finish_plan(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, notes=notes,
                    expected=expected, signal=signal, descendants=below)
 
 
@@ -441,7 +444,7 @@ def _blockers_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
         notes.append(f"`{who.MODESET_STOP}` refuses while a display server or the framebuffer console uses "
                      "nvidia_drm (\"Module nvidia_drm is in use\"): then reboot with nvidia-drm.modeset=0")
     refusals = [] if lines else [f"no reset blocker on {t.gpus(on)} that can be stopped from here"]
-    return _finish(snap, "clear-blockers", title, lines, on, targets=[ActionTarget.of(p) for p in daemons],
+    return finish_plan(snap, "clear-blockers", title, lines, on, targets=[ActionTarget.of(p) for p in daemons],
                    refusals=refusals, notes=notes)
 
 
@@ -492,7 +495,7 @@ def _reset_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
     on = [int(line.rsplit(" ", 1)[1]) for line in lines]
     refusals = [] if lines else ["no GPU selected and none holds memory"]
     title = f"Reset {t.gpus(on)}" if on else "Reset"
-    return _finish(snap, "reset", title, lines, on, refusals=refusals, notes=reset_notes(snap, on))
+    return finish_plan(snap, "reset", title, lines, on, refusals=refusals, notes=reset_notes(snap, on))
 
 
 def _node_plan(snap: NodeSnapshot, rung: str) -> ActionPlan:
@@ -509,6 +512,6 @@ def _node_plan(snap: NodeSnapshot, rung: str) -> ActionPlan:
         title = f"Reload the NVIDIA driver on {snap.name}"
         if holders:
             notes.append("modprobe -r refuses while any process holds the driver (\"Module nvidia is in use\")")
-    return _finish(snap, rung, title, lines, every, targets=[ActionTarget.of(p) for p in holders if p],
+    return finish_plan(snap, rung, title, lines, every, targets=[ActionTarget.of(p) for p in holders if p],
                    notes=notes, typed=snap.name)
 

@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from console.actions import mps as mps_rungs
 from console.actions import slurm as slurm_rungs
 from console.actions import verify as av
 from console.actions.ladder import COMMAND_TIMEOUT_S, RELEASES_NVML
@@ -133,6 +134,8 @@ class _Seen:
             return av.blockers_cleared(snap, plan.gpus)
         if plan.rung == "restore":
             return av.restored(snap, plan.commands)
+        if plan.rung in mps_rungs.ACTION_RUNGS:
+            return mps_rungs.settled(plan, snap)
         if not plan.gpus:
             return bool(plan.targets) and not self.fates.running
         return av.memory_settled(plan.memory_before, self.after or {}, plan.expected_mib)

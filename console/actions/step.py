@@ -9,12 +9,20 @@ to ``execute`` (console/actions/run.py). There is no other way of carrying out a
         await run_check(source, step.check[0], snap, **step.check[1])
     else:                                    # Confirm shows step.plan, then
         await execute(step.plan, source, ...)
+
+A step may be a check whose answer makes the plan (``Step.then``): the MPS rung ``mps-clients``
+asks the control daemon for the server's clients (read-only), and ``after_check`` turns the
+answer into the terminate_client plan Confirm shows (console/actions/mps.py)::
+
+    result = await run_check(source, *step.check)
+    plan, why = after_check(step, latest_snapshot, result.data)    # plan None: why says so
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from console.actions import mps
 from console.actions.ladder import step_args
 from console.actions.plan import ActionPlan, plan_action, plan_restore
 from console.model import Finding, NodeSnapshot
@@ -28,6 +36,7 @@ class Step:
     finding: Finding
     check: tuple[str, Mapping[str, Any]] | None = None   # a wait: (check name, its parameters)
     plan: ActionPlan | None = None                         # any other rung
+    then: str | None = None     # after the check: the rung its answer is planned into (after_check)
 
 
 def wait_seconds(finding: Finding, default: int = WAIT_CHECK_S) -> int:
@@ -43,6 +52,21 @@ def step_for(finding: Finding, snap: NodeSnapshot, *, wait_default: int = WAIT_C
     if finding.rung == "wait":
         return Step(finding, check=("wait-and-reread", {"seconds": wait_seconds(finding, wait_default)}))
     pids, gpus = step_args(finding)
+    if finding.rung == "mps-clients":      # ask the control daemon (read-only), then plan from its answer
+        return Step(finding, check=("mps-clients", {"server": pids[0]}), then="mps-terminate") if pids else None
+    if finding.rung == "mps-quit":
+        return Step(finding, plan=mps.plan_quit(snap))
     if finding.rung == "restore":          # exactly what the finding names B stopped
         return Step(finding, plan=plan_restore(snap, tuple(finding.evidence.get("commands", ())), gpus))
     return Step(finding, plan=plan_action(snap, finding.rung, pids=pids, gpus=gpus))
+
+
+def after_check(step: Step, snap: NodeSnapshot, data: Mapping[str, Any], *,
+                chosen: tuple[int, ...] = ()) -> tuple[ActionPlan | None, str]:
+    """The plan a step's check leads to (``Step.then``), from the check's parsed answer and the
+    latest reading; None and why when the answer leads to none. ``chosen``: PIDs the operator
+    tagged or selected (an MPS step ends those of the server's clients)."""
+    if step.then != "mps-terminate" or step.check is None:
+        return None, "this step has no plan after its check"
+    server = int(step.check[1]["server"])
+    return mps.plan_after_check(snap, server, data, chosen=chosen)

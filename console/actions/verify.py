@@ -19,7 +19,7 @@ Memory = Mapping[str, "int | None"]
 AFTER_WORDS = {"sigterm": "SIGTERM", "sigkill": "SIGKILL", "kill-holders": "killing the holders",
                "clear-blockers": "clearing the blockers", "reset": "the reset",
                "reload-driver": "the driver reload", "reboot": "the reboot", "signal": "the signal",
-               "restore": "the restore"}
+               "restore": "the restore", "mps-terminate": "terminate_client", "mps-quit": "MPS quit"}
 
 
 def secs(value: float) -> str:

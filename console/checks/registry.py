@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from console.checks import parse as cp
+from console.checks import parse_mps
 from console.diagnosis import text as t
 from console.diagnosis.who import BLOCKER_DAEMONS
 from console.clock import REAL_CLOCK
@@ -202,6 +203,21 @@ def _stack_cmd(a: dict) -> str:
             f"echo ::py-spy::; timeout 10 py-spy dump --pid {pid} 2>&1")
 
 
+#: how the control program is asked (a wedged MPS server can keep it from answering)
+MPS_CONTROL = "nvidia-cuda-mps-control"
+MPS_TIMEOUT_S = 10
+
+
+def mps_ask(words: str) -> str:
+    """One command to the MPS control daemon, as a shell reads it."""
+    return f"echo {words} | timeout {MPS_TIMEOUT_S} {MPS_CONTROL}"
+
+
+def _mps_cmd(a: dict) -> str:
+    ask = [(parse_mps.SERVERS_MARK, "get_server_list"), (parse_mps.CLIENTS_MARK, f"get_client_list {a['server']}")]
+    return "; ".join(f"echo {mark}; {mps_ask(words)} 2>&1; echo {parse_mps.RC_MARK} $?" for mark, words in ask)
+
+
 # ---------------------------------------------------------------- summaries
 
 def _reread(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
@@ -359,6 +375,26 @@ def _stack(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     return "; ".join(parts), d
 
 
+def _mps(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
+    d = parse_mps.parse_mps_check(raw)
+    server = a["server"]
+    d["server"] = server
+    if d["daemon"] is False:
+        return (f"no MPS control daemon answered ({parse_mps.NO_DAEMON}): it is not running, or it runs with "
+                "another CUDA_MPS_PIPE_DIRECTORY than the default /tmp/nvidia-mps"), d
+    if d["timed_out"] and not d["servers"]:
+        return f"{MPS_CONTROL} did not answer within {MPS_TIMEOUT_S} s (a wedged MPS server can do that)", d
+    if d["error"] and not d["servers"] and not d["clients"]:
+        return f"{MPS_CONTROL}: {cp.clip(d['error'], 160)}", d
+    listed = f"get_server_list: {t.pids(d['servers'])}" if d["servers"] else "no MPS server listed"
+    if server not in d["servers"]:
+        return f"{listed}; PID {server} is not one of them (it may have exited)", d
+    clients = d["clients"] or []
+    if not clients:
+        return f"{listed}; server {server} has no client connected (get_client_list is empty)", d
+    return f"{listed}; server {server} serves {t.plural(len(clients), 'client')} ({t.pid_list(clients)})", d
+
+
 # ---------------------------------------------------------------- digests (summaries before the dump)
 
 DIGEST_LINES = 24          # at most this many lines of digest per check
@@ -464,6 +500,10 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
            CheckParam("lines", "int", 50, "lines to keep", low=1, high=100_000)), _klog_cmd, _klog),
     Check("blockers", "What keeps a GPU reset from running: persistence mode, persistenced, MPS, DCGM, fabric manager",
           (), _blockers_cmd, _blockers),
+    Check("mps-clients", "MPS: the servers the control daemon runs and one server's clients (get_server_list, "
+          "get_client_list through nvidia-cuda-mps-control)",
+          (CheckParam("server", "int", None, "the MPS server's PID", required=True, low=1),), _mps_cmd, _mps,
+          lambda a: 2.0 * MPS_TIMEOUT_S + 5.0),
     Check("smi-report", "nvidia-smi -q: the driver's whole report of every GPU (kept as evidence, capped)",
           (), _smi_report_cmd, _smi_report, lambda a: 25.0),
     Check("port", "Is a TCP port listening, and by which process (did the server ever come up?)",

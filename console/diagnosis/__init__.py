@@ -59,10 +59,12 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += fabric.fabric(sit)          # NVLink fabric not set up by the fabric manager
         findings += ghosts
         pause()
-        covered = {pid for f in findings for pid in f.pids} | {
-            pid for f in findings for pid in f.evidence.get("targets", ())}
+        mps = processes.mps_servers(sit)        # its clients are named there, not as plain holders
+        covered = {pid for f in findings + mps for pid in f.pids} | {
+            pid for f in findings for pid in f.evidence.get("targets", ())} | {
+            pid for f in mps for pid in f.evidence.get("clients", ())}
         findings += processes.holders(sit, covered)
-        findings += processes.mps_servers(sit)
+        findings += mps
         findings += node.latched_utilisation(sit)
         findings += repair.memory_repair(sit)     # a pending remap wants a reset: before reset_blockers
         findings += node.reset_blockers(sit)      # last: knows which GPUs the advice wants reset

@@ -154,13 +154,17 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
     (high); elsewhere it holds no memory anyone can see and merely blocks a reset (low).
     """
     listed = sit.driver_pids()
+    mps = mps_charged_gpus(sit)
     suspects: list[Proc] = []
     others: list[Proc] = []
     for p in sit.snap.processes:
         if not p.holds_devices or p.pid in listed or p.state == "Z" or not sit.touchable(p):
             continue
         on = sit.gpus_of(p)
-        (suspects if on & ghost_gpus or (not on and ghost_gpus) else others).append(p)
+        if on & ghost_gpus or (not on and ghost_gpus):
+            suspects.append(p)
+        elif not (mps and (on & mps or not on)):     # under MPS the driver lists the server, not its clients:
+            others.append(p)                          # the mps-server finding names them
     out = []
     for procs, severity in ((suspects, "high"), (others, "low")):
         if not procs:
@@ -260,16 +264,36 @@ MPS_SERVER = "nvidia-cuda-mps-server"
 MPS_CONTROL = "nvidia-cuda-mps-control"
 
 
+#: after terminate_client, how long its verification window runs before diagnosis judges it
+MPS_VERIFY_S = 10.0
+
+
+def is_mps_server(proc: Proc) -> bool:
+    return program_of(proc) == MPS_SERVER or proc.name == MPS_SERVER[:15]
+
+
+def mps_charged_gpus(sit: Situation) -> set[int]:
+    """GPUs on which the driver charges memory to an MPS server (its clients' memory)."""
+    return {g for p in sit.gpu_holders() if is_mps_server(p) and sit.mib_of(p) > FREED_MIB
+            for g in sit.gpus_of(p)}
+
+
 def mps_servers(sit: Situation) -> list[Finding]:
     """GPU memory the driver charges to an MPS server (``nvidia-cuda-mps-server``): under MPS the
     driver lists the server in place of its clients, so the memory is the clients', and a signal
     to the server ends every client on its GPUs at once. The ladder never signals it (a reset
-    blocker, not touchable); the next step goes through ``nvidia-cuda-mps-control``: list the
-    servers and their clients, end the one client that must go (``terminate_client``), or stop
-    MPS as a whole (``quit``: every client). Never more than words and commands to read: no rung."""
+    blocker, not touchable); the next step goes through ``nvidia-cuda-mps-control``:
+
+    - ``mps-clients``: ask the daemon for its servers and this server's clients (a read-only
+      check), then Confirm ``terminate_client`` for the client that must go (the step's plan is
+      made from the daemon's answer: console/actions/mps.py);
+    - ``mps-quit``: once a terminate_client brought nothing back (its window over, the GPUs
+      holding what they held before it), stop MPS as a whole (``quit``: every client);
+    - after a quit the server still there: no rung (its clients are gone already; SIGTERM to the
+      server itself, then a reset, are the operator's call)."""
     out = []
     for p in sit.gpu_holders():
-        if program_of(p) != MPS_SERVER and p.name != MPS_SERVER[:15]:
+        if not is_mps_server(p):
             continue
         held = sit.mib_of(p)
         if held <= FREED_MIB:
@@ -280,16 +304,45 @@ def mps_servers(sit: Situation) -> list[Finding]:
         seen = f"; processes here that may be its clients: {sit.names(clients)}" if clients else ""
         summary = (f"the MPS server (PID {p.pid}) holds {t.mib(held)} on {t.gpus(gpus)}: its clients' memory, "
                    f"charged to the server{seen}")
-        step = Step(None, f"Do not signal the MPS server: that ends every client on {t.gpus(gpus)}. "
-                          f"List its clients (`echo get_client_list {p.pid} | {MPS_CONTROL}`), end the one that "
-                          f"must go (`echo terminate_client {p.pid} CLIENT_PID | {MPS_CONTROL}`), or stop MPS "
-                          f"with all its clients (`echo quit | {MPS_CONTROL}`).", (), tuple(gpus))
+        step = _mps_step(sit, p, gpus)
         idle, severity, idle_words = _idle(sit, gpus)
         summary += idle_words
         out.append(finding("mps-server", severity, summary, step, (p.pid,), gpus,
                            {"server": p.pid, "mib": held, "gpus": gpus, "clients": [c.pid for c in clients],
                             "idle_s": round(idle)}))
     return out
+
+
+def _mps_step(sit: Situation, server: Proc, gpus: list[int]) -> Step:
+    dont = f"Do not signal the MPS server: that ends every client on {t.gpus(gpus)}."
+    ask = (f"`echo get_server_list | {MPS_CONTROL}`, `echo get_client_list {server.pid} | {MPS_CONTROL}`")
+    last = sit.last_action(("mps-terminate", "mps-quit"), gpus=gpus)
+    if last is not None and sit.age(last.ts) >= MPS_VERIFY_S and not _mps_freed_since(sit, gpus, last.ts):
+        if last.rung == "mps-quit":
+            return Step(None, f"`echo quit | {MPS_CONTROL}` {t.seconds(sit.age(last.ts))} ago did not stop the MPS "
+                              f"server (PID {server.pid}): every client has lost its GPU work already. What is "
+                              f"left is SIGTERM to the server itself (t on PID {server.pid}, Confirm first), then a "
+                              f"reset of {t.gpus(gpus)} (R, blockers first)", (), tuple(gpus))
+        return Step("mps-quit", f"terminate_client {t.seconds(sit.age(last.ts))} ago brought nothing back: stop MPS "
+                                f"with every client (`echo quit | {MPS_CONTROL}`): every client on every GPU it "
+                                f"serves loses its GPU work. {dont}", (server.pid,), tuple(gpus))
+    return Step("mps-clients", f"{dont} Ask the control daemon who its clients are ({ask}), then end the one that "
+                               f"must go (`echo terminate_client {server.pid} CLIENT_PID | {MPS_CONTROL}`, Confirm "
+                               f"first); stopping MPS (`echo quit | {MPS_CONTROL}`) ends every client.",
+                (server.pid,), tuple(gpus))
+
+
+def _mps_freed_since(sit: Situation, gpus: list[int], ts: float) -> bool:
+    """The GPUs hold at least FREED_MIB less now than in the last reading before ``ts``."""
+    before = None
+    for h in sit.history:
+        if h.taken_at <= ts:
+            before = h
+    if before is None:
+        return False
+    was = sum((g.memory_used_mib or 0) for g in before.gpus if g.index in gpus)
+    now = sum((g.memory_used_mib or 0) for g in sit.snap.gpus if g.index in gpus)
+    return was - now >= FREED_MIB
 
 
 def holders(sit: Situation, covered: set[int]) -> list[Finding]:

@@ -24,7 +24,7 @@ BARS = " ▁▂▃▄▅▆▇█"
 #: L and X; D and U are Slurm's drain and resume; s: a signal from the F9 menu; b: B undone)
 RUNG_LETTER = {"sigterm": "t", "sigkill": "k", "kill-holders": "F", "clear-blockers": "B", "reset": "R",
                "reload-driver": "L", "reboot": "X", "custom": "$", "wait": "w", "drain": "D", "resume": "U",
-               "signal": "s", "restore": "b"}
+               "signal": "s", "restore": "b", "mps-terminate": "m", "mps-quit": "Q"}
 
 
 @dataclass(frozen=True)

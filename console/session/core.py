@@ -22,7 +22,7 @@ from console.actions.ladder import CUSTOM_RUNG
 from console.actions.plan import ActionPlan, ActionPolicy, plan_action
 from console.actions.ports import ActionSource
 from console.actions.run import ActionOutcome, ActionWatch, execute
-from console.actions.step import Step, step_for
+from console.actions.step import Step, after_check, step_for
 from console.checks.registry import CheckProgress, CheckResult, run_check
 from console.clock import REAL_CLOCK, Clock
 from console.diagnosis import text as t
@@ -312,6 +312,19 @@ class Session:
         if snap is None:
             raise ValueError(f"{node}: no reading of this node yet")
         return step_for(finding, snap, wait_default=wait_default)
+
+    def after_check(self, node: str, step: Step, result: CheckResult, *,
+                    chosen: Iterable[int] = ()) -> tuple[ActionPlan | None, str]:
+        """The plan a step's check leads to (``Step.then``: the MPS clients' terminate_client),
+        from the node's latest reading and what the check found; None and why when none. The
+        plan's notes begin with what the check said (Confirm shows it)."""
+        snap = self.latest(node)
+        if snap is None:
+            raise ValueError(f"{node}: no reading of this node yet")
+        plan, why = after_check(step, snap, result.data, chosen=tuple(chosen))
+        if plan is not None:
+            plan = dataclasses.replace(plan, notes=(f"{result.name} said: {result.summary}",) + plan.notes)
+        return plan, why
 
     async def execute(self, plan: ActionPlan, *, typed: str | None = None, source: ActionSource | None = None,
                       poll_s: float = 1.0, **options: Any) -> ActionOutcome:

@@ -16,6 +16,23 @@ async def c_nvidia_smi(sh, argv, stdin):
     return nvsmi.run(sh.node, argv[1:])
 
 
+async def c_mps_control(sh, argv, stdin):
+    """nvidia-cuda-mps-control: ``-d``/``-f`` start a daemon (not simulated), else one command per
+    line of stdin, each answered in turn."""
+    if any(a in ("-d", "-f") for a in argv[1:]):
+        return "", "simulator: starting an MPS control daemon is not simulated\n", 1
+    node = sh.node
+    if node.mps is not None and node.mps.hang:
+        await sh.sleep(10 ** 9)
+    out, err, rc = [], [], 0
+    for line in (stdin or "").splitlines():
+        o, e, r = node.mps_control(line)
+        out.append(o)
+        err.append(e)
+        rc = rc or r
+    return "".join(out), "".join(err), rc
+
+
 async def c_systemctl(sh, argv, stdin):
     args = [a for a in argv[1:] if not a.startswith("-")]
     if not args:

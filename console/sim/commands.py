@@ -9,7 +9,8 @@ from __future__ import annotations
 from console.sim.cmd_basic import (c_date, c_echo, c_exit, c_false, c_getconf, c_hostname, c_id, c_nproc,
                         c_printf, c_sleep, c_timeout, c_true, c_uname, c_uptime, c_whoami)
 from console.sim.cmd_proc import c_fuser, c_kill, c_pgrep, c_pkill, c_ps
-from console.sim.cmd_system import c_dmesg, c_journalctl, c_modprobe, c_nvidia_smi, c_reboot, c_ss, c_systemctl
+from console.sim.cmd_system import (c_dmesg, c_journalctl, c_modprobe, c_mps_control, c_nvidia_smi, c_reboot, c_ss,
+                                   c_systemctl)
 from console.sim.cmd_text import (c_cat, c_cut, c_grep, c_head, c_ls, c_readlink, c_sed, c_sort, c_tail,
                        c_uniq, c_wc)
 
@@ -22,4 +23,5 @@ COMMANDS = {
     "kill": c_kill, "pgrep": c_pgrep, "pkill": c_pkill, "ps": c_ps, "fuser": c_fuser,
     "nvidia-smi": c_nvidia_smi, "systemctl": c_systemctl, "dmesg": c_dmesg, "journalctl": c_journalctl,
     "ss": c_ss, "reboot": c_reboot, "shutdown": c_reboot, "modprobe": c_modprobe,
+    "nvidia-cuda-mps-control": c_mps_control,
 }

@@ -17,7 +17,7 @@ from typing import Callable
 
 from console.clock import RealClock
 from console.sim.state import (ALIVE, CLK_TCK, EXITING, GONE, HOST_PID_NS, ZOMBIE, GroundTruth, Scenario, SimContext,
-                               SimGpu, SimProc)
+                               SimGpu, SimMps, SimProc)
 
 #: nvidia-smi's explanation after a refused reset of one GPU (NVIDIA/gpu-operator#118, mig-parted#181)
 _IN_USE_HINT = ("1 device is currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
@@ -53,6 +53,7 @@ class SimHost:
         self.nvsmi_hang = False          # nvidia-smi blocks (wedged driver) until killed
         #: the console's nvidia-smi loops running here (console/probe_loop.py): PID -> started at
         self.smi_loops: dict[int, float] = {}
+        self.mps: SimMps | None = None   # an MPS control daemon and its servers (mps_control answers)
         self.driver_version = "580.95.05"
         self.nvswitches = 0              # /dev/nvidia-nvswitchN files (an NVSwitch system)
         self.drm_modeset: bool | None = None   # nvidia_drm loaded with modeset=Y/N; None: not loaded
@@ -299,6 +300,57 @@ class SimHost:
                 c.phase = GONE             # init reaps what it inherits
             elif c.alive and c.pdeathsig:
                 self.signal(c.pid, c.pdeathsig)
+
+    # ------------------------------------------------------------------ MPS
+
+    #: what nvidia-cuda-mps-control prints when no daemon listens on its pipe directory
+    MPS_NO_DAEMON = "Cannot find MPS control daemon process"
+
+    def mps_control(self, line: str) -> tuple[str, str, int]:
+        """One command line to the MPS control daemon (nvidia-cuda-mps-control on stdin): NVIDIA's
+        documented answers, one PID a line (no real paste was found to copy: docs/field-facts.md)."""
+        self.settle()
+        mps = self.mps
+        control = self.procs.get(mps.control_pid) if mps is not None else None
+        if mps is None or control is None or not control.alive:
+            return "", self.MPS_NO_DAEMON + "\n", 1
+        words = line.split()
+        if not words:
+            return "", "", 0
+        live = {pid: ctx for pid, ctx in mps.servers.items() if (p := self.procs.get(pid)) is not None and p.alive}
+        if words[0] == "get_server_list":
+            return "".join(f"{pid}\n" for pid in sorted(live)), "", 0
+        if words[0] == "get_client_list" and len(words) == 2 and words[1].isdecimal():
+            return "".join(f"{pid}\n" for pid in mps.clients.get(int(words[1]), {})), "", 0
+        if words[0] == "terminate_client" and len(words) == 3 and all(w.isdecimal() for w in words[1:]):
+            server, client = int(words[1]), int(words[2])
+            if server in live and client in mps.clients.get(server, {}):
+                self.at(self.now + mps.terminate_s, lambda: self._mps_end_client(server, client))
+            return "", "", 0
+        if words[0] == "quit":
+            for server in list(live):
+                for client in list(mps.clients.get(server, {})):
+                    self._mps_end_client(server, client)
+                self._die(self.procs[server], None)
+            self._die(control, None)
+            return "", "", 0
+        return "", "", 0
+
+    def _mps_end_client(self, server: int, client: int) -> None:
+        """The client's GPU work ends: its share of the server's memory comes back; a live client
+        process gets cudaErrorMpsClientTerminated (810) and exits."""
+        mps = self.mps
+        if mps is None:
+            return
+        mib = mps.clients.get(server, {}).pop(client, None)
+        ctx = mps.servers.get(server)
+        if mib is not None and ctx is not None:
+            ctx.mib = max(0, ctx.mib - mib)
+            if ctx.mib == 0 and ctx in self.contexts:
+                self.contexts.remove(ctx)
+        p = self.procs.get(client)
+        if p is not None and p.alive:
+            self._die(p, None)
 
     def stop_process(self, p: SimProc) -> None:
         """An orderly exit (systemctl stop)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from console.sim.host import SimHost
 from console.sim.machine import (CONTAINER_PID_NS, add_boot_log, add_console_session, add_gpus, add_host_background,
                       gpu_fds)
-from console.sim.state import GroundTruth, Scenario
+from console.sim.state import GroundTruth, Scenario, SimMps
 
 FREED_ALL = "memory freed on all GPUs"
 
@@ -348,6 +348,45 @@ def build_cuda_ipc(node: SimHost) -> None:
     add_console_session(node)
 
 
+# ---------------------------------------------------------------- mps
+
+MPS_CONTROL_PID, MPS_SERVER_PID = 4101, 4188
+MPS_SERVING_PID, MPS_EXITED_PID = 52410, 52777       # an inference server; the training job Slurm killed
+MPS_SERVING_MIB, MPS_EXITED_MIB = 18_432, 41_984
+MPS_TRUTH = GroundTruth(
+    root_cause=("GPU 0 is shared through MPS: nvidia-smi lists only nvidia-cuda-mps-server, which holds its "
+                "clients' memory. Slurm killed the training job at its time limit, but its last kernel never "
+                "finished: the process is gone, the MPS server still counts it as a client and keeps its 41 GiB. "
+                "Signalling the server would also end the inference server sharing the GPU; the control daemon "
+                "ends that one client's work (terminate_client)"),
+    shortest_path=("mps-clients", "mps-terminate"), end_state="the exited client's 41 GiB freed on GPU 0; "
+                                                               "the inference server still runs")
+
+
+def build_mps(node: SimHost) -> None:
+    """GPU 0 under MPS (root's control daemon and server); two clients: an inference server that
+    runs on, and a training job that exited while the server still counts its work (its memory
+    stays with the server). The other GPUs are idle."""
+    add_gpus(node)
+    add_boot_log(node)
+    pids = add_host_background(node)
+    now = node.now
+    control = node.add_proc(pid=MPS_CONTROL_PID, ppid=1, comm="nvidia-cuda-mps", args="nvidia-cuda-mps-control -d",
+                            start=now - 6 * 3600, wchan="do_epoll_wait", nthreads=2)
+    server = node.add_proc(pid=MPS_SERVER_PID, ppid=control.pid, comm="nvidia-cuda-mps",
+                           args="nvidia-cuda-mps-server", start=now - 5 * 3600, wchan="futex_wait_queue",
+                           nthreads=12, fds=gpu_fds(0))
+    serving = node.add_proc(pid=MPS_SERVING_PID, ppid=pids["mlops-bash"], comm="python3",
+                            args="python3 -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B --port 8000",
+                            start=now - 5 * 3600, nthreads=41, caught=frozenset({"TERM", "INT"}),
+                            on_term="graceful", grace_s=2.0, ports=[("0.0.0.0", 8000)], fds=gpu_fds(0))
+    ctx = node.add_context(0, MPS_SERVING_MIB + MPS_EXITED_MIB, [server.pid], name="nvidia-cuda-mps-server")
+    node.mps = SimMps(control_pid=control.pid, servers={server.pid: ctx},
+                      clients={server.pid: {MPS_SERVING_PID: MPS_SERVING_MIB, MPS_EXITED_PID: MPS_EXITED_MIB}})
+    serving.user, serving.uid = "root", 0
+    add_console_session(node)
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("seed", "SGLang hung in CUDA graph capture; SIGKILL leaves <defunct> workers stuck in the driver",
              GroundTruth(
@@ -399,6 +438,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              REMAP_TRUTH, build_remap_pending),
     Scenario("cuda-ipc", "A vLLM worker crashed; the LMCache server it shared its KV cache with keeps the memory",
              IPC_TRUTH, build_cuda_ipc),
+    Scenario("mps", "GPU 0 under MPS: a killed job's work still holds 41 GiB in the MPS server; an inference "
+                    "server shares it", MPS_TRUTH, build_mps),
     Scenario("graceful", "A healthy server: SIGTERM frees everything in ~3 s (the control case)",
              GroundTruth(
                  root_cause="none: a healthy SGLang server that shuts down cleanly on SIGTERM",

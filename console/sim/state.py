@@ -27,7 +27,8 @@ class GroundTruth:
     end_state: str
 
 
-LADDER_RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot")
+LADDER_RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot",
+                "mps-clients", "mps-terminate", "mps-quit")
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,17 @@ class SimContext:
     name: str                       # the process name nvidia-smi reports
     holders: set[int] = field(default_factory=set)   # PIDs (our namespace) whose exit releases it
     listed: bool = True             # False: the driver keeps the memory but lists no process
+
+
+@dataclass(eq=False)
+class SimMps:
+    """An MPS control daemon and its servers: the driver lists each server (its context) in place
+    of its clients; ``clients`` is what each server's clients have of that memory (MiB)."""
+    control_pid: int
+    servers: dict[int, SimContext] = field(default_factory=dict)        # server PID -> its context
+    clients: dict[int, dict[int, int]] = field(default_factory=dict)    # server PID -> {client PID: MiB}
+    hang: bool = False              # a wedged server: the control program never answers
+    terminate_s: float = 1.5        # terminate_client: the client's work ends and its memory comes back
 
 
 @dataclass(eq=False)

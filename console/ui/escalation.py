@@ -44,9 +44,29 @@ class EscalationKeys:
         if step.plan is not None and self.drain_before(finding):    # Slurm: drain first (ui/slurm_keys.py)
             return
         if step.check is not None:
-            self._run_check(step.check[0], dict(step.check[1]))
+            then = self._plan_after(step, source) if step.then else None
+            self._run_check(step.check[0], dict(step.check[1]), then=then)
         else:
             self._confirm(step.plan, source)
+
+    def _plan_after(self, step, source: Source):
+        """What follows a step's check (the MPS clients' list): the plan its answer makes, in
+        Confirm — only the tagged processes count as chosen (the cursor always sits on one)."""
+        node = source.name
+
+        def then(result, seq) -> None:
+            chosen = [int(k.rsplit(":", 1)[1]) for k in self.tagged if k.rsplit(":", 1)[0] == node]
+            try:
+                plan, why = self.session.after_check(node, step, result, chosen=chosen)
+            except ValueError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            if plan is None:             # no daemon answered, the server is gone: what it said, whole
+                self.say(f"{node}: {result.name}: {why}", "warning")
+                self.present(f"{result.name} on {node}: {result.summary}", lambda: self._show_check(result, seq))
+                return
+            self.present(f"{plan.title} on {node}", lambda: self._confirm(plan, source))
+        return then
 
     async def action_act(self, rung: str) -> None:
         source, snap = self._current()

@@ -127,11 +127,12 @@ class ReasoningKeys:
                                         hint="enter runs the check, escape cancels"), got)
         ask(0)
 
-    def _run_check(self, name: str, params: dict) -> None:
+    def _run_check(self, name: str, params: dict, then=None) -> None:
         """Run a check off the keys: its progress in the status line while it runs (a wait says
         how far it is and what came back at every read), its result shown when it ends — or,
         when a prompt or another window is open, kept until that closes (never over what the
-        operator is typing)."""
+        operator is typing). ``then(result, seq)``: what follows instead of the result window (a
+        step whose check makes its plan: Confirm)."""
         from console.checks.registry import render
         source, snap = self._current()
         if source is None:
@@ -164,6 +165,9 @@ class ReasoningKeys:
             seq = entry.seq if entry else None
             # the status line says it ended, with what it found (not "running …" any more)
             self.say(f"{result.node}: {result.name}: {result.summary}")
+            if then is not None and result.rc is not None:
+                then(result, seq)
+                return
             self.present(f"{result.name} on {result.node}: {result.summary}",
                          lambda: self._show_check(result, seq))
         self.run_worker(work(), group="checks", exclusive=False)
