@@ -11,9 +11,9 @@ stand-in for nvidia-smi that charges eight GPU workers. Measured side by side in
   holding a device file (a file the probe's device glob names) and listed by the stand-in as a
   GPU's process, with four data loaders each (what the watched set costs: ``realsize_job_*``).
 
-For each, an SshSource polls once a second for POLLS polls (a multiple of the whole probe's
-longest period, so whole probes are in it as often as in the console's steady run), and each
-poll is diagnosed as the console does. The node's CPU is the sshd session's, its shell's and
+For each, an SshSource polls once a second, and each poll is diagnosed as the console does; the
+window measured runs from just after a whole probe to just after the WHOLE_PERIODS-th whole probe
+after it, so it holds the probe's two speeds in the proportion of the console's steady run. The node's CPU is the sshd session's, its shell's and
 every command's that shell ran; the console's is this process's over the polls; the bytes
 are what each steady (light) poll sent back.
 """
@@ -40,6 +40,8 @@ from console.sources.ssh.source import SshSource
 PROCS = 2000
 THREADS = 10000
 POLL_S = 1.0
+#: whole probes in the measured window of each table (the window ends right after the last)
+WHOLE_PERIODS = 2
 #: the stand-in lists what $GI_BENCH_APPS holds (one compute-apps CSV line per GPU process)
 APPS_STANDIN = STANDIN.replace(
     "  *--query-compute-apps=*) ;;",
@@ -98,32 +100,49 @@ def _self_cpu_s() -> float:
 
 async def _measure_one(dest: str, options: SshOptions, server: loopback.LoopbackSshd, polls: int,
                        device_glob: str) -> dict:
+    """The node's and the console's CPU over whole periods of the probe's two speeds: from just
+    after a whole probe to just after the last of WHOLE_PERIODS more (a window of ``polls`` polls
+    at 1 Hz held 2 or 3 whole probes by chance: ±20% on the ratio between two tables). ``polls``
+    bounds the polls of the measured window."""
     src = _Counting(dest, options, device_glob=device_glob)
+    monitor = NodeMonitor(src)
+    monitor.watched = False                  # one node of many: unchanged input is not re-diagnosed
     try:
         first = await src.poll()                 # connect, the shell's first (whole) probe
         if first.error is not None:
             raise RuntimeError(f"realsize: the node did not answer: {first.error}")
-        node0, me0, t0 = _node_cpu_s(server), _self_cpu_s(), time.perf_counter()
-        monitor = NodeMonitor(src)
-        monitor.watched = False                  # one node of many: unchanged input is not re-diagnosed
-        n = 0
+        n = wholes = 0
+        started = False
+        node0 = me0 = t0 = 0.0
+        snap = first
         with Paced() as paced:                   # the console's collector pacing (ui/gc_pacing.py)
-            for i in range(polls):
-                due = t0 + (i + 1) * POLL_S
+            due = time.perf_counter()
+            while wholes < WHOLE_PERIODS:
+                due += POLL_S
                 await asyncio.sleep(max(0.0, due - time.perf_counter()))
                 paced.tick()
                 snap = await monitor.poll_once()
                 if snap.error is not None:
                     raise RuntimeError(f"realsize: a poll failed: {snap.error}")
-                n += 1
+                whole = bool(src.sizes) and not src.sizes[-1][0]
+                if started:
+                    n += 1
+                    wholes += whole
+                    if n >= polls:
+                        break
+                elif whole:                       # the window opens right after a whole probe
+                    started = True
+                    node0v, me0, t0 = _node_cpu_s(server), _self_cpu_s(), time.perf_counter()
+                    node0 = node0v if node0v is not None else -1.0
+                    src.sizes.clear()
         wall = time.perf_counter() - t0
         # the console's clock first: reading the node's CPU walks this machine's whole process
         # table through psutil (~0.1 s at 2,000 processes), the bench's work, not the console's
         me1 = _self_cpu_s()
         node1 = _node_cpu_s(server)
-        light = [b for is_light, b in src.sizes[1:] if is_light]
-        return {"node_cpu_pct": None if node0 is None or node1 is None else (node1 - node0) / wall * 100,
-                "console_cpu_pct": (me1 - me0) / wall * 100, "polls": n,
+        light = [b for is_light, b in src.sizes if is_light]
+        return {"node_cpu_pct": None if node0 < 0 or node1 is None else (node1 - node0) / wall * 100,
+                "console_cpu_pct": (me1 - me0) / wall * 100, "polls": n, "whole_probes": wholes,
                 "processes": len(snap.processes), "bytes_p50": percentile(light, 50) if light else None,
                 "whole_period_s": src.whole_period_s()}
     finally:

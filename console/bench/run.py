@@ -122,7 +122,7 @@ class Plan:
     fleet_scrape_s: float = 5.0    # Prometheus's scrape interval
     fleet_window_s: float = 10.0   # the suspicion window (waited out before measuring)
     fleet_keys: int = 60           # keys typed on the fleet table (fleet_ui.py)
-    realsize_polls: int = 30       # per table (small, real-size, with a GPU job), at 1 Hz (realsize.py)
+    realsize_polls: int = 70       # per table at most (small, real-size, with a GPU job), at 1 Hz: two whole periods (realsize.py)
     realsize_table: tuple[int, int] = (2000, 10000)    # the real-size part's extra processes, threads
     fanout_table: tuple[int, int] | None = (2000, 10000)   # the fan-out nodes' tables (simulate --procs)
 
@@ -135,7 +135,7 @@ class Plan:
             return cls(True, nodes or FANOUT_NODES, QUICK_SSH_NODES, sim_polls=20, seed_iterations=30,
                        big_iterations=6, rounds=5, cpu_seconds=3, ui_updates=3, transport_polls=20,
                        fresh_polls=5, fanout_window_s=5.0, keys=10, fleet_rounds=5, fleet_keys=30,
-                       realsize_polls=20)
+                       realsize_polls=70)
         return cls(False, nodes or FANOUT_NODES, DEFAULT_SSH_NODES, sim_polls=100, seed_iterations=200,
                    big_iterations=30, rounds=20, cpu_seconds=10, ui_updates=7, transport_polls=50,
                    fresh_polls=10, fanout_window_s=10.0, keys=20)
