@@ -111,6 +111,7 @@ async def _measure_one(dest: str, options: SshOptions, server: loopback.Loopback
         first = await src.poll()                 # connect, the shell's first (whole) probe
         if first.error is not None:
             raise RuntimeError(f"realsize: the node did not answer: {first.error}")
+        src.request_whole()                      # the window opens after the next poll, a whole one
         n = wholes = 0
         started = False
         node0 = me0 = t0 = 0.0
