@@ -137,7 +137,9 @@ def test_the_details_say_what_the_marks_stand_for():
 
 # ---------------------------------------------------------------- the GPU panel, as the operator sees it
 
-async def _first_screen(scenario: str, size: tuple[int, int]) -> tuple[str, object]:
+async def _first_screen(scenario: str, size: tuple[int, int], shown=lambda text: True) -> tuple[str, object]:
+    """The screen once the first poll is drawn and ``shown(text)`` holds (the panels are fitted
+    after a layout pass or two: under load that takes a while)."""
     from console.clock import FakeClock
     from console.sources.sim import SimSource
     from console.ui.app import IncidentApp, NodeUpdated
@@ -147,6 +149,10 @@ async def _first_screen(scenario: str, size: tuple[int, int]) -> tuple[str, obje
     async with app.run_test(size=size) as pilot:
         app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "demo" in app.snapshots and app.query_one("#gpus").row_count == 8)
+        try:
+            await wait_for(pilot, lambda: shown("\n".join(lines(app))))
+        except AssertionError:
+            pass                        # the test's own asserts say what is missing
         await pilot.pause()
         return "\n".join(lines(app)), app.snapshots["demo"]
 
@@ -154,7 +160,8 @@ async def _first_screen(scenario: str, size: tuple[int, int]) -> tuple[str, obje
 @pytest.mark.parametrize("size", [(80, 24), (100, 16)], ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_the_gpu_panel_shows_health_beside_memory_and_keeps_the_holders_and_first_finding(size):
     pytest.importorskip("textual")
-    shown, snap = await _first_screen("seed", size)
+    shown, snap = await _first_screen("seed", size, lambda text: "W " in text and (
+        size[0] == 80 or "NVIDIA RTX PRO…" in text) and "INFO     PID 72169" in text)
     gpu_lines = [ln for ln in shown.splitlines() if ln.startswith(" 0 ") or ln.startswith(" 1 ")]
     assert gpu_lines and all("°C" in ln and "W " in ln for ln in gpu_lines), shown
     assert " Health " in shown and "sglang::scheduler_TP0" in shown and "INFO     PID 72169" in shown, shown
@@ -167,7 +174,8 @@ async def test_the_gpu_panel_shows_health_beside_memory_and_keeps_the_holders_an
 @pytest.mark.parametrize("size", [(80, 24), (100, 16), (64, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_a_pending_remap_and_its_ecc_error_show_in_the_gpu_panel_at_any_width(size):
     pytest.importorskip("textual")
-    shown, _snap = await _first_screen("remap-pending", size)
+    shown, _snap = await _first_screen("remap-pending", size, lambda text: "remap!" in text and (
+        size[0] < 80 or "remap! ECC 1" in text))
     row = next(ln for ln in shown.splitlines() if ln.startswith(" 2 "))
     assert "remap!" in row, shown
     if size[0] >= 80:

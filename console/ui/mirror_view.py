@@ -30,7 +30,7 @@ from console.output.memory_series import marks_of, series_from_data
 from console.output.rows import proc_view
 from console.ui import keys, tables
 from console.ui.memory_chart import MemoryChart
-from console.ui.panels import fit_main_panels
+from console.ui.panels import FitsGpus, fit_main_panels
 from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
 from console.ui.timeline_view import FollowApp
 
@@ -76,7 +76,7 @@ class LiveFollowApp(FollowApp):
                 yield LiteralStatic(id="live-status")
                 yield LiteralTable(id="nodes", cursor_type="row")
                 with Horizontal(id="gpu-row"):
-                    yield LiteralTable(id="gpus", cursor_type="row")
+                    yield FitsGpus(id="gpus", cursor_type="row")
                     yield MemoryChart(id="gpu-chart")
                 yield LiteralTable(id="procs", cursor_type="row")
                 yield LiteralTable(id="findings", cursor_type="row", show_header=False)

@@ -237,6 +237,14 @@ def fit_gpu_chart(row, chart, snap: NodeSnapshot | None) -> bool:
     return True
 
 
+#: per GPU table, the snapshot it last showed (fitted again when its width changes)
+_GPU_SNAPSHOT: "weakref.WeakKeyDictionary[DataTable, NodeSnapshot | None]" = weakref.WeakKeyDictionary()
+
+
+def last_gpu_snapshot(table: DataTable) -> NodeSnapshot | None:
+    return _GPU_SNAPSHOT.get(table)
+
+
 #: per GPU table, the columns it was last given (gpu_layout): a change rebuilds them
 _GPU_COLUMNS_SENT: "weakref.WeakKeyDictionary[DataTable, tuple]" = weakref.WeakKeyDictionary()
 
@@ -246,6 +254,7 @@ def sync_gpu_table(table: DataTable, snap: NodeSnapshot | None) -> None:
     (_wider): when the layout changes (a resize, a mark that comes or goes) the columns are
     made anew, so a column left wide does not push the name past the edge; the cursor stays
     on its GPU."""
+    _GPU_SNAPSHOT[table] = snap
     width = table.scrollable_content_region.width
     columns, rows = gpu_layout(snap, width if width > 0 else None, table.cell_padding)
     widths = (columns, tuple(max([cell_width(label)] + [cell_width(r[i]) for r in rows.values()])
