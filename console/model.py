@@ -170,6 +170,12 @@ class Gpu:
     pcie_gen: int | None = None
     pcie_width: int | None = None
     ecc_uncorrected: int | None = None      # volatile: since the driver loaded
+    # the link the GPU and its slot could train to (a width below it is a degraded link; the
+    # generation drops by itself while the GPU idles) and the temperature the GPU slows down at
+    # (NVML only: None over SSH)
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    temperature_slowdown_c: int | None = None
     # NVLink fabric registration on an NVSwitch system ("Completed"/"Success" when ready; None:
     # not asked, no fabric, or an nvidia-smi that does not know the fields)
     fabric_state: str | None = None

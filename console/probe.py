@@ -132,9 +132,10 @@ DEFAULT_LIMITS = ProbeLimits()
 
 #: each GPU's health beside its memory, after the fields above (and after RECOVERY_FIELD where it
 #: is asked): fields every nvidia-smi of the last decade knows; the parser tells the layouts apart
-#: by their column count (9 or 10 without them, 15 or 16 with them)
+#: by their column count (9 or 10 without them, 17 or 18 with them; 15 or 16: the six before the
+#: link's maximum, as earlier consoles asked)
 HEALTH_FIELDS = ("temperature.gpu,power.draw,clocks.sm,pcie.link.gen.current,pcie.link.width.current,"
-                 "ecc.errors.uncorrected.volatile.total")
+                 "ecc.errors.uncorrected.volatile.total,pcie.link.gen.max,pcie.link.width.max")
 GPU_QUERY_FIELDS = f"{GPU_FIELDS},{HEALTH_FIELDS}"
 GPU_QUERY_FIELDS_RECOVERY = f"{GPU_FIELDS},{RECOVERY_FIELD},{HEALTH_FIELDS}"
 QUERY_GPU = f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv,noheader,nounits"

@@ -56,6 +56,9 @@ class FakeGpu:
     # nvmlDeviceGetRetiredPagesPendingStatus: NVML_FEATURE_ENABLED (1) / DISABLED (0), or None where
     # the GPU retires no pages (NotSupported: Ampere and later)
     pages_pending: int | None = None
+    # the health calls a GPU answers, by NVML function name (nvmlDeviceGetTemperature,
+    # nvmlDeviceGetMaxPcieLinkWidth, ...); one not here is NotSupported
+    health: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.uuid = self.uuid or f"GPU-{self.index:08x}-0000-0000-0000-000000000000"
@@ -236,6 +239,34 @@ class FakeNvml:
         if h.pages_pending is None:
             raise nvml_error(_real.NVML_ERROR_NOT_SUPPORTED)
         return h.pages_pending
+
+    def _health(self, call: str, h):
+        self._enter(call, h)
+        if call not in h.health:
+            raise nvml_error(_real.NVML_ERROR_NOT_SUPPORTED)
+        return h.health[call]
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return self._health("nvmlDeviceGetTemperature", h)
+
+    def nvmlDeviceGetTemperatureThreshold(self, h, threshold):
+        assert threshold == _real.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+        return self._health("nvmlDeviceGetTemperatureThreshold", h)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return self._health("nvmlDeviceGetPowerUsage", h)
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        return self._health("nvmlDeviceGetCurrPcieLinkWidth", h)
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return self._health("nvmlDeviceGetMaxPcieLinkWidth", h)
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
+        return self._health("nvmlDeviceGetCurrPcieLinkGeneration", h)
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
+        return self._health("nvmlDeviceGetMaxPcieLinkGeneration", h)
 
     def _plist(self, entries):
         return [SimpleNamespace(pid=e[0], usedGpuMemory=e[1],

@@ -176,17 +176,24 @@ async def test_the_mirror_at_80x24_shows_the_gpu_holders_rows(incident_dir):
         assert "sglang::scheduler_TP0" in text and "reset blockers" in text, text
 
 
-async def test_the_mirror_cuts_a_gpu_name_with_an_ellipsis_against_the_chart(incident_dir):
-    """As the driver's GPU panel does (tables.name_room): "NVIDIA RTX…", never "NVIDIA RTX P"."""
+async def test_the_mirror_fits_the_gpu_panel_as_the_driver_does(incident_dir):
+    """As the driver's GPU panel does (tables.gpu_layout): at 100 columns "NVIDIA RTX…" beside
+    the health, never "NVIDIA RTX P"; at 80 the names give way to the temperature and power, header
+    and all (no "Na" cut at the chart)."""
     path, _source = await drive(incident_dir)
     app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(100, 30)) as pilot:
         gpus = app.query_one("#gpus")
 
         def names() -> list[str]:
             return [str(gpus.get_row(r.key)[-1]) for r in gpus.ordered_rows]
         await wait_for(pilot, lambda: gpus.row_count == 8 and all(n.endswith("…") for n in names()))
         assert all(n.startswith("NVIDIA") and len(n) < 30 for n in names()), names()
+        assert all("°C" in str(gpus.get_row(r.key)[4]) for r in gpus.ordered_rows)
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: not any(names()))
+        assert [c.label.plain for c in gpus.ordered_columns][-2:] == ["Health", ""]
+        assert all(str(gpus.get_row(r.key)[4]).endswith("W") for r in gpus.ordered_rows)
 
 
 async def test_a_follower_adds_a_note_and_a_hypothesis_under_their_own_name(incident_dir, monkeypatch):

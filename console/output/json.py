@@ -28,6 +28,8 @@ def gpu_json(g: Gpu) -> dict[str, Any]:
         # health beside memory (null where the driver does not report it)
         "temperature_c": g.temperature_c, "power_w": g.power_w, "clock_sm_mhz": g.clock_sm_mhz,
         "pcie_gen": g.pcie_gen, "pcie_width": g.pcie_width, "ecc_uncorrected": g.ecc_uncorrected,
+        "pcie_gen_max": g.pcie_gen_max, "pcie_width_max": g.pcie_width_max,
+        "temperature_slowdown_c": g.temperature_slowdown_c,
         # NVLink fabric registration (NVSwitch systems; null where not asked or not known)
         "fabric_state": g.fabric_state, "fabric_status": g.fabric_status,
     }

@@ -375,6 +375,7 @@ class SimHost:
         g.stuck_mib = 0
         g.reset_required = False
         g.remap_pending = False                 # the reset applies a pending remap (not a failed one)
+        g.ecc_uncorrected = 0                   # volatile counts start again
         g.pages_pending = None if g.pages_pending is None else False
         self.klog(f"NVRM: GPU at PCI:{g.pci_short}: {g.uuid}")
         self.klog(f"NVRM: GPU Board Serial Number: {g.serial}")
@@ -441,6 +442,7 @@ class SimHost:
             self.btime = int(self.now) - 1
             for g in self.gpus:
                 g.stuck_mib, g.reset_required, g.lost, g.remap_pending = 0, False, False, False
+                g.ecc_uncorrected = 0
                 g.pages_pending = None if g.pages_pending is None else False
             self._next_pid = self._cursor = 300
             self.start_after_boot()

@@ -61,6 +61,7 @@ def _gpu_value(node: SimHost, g: SimGpu, field: str) -> str | None:
         "count": str(len(node.gpus)), "compute_mode": "Default", "clocks.sm": "1455", "clocks.mem": "13365",
         "pcie.link.gen.current": str(g.pcie_gen), "pcie.link.width.current": str(g.pcie_width),
         "ecc.errors.uncorrected.volatile.total": str(g.ecc_uncorrected),
+        "pcie.link.gen.max": str(g.pcie_gen_max), "pcie.link.width.max": str(g.pcie_width_max),
         "timestamp": time.strftime("%Y/%m/%d %H:%M:%S.000", time.gmtime(node.now)),
     }
     if field in ("fabric.state", "fabric.status"):

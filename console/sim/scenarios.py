@@ -300,6 +300,7 @@ def build_remap_pending(node: SimHost) -> None:
     add_host_background(node)
     g = node.gpus[REMAP_GPU]
     g.rows_uncorrectable, g.remap_pending = REMAP_ROWS, True
+    g.ecc_uncorrected = 1               # the error itself, counted since the driver loaded
     node.gpus[REMAPPED_EARLIER_GPU].rows_uncorrectable = 2
     t = node.now - 63 * 60
     # the words real drivers print (stas00/ml-engineering, compute/accelerator/nvidia/debug.md)

@@ -138,6 +138,8 @@ class SimGpu:
     # the link and the errors nvidia-smi reports beside temperature and power
     pcie_gen: int = 5
     pcie_width: int = 16
+    pcie_gen_max: int = 5
+    pcie_width_max: int = 16
     ecc_uncorrected: int = 0
     # NVLink fabric registration on an NVSwitch system (host.nvswitches): what the fabric manager set
     fabric_state: str = "Completed"

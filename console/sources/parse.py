@@ -197,8 +197,10 @@ class GpuParse:
 _FIELD_REJECTED = f'Field "{RECOVERY_FIELD}" is not a valid field to query'
 
 
-#: the columns probe.HEALTH_FIELDS adds at the end of each GPU row
-HEALTH_COLUMNS = 6
+#: the columns probe.HEALTH_FIELDS adds at the end of each GPU row (the first six of them: what
+#: earlier probes asked, before the link's maximum generation and width)
+HEALTH_COLUMNS = 8
+HEALTH_COLUMNS_BEFORE = 6
 
 
 def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
@@ -225,8 +227,10 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
                     out.warnings.append("unparsed nvidia-smi line: " + clip(",".join(row)))
             continue
         health: list[str] = [""] * HEALTH_COLUMNS
-        if len(row) >= 9 + HEALTH_COLUMNS:          # probe.HEALTH_FIELDS, last
-            row, health = row[:-HEALTH_COLUMNS], row[-HEALTH_COLUMNS:]
+        for columns in (HEALTH_COLUMNS, HEALTH_COLUMNS_BEFORE):     # probe.HEALTH_FIELDS, last
+            if len(row) >= 9 + columns:
+                row, health = row[:-columns], row[-columns:] + [""] * (HEALTH_COLUMNS - columns)
+                break
         row = row + [""] * (10 - len(row))
         try:
             index = int(row[0])
@@ -239,7 +243,8 @@ def parse_gpu_query(text: str, rc: int | None = 0) -> GpuParse:
             utilization_pct=na_or_int(row[6]), persistence_mode=on_off(row[7]),
             mig_mode=mig, recovery_action=recovery_token(",".join(row[9:])),
             temperature_c=na_or_int(health[0]), power_w=na_or_float(health[1]), clock_sm_mhz=na_or_int(health[2]),
-            pcie_gen=na_or_int(health[3]), pcie_width=na_or_int(health[4]), ecc_uncorrected=na_or_int(health[5])))
+            pcie_gen=na_or_int(health[3]), pcie_width=na_or_int(health[4]), ecc_uncorrected=na_or_int(health[5]),
+            pcie_gen_max=na_or_int(health[6]), pcie_width_max=na_or_int(health[7])))
     _too_many(out.warnings, "--query-gpu", unparsed, lines_over(text, MAX_GPU_LINES), MAX_GPU_LINES)
     if not out.gpus:
         out.error = nvsmi_failure(text, rc) or _unreachable_error(text, out.lost) or (

@@ -207,7 +207,6 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         if self.multi_node:
             tables.add_columns(self.query_one("#nodes", NodeTable), tables.NODE_COLUMNS)
             self._render_nodes([s.name for s in self.sources])
-        tables.add_columns(self.query_one("#gpus", DataTable), tables.GPU_COLUMNS)
         tables.add_columns(self.query_one("#procs", ProcTable), tables.PROC_COLUMNS)
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         # several nodes: the node table first (the worst node comes to its top); one: its processes
@@ -570,14 +569,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         self.say(keys.where(key_id, self.keymap), "warning")
 
     def _render_gpus(self, snap: NodeSnapshot | None) -> None:
-        wanted: dict[str, tuple] = {}
-        room = tables.name_room(self.query_one("#gpus", DataTable))
-        if snap is not None:
-            for g in snap.gpus:
-                wanted[f"{snap.name}:{g.index}"] = tables.gpu_cells(snap, g, room)
-            for bus in snap.lost_gpus:
-                wanted[f"{snap.name}:lost:{bus}"] = tables.lost_gpu_cells(bus)
-        tables.sync_table(self.query_one("#gpus", DataTable), wanted)
+        if tables.fit_gpu_chart(self.query_one("#gpu-row"), self.query_one("#gpu-chart"), snap):
+            self.call_after_refresh(self._render_gpus, snap)      # at the table's new width
+        tables.sync_gpu_table(self.query_one("#gpus", DataTable), snap)
 
     def _render_procs(self, snap: NodeSnapshot | None) -> None:
         """At most rows.PROC_ROW_LIMIT rows (console/output/rows.py) and a last one counting the

@@ -9,6 +9,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
 from console.model import Finding, Gpu, NodeSnapshot, Proc, recovery_words
+from console.output import health
 from console.output.rows import fmt_mib, gpu_holders
 from console.ui.tables import SEVERITY_STYLE
 from console.ui import pinned
@@ -105,14 +106,21 @@ def health_words(g: Gpu) -> str:
     does not report is left out ("not reported" when nothing is)."""
     parts = []
     if g.temperature_c is not None:
-        parts.append(f"{g.temperature_c} °C")
+        slows = f", slows down at {g.temperature_slowdown_c} °C" if g.temperature_slowdown_c else ""
+        parts.append(f"{g.temperature_c} °C" + (f" (hot{slows})" if health.hot(g) else
+                                                (f" ({slows[2:]})" if slows else "")))
     if g.power_w is not None:
         parts.append(f"{g.power_w:.1f} W")
     if g.clock_sm_mhz is not None:
         parts.append(f"SM {g.clock_sm_mhz} MHz")
     if g.pcie_gen is not None or g.pcie_width is not None:
-        parts.append(f"PCIe gen {g.pcie_gen if g.pcie_gen is not None else '?'}"
-                     + (f" x{g.pcie_width}" if g.pcie_width is not None else ""))
+        link = (f"PCIe gen {g.pcie_gen if g.pcie_gen is not None else '?'}"
+                + (f" x{g.pcie_width}" if g.pcie_width is not None else ""))
+        if health.link_degraded(g):
+            link += f" (degraded: x{g.pcie_width_max} possible)"
+        elif g.pcie_gen is not None and g.pcie_gen_max is not None and g.pcie_gen < g.pcie_gen_max:
+            link += f" (gen {g.pcie_gen_max} possible: an idle link runs slower)"
+        parts.append(link)
     if g.ecc_uncorrected is not None:
         parts.append(f"{g.ecc_uncorrected} uncorrected ECC error{'s' if g.ecc_uncorrected != 1 else ''}")
     return " · ".join(parts) or "not reported by this driver"

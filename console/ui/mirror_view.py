@@ -30,7 +30,7 @@ from console.output.memory_series import marks_of, series_from_data
 from console.output.rows import proc_view
 from console.ui import keys, tables
 from console.ui.memory_chart import MemoryChart
-from console.ui.panels import fit_main_panels
+from console.ui.panels import FitsGpus, fit_main_panels
 from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
 from console.ui.timeline_view import FollowApp
 
@@ -76,7 +76,7 @@ class LiveFollowApp(FollowApp):
                 yield LiteralStatic(id="live-status")
                 yield LiteralTable(id="nodes", cursor_type="row")
                 with Horizontal(id="gpu-row"):
-                    yield LiteralTable(id="gpus", cursor_type="row")
+                    yield FitsGpus(id="gpus", cursor_type="row")
                     yield MemoryChart(id="gpu-chart")
                 yield LiteralTable(id="procs", cursor_type="row")
                 yield LiteralTable(id="findings", cursor_type="row", show_header=False)
@@ -99,7 +99,6 @@ class LiveFollowApp(FollowApp):
 
     def on_mount(self) -> None:
         tables.add_columns(self.query_one("#nodes", DataTable), tables.NODE_COLUMNS)
-        tables.add_columns(self.query_one("#gpus", DataTable), tables.GPU_COLUMNS)
         tables.add_columns(self.query_one("#procs", DataTable), tables.PROC_COLUMNS)
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         self.query_one("#nodes").display = False
@@ -232,15 +231,10 @@ class LiveFollowApp(FollowApp):
         fit_main_panels(self, nodes.display)
 
     def _render_node(self, snap: NodeSnapshot | None, hidden: int) -> None:
-        gpus: dict[str, tuple] = {}
-        table = self.query_one("#gpus", DataTable)
-        room = tables.name_room(table)           # names cut with … against the memory chart, as the driver's
-        if snap is not None:
-            for g in snap.gpus:
-                gpus[f"{snap.name}:{g.index}"] = tables.gpu_cells(snap, g, room)
-            for bus in snap.lost_gpus:
-                gpus[f"{snap.name}:lost:{bus}"] = tables.lost_gpu_cells(bus)
-        tables.sync_table(table, gpus)
+        # health and names fitted to the width, as the driver's GPU panel
+        if tables.fit_gpu_chart(self.query_one("#gpu-row"), self.query_one("#gpu-chart"), snap):
+            self.call_after_refresh(tables.sync_gpu_table, self.query_one("#gpus", DataTable), snap)
+        tables.sync_gpu_table(self.query_one("#gpus", DataTable), snap)
         chart = self.query_one("#gpu-chart", MemoryChart)
         if snap is not None and self.state is not None:
             actions = [a for a in self.state.actions if a.node in (None, snap.name)]

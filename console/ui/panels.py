@@ -55,7 +55,24 @@ class NodeTable(VirtualTable):
         self._moved()
 
 
-class GpuTable(PanelTable):
+class FitsGpus(LiteralTable):
+    """A GPU table whose columns are fitted to its width (tables.sync_gpu_table): when its
+    scroll bar comes or goes (the layout gave it fewer rows than GPUs) the width for the health
+    and the names changed, and they are fitted again — not cut at the bar."""
+
+    def _fit_again(self) -> None:
+        if tables.last_gpu_snapshot(self) is not None:
+            self.call_after_refresh(lambda: tables.sync_gpu_table(self, tables.last_gpu_snapshot(self)))
+
+    def watch_show_vertical_scrollbar(self, shown: bool) -> None:
+        self._fit_again()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """(the memory chart beside it gave way, the terminal changed)"""
+        self._fit_again()
+
+
+class GpuTable(FitsGpus, PanelTable):
     BINDINGS = keys.bindings("gpus")
 
     def watch_scroll_y(self, old: float, new: float) -> None:

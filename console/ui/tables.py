@@ -9,6 +9,7 @@ from textual.widgets import DataTable
 from console.diagnosis import text as t
 from console.actions.ladder import top_step
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
+from console.output import health
 from console.output.rows import ProcRow, fmt_mib, gpu_holders
 from console.ui.text import cells as literal_cells, literal, printable
 from console.ui.virtual_table import VirtualTable, cell_width
@@ -22,8 +23,12 @@ NODE_COLUMNS = (("Node", "node"), ("State", "state"), ("Used", "used"), ("GPUs",
                 ("Finding → next step", "finding"))
 #: the node table's finding cell at most (a failing node's whole error is in its findings panel)
 FINDING_CELL = 44
+#: Health: temperature and power when the width allows, and marks for what is wrong at any width
+#: (console/output/health.py); the name gives way first (it is in the details: enter)
 GPU_COLUMNS = (("GPU", "gpu"), ("Memory used/total", "mem"), ("Util", "util"), ("Holders", "holders"),
-               ("Name", "name"))
+               ("Health", "health"), ("Name", "name"))
+#: the style of a health mark by its severity
+MARK_STYLE = {"critical": "bold white on dark_red", "high": "bold red", "low": "yellow"}
 PROC_COLUMNS = (("PID", "pid"), ("S", "state"), ("D", "d"), ("GPU MiB", "mib"), ("User", "user"),
                 ("Process", "name"))
 
@@ -133,9 +138,21 @@ def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = Non
             finding_cell(snap) if finding else "")
 
 
-def gpu_cells(snap: NodeSnapshot, g: Gpu, name_room: int | None = None) -> tuple:
+def health_cell(g: Gpu, room: int | None = None) -> Text:
+    """``61°C 350W ECC 3``: console/output/health.py's words for ``room`` cells, each mark in
+    its severity's style."""
+    cell = Text()
+    for text, severity in health.fit(g, room):
+        if cell:
+            cell.append(" ")
+        cell.append(text, style=MARK_STYLE.get(severity, ""))
+    return cell
+
+
+def gpu_cells(snap: NodeSnapshot, g: Gpu, name_room: int | None = None, health_room: int | None = None) -> tuple:
     """``name_room``: the cells the name may take before the panel's edge (it is cut there with
-    "…", never mid-word against the memory chart)."""
+    "…", never mid-word against the memory chart; under 4: no name); ``health_room``: the
+    health cell's (health.fit)."""
     holders = gpu_holders(snap, g.index)
     used, total = g.memory_used_mib, g.memory_total_mib
     share = (used or 0) / total if total else 0
@@ -143,27 +160,120 @@ def gpu_cells(snap: NodeSnapshot, g: Gpu, name_room: int | None = None) -> tuple
     mig = f" MIG×{len(g.mig_instances)}" if g.mig_mode else ""
     return (Text(str(g.index)), Text(f"{fmt_mib(used)} / {fmt_mib(total)}", style=style),
             "N/A" if g.utilization_pct is None else f"{g.utilization_pct}%",
-            str(len(holders)), _cut(literal(g.name + mig, limit=48), name_room))
+            str(len(holders)), health_cell(g, health_room), _cut(literal(g.name + mig, limit=48), name_room))
 
 
 def _cut(text: Text, room: int | None) -> Text:
-    if room is not None and room >= 4 and text.cell_len > room:
+    if room is not None and room < 4:
+        return Text("")
+    if room is not None and text.cell_len > room:
         text.truncate(room, overflow="ellipsis")
     return text
 
 
-def name_room(table: DataTable, name_key: str = "name") -> int | None:
-    """The cells left for ``name_key``'s column once the table's other columns are drawn (None:
-    not laid out yet)."""
-    width = table.scrollable_content_region.width
+def gpu_layout(snap: NodeSnapshot | None, width: int | None, padding: int = 1
+               ) -> tuple[tuple[tuple[str, str], ...], dict[str, tuple]]:
+    """The GPU panel's columns and rows for a table ``width`` cells wide (None: not laid out
+    yet: everything). The memory, the utilisation, the holders and what is wrong with a GPU
+    always show; as the width shrinks the name goes first (cut with "…", then gone with its
+    header), then each GPU's power, then its temperature — a hot one stays, as a mark
+    (health.fit)."""
+    if snap is None:
+        return GPU_COLUMNS, {}
+    rows = {f"{snap.name}:{g.index}": gpu_cells(snap, g) for g in snap.gpus}
+    rows.update({f"{snap.name}:lost:{bus}": lost_gpu_cells(bus) for bus in snap.lost_gpus})
+    if width is None:
+        return _labels(rows), rows
+    fixed = sum(max([cell_width(label)] + [cell_width(r[i]) for r in rows.values()]) + 2 * padding
+                for i, (label, _key) in enumerate(GPU_COLUMNS[:4]))
+    health_room = width - fixed - 2 * padding
+    rows = {key: cells[:4] + ((health_cell(g, health_room),) if g is not None else cells[4:5]) + cells[5:]
+            for (key, cells), g in zip(rows.items(), [*snap.gpus, *[None] * len(snap.lost_gpus)])}
+    columns = _labels(rows)
+    health_w = max([cell_width(columns[4][0])] + [cell_width(r[4]) for r in rows.values()])
+    name_room = health_room - health_w - 2 * padding
+    rows = {key: cells[:5] + (_cut(cells[5], name_room),) for key, cells in rows.items()}
+    return _labels(rows), rows
+
+
+def _labels(rows: dict[str, tuple]) -> tuple[tuple[str, str], ...]:
+    """GPU_COLUMNS, with no header over a column that holds nothing (the health of a driver that
+    reports none, the names with no room): no "Na" cut at the panel's edge."""
+    empty = {key for i, (_label, key) in enumerate(GPU_COLUMNS)
+             if i >= 4 and rows and not any(cell_width(r[i]) for r in rows.values())}
+    return tuple(("" if key in empty else label, key) for label, key in GPU_COLUMNS)
+
+
+def gpu_need(snap: NodeSnapshot | None, padding: int = 1) -> int:
+    """The cells the GPU table needs at least: its first four columns and each GPU's health at
+    its narrowest (the first mark, health.fit with no room)."""
+    if snap is None:
+        return 0
+    _columns, rows = gpu_layout(snap, None)
+    fixed = sum(max([cell_width(label)] + [cell_width(r[i]) for r in rows.values()]) + 2 * padding
+                for i, (label, _key) in enumerate(GPU_COLUMNS[:4]))
+    marks = max([health.width_of(health.fit(g, 0)) for g in snap.gpus] + [0])
+    return fixed + (marks + 2 * padding if marks else 0)
+
+
+#: the memory chart's widest (its CSS max-width) and, below this, no chart at all
+CHART_MOST, CHART_LEAST = 64, 8
+
+
+def fit_gpu_chart(row, chart, snap: NodeSnapshot | None) -> bool:
+    """The memory chart beside the GPU table gives way (narrower, then hidden) when the table
+    needs the room for a GPU's marks (on a terminal under 80 columns); True when it changed."""
+    width = row.size.width
     if width <= 0:
-        return None
-    others = sum(c.get_render_width(table) for c in table.ordered_columns if c.key != name_key)
-    return width - others - 2 * table.cell_padding
+        return False
+    room = width - gpu_need(snap)
+    most = max(0, min(CHART_MOST, room))
+    if getattr(chart, "room_given", CHART_MOST) == most:
+        return False
+    chart.room_given = most
+    chart.display = most >= CHART_LEAST
+    chart.styles.max_width = most
+    chart.styles.min_width = min(14, most)
+    return True
+
+
+#: per GPU table, the snapshot it last showed (fitted again when its width changes)
+_GPU_SNAPSHOT: "weakref.WeakKeyDictionary[DataTable, NodeSnapshot | None]" = weakref.WeakKeyDictionary()
+
+
+def last_gpu_snapshot(table: DataTable) -> NodeSnapshot | None:
+    return _GPU_SNAPSHOT.get(table)
+
+
+#: per GPU table, the columns it was last given (gpu_layout): a change rebuilds them
+_GPU_COLUMNS_SENT: "weakref.WeakKeyDictionary[DataTable, tuple]" = weakref.WeakKeyDictionary()
+
+
+def sync_gpu_table(table: DataTable, snap: NodeSnapshot | None) -> None:
+    """The GPU panel at its width now (gpu_layout). A column's width only grows as cells change
+    (_wider): when the layout changes (a resize, a mark that comes or goes) the columns are
+    made anew, so a column left wide does not push the name past the edge; the cursor stays
+    on its GPU."""
+    _GPU_SNAPSHOT[table] = snap
+    width = table.scrollable_content_region.width
+    columns, rows = gpu_layout(snap, width if width > 0 else None, table.cell_padding)
+    widths = (columns, tuple(max([cell_width(label)] + [cell_width(r[i]) for r in rows.values()])
+                             for i, (label, _key) in enumerate(columns)))
+    before = _GPU_COLUMNS_SENT.get(table)
+    selected = selected_key(table)
+    if before != widths:
+        table.clear(columns=True)
+        _SENT.pop(table, None)
+        add_columns(table, columns)
+        _GPU_COLUMNS_SENT[table] = widths
+    sync_table(table, rows)
+    if selected is not None and selected in rows and selected_key(table) != selected:
+        table.move_cursor(row=table.get_row_index(selected), animate=False)
 
 
 def lost_gpu_cells(bus: str) -> tuple:
-    return (Text("?"), Text("GPU is lost", style="bold red"), "", "", literal(bus))
+    """A GPU the driver cannot reach: its bus id where the health would be (the names may have no room)."""
+    return (Text("?"), Text("GPU is lost", style="bold red"), "", "", literal(bus), Text(""))
 
 
 def proc_widths(rows, tagged: set[str]) -> dict[str, int]:

@@ -302,6 +302,10 @@ def _health(r: _Reader, index: int, handle: Any) -> dict[str, Any]:
             "clock_sm_mhz": num(call("clocks", "nvmlDeviceGetClockInfo", getattr(nv, "NVML_CLOCK_SM", 1))),
             "pcie_gen": num(call("PCIe link", "nvmlDeviceGetCurrPcieLinkGeneration")),
             "pcie_width": num(call("PCIe link", "nvmlDeviceGetCurrPcieLinkWidth")),
+            "pcie_gen_max": num(call("PCIe link", "nvmlDeviceGetMaxPcieLinkGeneration")),
+            "pcie_width_max": num(call("PCIe link", "nvmlDeviceGetMaxPcieLinkWidth")),
+            "temperature_slowdown_c": num(call("temperature", "nvmlDeviceGetTemperatureThreshold",
+                                               getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))),
             "ecc_uncorrected": num(call("ECC errors", "nvmlDeviceGetTotalEccErrors",
                                         getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
                                         getattr(nv, "NVML_VOLATILE_ECC", 0)))}
