@@ -27,6 +27,9 @@ FINDING_KINDS = (
     "row-remap-pending",     # a row remap waits for a reset (Ampere and later): reset once nothing holds the GPU
     "row-remap-failure",     # a row remap failed: drain the node, the GPU wants inspection or replacing
     "retired-pages-pending",  # pages wait to be retired (before Ampere): as a pending remap
+    "firmware-boot",         # the GPU's firmware could not start (WPR2 already up, RmInitAdapter failed): reboot
+    "mps-server",            # the driver charges the MPS server: its clients' memory, ended through MPS control
+    "blockers-off",          # what B stopped is still off: restore it (or decline in the timeline)
 )
 
 
