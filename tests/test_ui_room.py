@@ -186,6 +186,39 @@ async def test_progress_and_outcome_go_to_the_status_line_never_over_the_finding
         assert "verifying for up to" in app.screen.text and "Messages, most recent first" in app.screen.text
 
 
+async def test_an_outcome_is_read_whole_over_three_lines_and_a_longer_one_says_m_has_it():
+    """At 80x24 an outcome of three lines' length is whole in the line above the footer; one
+    longer ends with a mark that says `m` holds it whole (never cut without saying so)."""
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#findings").row_count > 0)
+        three = ("demo:reset-required: Reset GPU 3: done: GPU 00000000:41:00.0 reset; GPU 3 freed 60.0 GiB "
+                 "in 0 s; persistence mode and nvidia-persistenced still off since B: once the GPU is healthy, "
+                 "x restores them")
+        app.say(three)
+        await wait_for(pilot, lambda: "x restores them" in status_line(app))
+        assert "m: whole" not in status_line(app)
+        await wait_for(pilot, lambda: not app.query_one("#findings").region.overlaps(app.query_one("#activity").region))
+        app.say("a much longer outcome " * 20 + "THE END")
+        await wait_for(pilot, lambda: "m: whole" in status_line(app))
+        assert "THE END" not in status_line(app) and "THE END" in app.activity.latest.text
+
+
+async def test_a_waits_progress_is_whole_above_the_footer_and_short_at_the_top(incident_dir):
+    from console.incident import timeline
+    tl = timeline.open_incident(incident_dir)
+    app = IncidentApp([SimSource(name="demo", scenario="seed")], timeline=tl)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("w")
+        try:
+            await wait_for(pilot, lambda: "⏳ demo: wait-and-reread: " in status_line(app) and " of " in status_line(app),
+                           tries=1000)
+        except AssertionError:
+            raise AssertionError(status_line(app) + "\n" + lines(app)[0]) from None
+        assert "⏳ wait" in lines(app)[0], lines(app)[0]            # the top: what and how far, in few words
+
+
 async def test_an_error_pops_up_briefly_at_the_top_not_over_the_findings():
     from textual.widgets._toast import Toast
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])

@@ -144,7 +144,14 @@ def wait_table(e: TimelineEntry) -> list[str]:
     """A wait's raw output as lines people read: one per read, its offset then its memory (GPUs
     that read the same grouped), instead of a ``::t=S::`` frame of one line per GPU. A read that
     does not parse, and any line outside a frame, is kept as it came. [] when no read parsed."""
-    if not is_wait(e) or not e.output or not cp.parse_reads(e.output):
+    if not is_wait(e) or not e.output:
+        return []
+    return reads_table(e.output)
+
+
+def reads_table(output: str) -> list[str]:
+    """wait_table of a wait's raw output (a check's result window has no timeline entry yet)."""
+    if not cp.parse_reads(output):
         return []
     out: list[str] = []
     frame: list[str] | None = None
@@ -156,7 +163,7 @@ def wait_table(e: TimelineEntry) -> list[str]:
         read = memory_text(cp.parse_memory_read("\n".join(frame)))
         rest = " / ".join(ln for ln in frame if ln.strip() and not cp.parse_memory_read(ln))   # kept as it came
         out.append(f"{at:>6} s  " + ("; ".join(x for x in (read, rest) if x) or "no output"))
-    for line in e.output.splitlines():
+    for line in output.splitlines():
         m = cp._READ_AT_RE.match(line.strip())      # the wait's framing (console/checks/parse.py)
         if line.startswith("[…"):                   # the record's own mark (cut here): as it is
             close()

@@ -49,14 +49,36 @@ class Activity:
         return list(reversed(self._said))
 
 
-def line(said: Said | None, idle: str = "") -> Text:
-    """The status line: the latest message, with its time (never parsed as markup)."""
+def line(said: Said | None, idle: str = "", running: Sequence[str] = ()) -> Text:
+    """The status line: the latest message, with its time (never parsed as markup). Work that
+    runs now (a wait's progress, whole) comes first while it runs; the latest message after it."""
     out = Text(overflow="ellipsis")
+    for work in running:
+        out.append("⏳ " + printable(work) + "  ", style="bold cyan")
+    if said is None and running:
+        return out
     if said is None:
         out.append(printable(idle), style="dim")
         return out
     out.append(clock_time(said.at) + " ", style="dim")
     out.append(said.text, style=SEVERITY_STYLE.get(said.severity, ""))
+    return out
+
+
+#: what a line too long for its rows ends with: the whole of it is in m
+WHOLE_IN_M = " … (m: whole)"
+
+
+def fit(text: Text, width: int, lines: int) -> Text:
+    """``text`` as it fits ``lines`` rows of ``width`` cells when wrapped (words are not split
+    across rows, so a row may hold less: one cell in eight is left for that); longer, cut with a
+    mark that says the whole is in m."""
+    room = lines * width - (lines - 1) * max(1, width // 8)
+    if text.cell_len <= room:
+        return text
+    out = text.copy()
+    out.truncate(max(1, room - len(WHOLE_IN_M)))
+    out.append(WHOLE_IN_M, style="dim")
     return out
 
 

@@ -90,6 +90,10 @@ SWITCH_INTERVAL_S = 0.001
 #: q while a check runs or an action is verified says so; a second q within this long quits
 QUIT_AGAIN_S = 5.0
 
+#: the lines the activity line may take (app.tcss #activity max-height): more says "m: whole"
+ACTIVITY_LINES = 3
+
+
 class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
@@ -524,11 +528,12 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         return f"a second person: gpu-incident follow {ident} · m: messages"
 
     def _render_activity(self) -> None:
+        said = activity.line(self.activity.latest, self._idle_text(), running=self.running_work())
+        said = activity.fit(said, max(20, self.size.width - 2), ACTIVITY_LINES)
         if self.query("#activity"):
-            self.query_one("#activity", LiteralStatic).update(
-                activity.line(self.activity.latest, self._idle_text()))
+            self.query_one("#activity", LiteralStatic).update(said)
             self.call_after_refresh(self.fit_panels)     # a second line takes a row from the panels
-        self.show_fleet_activity(activity.line(self.activity.latest, self._idle_text()))
+        self.show_fleet_activity(said)
 
     def say(self, text: object, severity: str = "information") -> None:
         """One line in the status line above the footer (most recent first; m shows them all)."""

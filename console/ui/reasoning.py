@@ -144,12 +144,13 @@ class ReasoningKeys:
             return
         self._check_runs = getattr(self, "_check_runs", 0) + 1
         key = f"check-{self._check_runs}"
-        self.set_activity(key, f"{source.name}: {name} running…")
+        self.set_activity(key, f"{source.name}: {name} running…", "wait…" if name == "wait-and-reread" else f"{name}…")
         # in words: the command (probe framing and all) is in the result's window and the timeline
         self.notify(f"{source.name}: {name} running (a read-only check)…", timeout=4)
 
         def progress(p) -> None:
-            self.set_activity(key, f"{p.node}: {p.text}")
+            what = "wait" if p.name == "wait-and-reread" else p.name
+            self.set_activity(key, f"{p.node}: {p.text}", f"{what} {p.elapsed_s:.0f}/{p.total_s:.0f} s")
         hopped = self.engine.hop(progress)           # told on the engine's loop, drawn on this one
 
         async def work() -> None:
@@ -173,27 +174,30 @@ class ReasoningKeys:
         self.run_worker(work(), group="checks", exclusive=False)
 
     # ---- what long work says while it runs, and results that wait for an open prompt
-    def set_activity(self, key: str, text: str | None) -> None:
-        """Work in progress for the status line (None: done); ``running_work()`` has it as data
-        (the live state hands it to a follower too)."""
+    def set_activity(self, key: str, text: str | None, short: str | None = None) -> None:
+        """Work in progress (None: done): whole in the line above the footer, ``short`` (what
+        and how far, never cut mid-number) in the status line at the top; ``running_work()`` has
+        it as data (the live state hands it to a follower too)."""
         work = vars(self).setdefault("_running_work", {})
         if text is None:
             work.pop(key, None)
         else:
-            work[key] = text
-        self._render_status()
+            work[key] = (text, short or text)
+        if self.is_running and self.screen_stack and self.query("#status"):   # not while the app winds down
+            self._render_status()
+            self._render_activity()
 
     def running_work(self) -> list[str]:
         """What is running now, one line each ("demo: wait-and-reread: 15 of 86 s, …")."""
         try:           # also read from the engine's thread (the follower's state)
-            return list(vars(self).get("_running_work", {}).values())
+            return [text for text, _short in list(vars(self).get("_running_work", {}).values())]
         except RuntimeError:      # changed while read: the next write has it
             return []
 
     def status_activity(self, line: Text) -> None:
-        """Appended to the status line by the app: work in progress, results kept for later."""
-        for text in self.running_work():
-            line.append("  ⏳ " + printable(text, 90), style="bold cyan")
+        """Appended to the status line by the app: work in progress (short), results kept for later."""
+        for _text, short in list(vars(self).get("_running_work", {}).values()):
+            line.append("  ⏳ " + printable(short, 40), style="bold cyan")
         waiting = self.__dict__.get("pending_results", [])
         if waiting:
             line.append(f"  ✔ {printable(waiting[0][0], 70)} — shown when this window closes"
@@ -223,6 +227,7 @@ class ReasoningKeys:
 
     def _show_check(self, result, seq: int | None) -> None:
         from console.checks.registry import digest
+        from console.incident.readings import reads_table
         from console.ui.details import DetailScreen
         body = Text()
         body.append(f"{result.name} on {printable(result.node)}", style="bold")
@@ -235,7 +240,8 @@ class ReasoningKeys:
             body.append(("$ " if i == 0 else "  ") + printable(line) + "\n", style="italic")
         body.append(f"exit status {result.rc}\n\n" if result.rc is not None else "did not finish\n\n",
                     style="dim")
-        lines = result.raw.splitlines()
+        # a wait's reads one line each, as the timeline and the postmortem show them (no ::t= framing)
+        lines = (reads_table(result.raw) if result.name == "wait-and-reread" else []) or result.raw.splitlines()
         for line in lines[:200]:
             body.append(printable(line) + "\n")
         if len(lines) > 200:
