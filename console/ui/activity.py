@@ -66,7 +66,7 @@ def line(said: Said | None, idle: str = "", running: Sequence[str] = ()) -> Text
 
 
 #: what a line too long for its rows ends with: the whole of it is in m
-WHOLE_IN_M = " … (m: whole)"
+WHOLE_IN_M = " (m: whole)"
 
 
 def fit(text: Text, width: int, lines: int) -> Text:
@@ -77,7 +77,7 @@ def fit(text: Text, width: int, lines: int) -> Text:
     if text.cell_len <= room:
         return text
     out = text.copy()
-    out.truncate(max(1, room - len(WHOLE_IN_M)))
+    out.truncate(max(1, room - len(WHOLE_IN_M)), overflow="ellipsis")      # ends with …
     out.append(WHOLE_IN_M, style="dim")
     return out
 
