@@ -34,3 +34,19 @@ async def test_o_orders_the_processes_by_memory_then_pid_then_user_then_the_tree
         await pilot.press("o")
         await pilot.pause()
         assert table.row_keys == tree and "(o)" not in str(table.border_title)
+
+
+def test_eight_workers_a_few_mib_apart_keep_their_pid_order_in_the_tree():
+    """After SIGKILL the seed's eight workers are roots of their own (<defunct>, parent gone),
+    74.3 GiB each a few MiB apart: the tree orders them TP0 to TP7 (PID order), not by the
+    last MiB (TP1-TP6, TP0, TP7); a root holding a whole GiB more still comes first."""
+    from console.model import NodeSnapshot, Proc
+    from console.output.rows import proc_view
+    mibs = [76105, 76109, 76109, 76109, 76109, 76109, 76109, 76065]
+    workers = [Proc(pid=72230 + 64 * i, ppid=1, name="sglang::schedul", state="Z", user="root", cmdline="",
+                    gpu_memory_mib={str(i): mib}) for i, mib in enumerate(mibs)]
+    big = Proc(pid=90000, ppid=1, name="bigger", state="S", user="root", cmdline="bigger",
+               gpu_memory_mib={"0": 80000})
+    snap = NodeSnapshot(name="n", taken_at=0.0, processes=tuple(workers) + (big,))
+    rows = proc_view(snap).rows
+    assert [r.proc.pid for r in rows] == [90000] + [w.pid for w in workers]

@@ -122,8 +122,9 @@ def _tree(snap: NodeSnapshot, show_all: bool, needle: str) -> _Tree:
             node = unique.get(node.ppid) if node.ppid != node.pid else None
     tree = _Tree(procs=tuple(unique.values()), roots=(), children=children, related=related,
                  holding=holding, show_all=show_all)
-    # roots: the most GPU memory first, then the trees holding devices, then the rest
-    roots.sort(key=lambda p: (-subtree.get(p.pid, 0), p.pid not in holding) + tree.sibling_order(p))
+    # roots: the most GPU memory first (in whole GiB: eight workers holding 74.3 GiB each, a few
+    # MiB apart, stay in PID order, TP0 to TP7), then the trees holding devices, then the rest
+    roots.sort(key=lambda p: (-(subtree.get(p.pid, 0) // 1024), p.pid not in holding) + tree.sibling_order(p))
     return dataclasses.replace(tree, roots=tuple(roots))
 
 
