@@ -1,4 +1,8 @@
+import contextlib
+import io
+import logging
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,13 +41,39 @@ def gpu_incident_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "console"]
 
 
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """``gpu-incident ARGS`` in this process (console.cli.main, what the entry point calls): its
+    exit status, stdout and stderr, as ``subprocess.run`` gives them, without starting an
+    interpreter that imports the console again (~0.5 s of CPU a call). A few tests keep the real
+    process (the entry point, a closed pipe: tests/test_cli.py); the rest use this."""
+    from console import cli
+    out, err = io.StringIO(), io.StringIO()
+    log = logging.getLogger("gpu_incident")
+    handlers, level = list(log.handlers), log.level
+    stdout = sys.stdout
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = cli.main(list(args))
+            except SystemExit as exc:           # argparse's --help and --version
+                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdout = stdout                     # main() swaps in /dev/null after a broken pipe
+        for handler in log.handlers[:]:         # a --debug-log handler stays with its process
+            if handler not in handlers:
+                log.removeHandler(handler)
+                handler.close()
+        log.setLevel(level)
+    return subprocess.CompletedProcess(["gpu-incident", *args], rc, out.getvalue(), err.getvalue())
+
+
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 #: modules whose tests read this machine's whole process table (the local source, the real
 #: probe) or leave kernel state every such reader sees (real zombies, D-state threads, orphans,
 #: respawning parents): they run in the serial pass, alone (README: the test command)
 SERIAL_MODULES = frozenset({
-    "test_actions", "test_cgroup", "test_checks", "test_cli", "test_local_commands", "test_local_nvml",
+    "test_actions", "test_cgroup", "test_checks", "test_local_commands", "test_local_nvml",
     "test_local_procs", "test_parse_probe", "test_probe_bounds", "test_probe_cost", "test_probe_framing",
     "test_probe_two_speeds", "test_real_kernel", "test_reset_blockers", "test_respawn", "test_signal_rung",
     "test_smi_loop", "test_watch",
