@@ -71,22 +71,39 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 #: modules whose tests read this machine's whole process table (the local source, the real
 #: probe) or leave kernel state every such reader sees (real zombies, D-state threads, orphans,
-#: respawning parents): they run in the serial pass, alone (README: the test command)
+#: respawning parents): they run in the serial pass, one at a time (README: the test command)
 SERIAL_MODULES = frozenset({
     "test_actions", "test_cgroup", "test_checks", "test_local_commands", "test_local_nvml",
     "test_local_procs", "test_parse_probe", "test_probe_bounds", "test_probe_cost", "test_probe_framing",
     "test_probe_two_speeds", "test_real_kernel", "test_reset_blockers", "test_respawn", "test_signal_rung",
-    "test_smi_loop", "test_watch",
+    "test_watch",
 })
+#: modules whose tests on the real sshd judge the node as a whole (a gate that finds it clean, a
+#: worker's session that outlives its parent): one at a time with the SERIAL_MODULES too
+WHOLE_NODE_MODULES = frozenset({"test_gate", "test_family_sessions"})
+#: the xdist group (``--dist loadgroup``) of the serial tests that must not share the machine
+#: with one another: one worker runs them in turn
+MACHINE = "machine"
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
-    """Mark ``serial`` what must not share the machine with another test: the SERIAL_MODULES and
-    every test on the real sshd (its node is this machine: the probe reads the whole table)."""
+    """Mark ``serial`` what must not share the machine with the parallel pass: the SERIAL_MODULES
+    and every test on the real sshd (its node is this machine: the probe reads the whole table).
+
+    The serial pass runs on two workers (``-n 2 --dist loadgroup``): the tests of the
+    SERIAL_MODULES and WHOLE_NODE_MODULES and those marked serial by hand form one group
+    (MACHINE: one worker, one at a time, as before); the other worker takes the rest, tests on
+    the real sshd (one sshd per worker, its own ports and test nvidia-smi state) that make no
+    kernel state and judge only their own nodes' GPUs and their own processes."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        alone = (module in SERIAL_MODULES or module in WHOLE_NODE_MODULES
+                 or item.get_closest_marker("serial") is not None)
         if module in SERIAL_MODULES or "sshd" in item.fixturenames:
             item.add_marker(pytest.mark.serial)
+        if alone and item.get_closest_marker("serial") is not None:
+            item.add_marker(pytest.mark.xdist_group(MACHINE))
 
 
 @pytest.fixture
