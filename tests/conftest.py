@@ -1,9 +1,11 @@
+import asyncio
 import contextlib
 import io
 import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,25 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+#: how often wait_for looks at an App's state
+APP_STEP_S = 0.02
+
+
+async def wait_for(pilot, predicate, tries: int = 1000, describe=None) -> None:
+    """Wait until ``predicate()`` holds while the App under ``pilot`` runs; fail after ``tries``
+    steps of APP_STEP_S (and never before tests.polling.BOUND_S: a busy 2-core machine), with
+    ``describe(app)`` (the screen, say) in the message.
+
+    The App draws on its own refresh timer meanwhile: the wait is an asyncio sleep, not
+    ``pilot.pause(step)``, which posts a message to every widget of the screen and forces a
+    repaint at every step (most of an App test's CPU when it waited for a poll or a command)."""
+    from tests.polling import BOUND_S
+    deadline = time.monotonic() + max(BOUND_S, tries * APP_STEP_S)
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached" + (f"; screen:\n{describe(pilot.app)}" if describe else ""))
+        await asyncio.sleep(APP_STEP_S)
 
 #: modules whose tests read this machine's whole process table (the local source, the real
 #: probe) or leave kernel state every such reader sees (real zombies, D-state threads, orphans,

@@ -7,6 +7,8 @@ import dataclasses
 
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
@@ -17,11 +19,7 @@ from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
 
 
 async def wait_for(pilot, predicate, tries=500):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached; screen:\n" + screen(pilot.app))
+    await conftest.wait_for(pilot, predicate, tries, describe=screen)
 
 
 def screen(app) -> str:
