@@ -109,7 +109,7 @@ async def test_the_footer_shows_help_and_quit_and_fits(size):
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: "demo" in app.snapshots)
-        await pilot.pause()
+        await wait_for(pilot, lambda: lines(app)[-1].strip())        # the footer is drawn
         footer = lines(app)[-1]
         assert "? Help" in footer and "q Quit" in footer and "t TERM" in footer and "k KILL" in footer, footer
         keys = {fk.key_display for fk in app.screen.query(FooterKey)}
