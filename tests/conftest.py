@@ -1,5 +1,11 @@
+import asyncio
+import contextlib
+import io
+import logging
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,26 +43,88 @@ def gpu_incident_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "console"]
 
 
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """``gpu-incident ARGS`` in this process (console.cli.main, what the entry point calls): its
+    exit status, stdout and stderr, as ``subprocess.run`` gives them, without starting an
+    interpreter that imports the console again (~0.5 s of CPU a call). A few tests keep the real
+    process (the entry point, a closed pipe: tests/test_cli.py); the rest use this."""
+    from console import cli
+    out, err = io.StringIO(), io.StringIO()
+    log = logging.getLogger("gpu_incident")
+    handlers, level = list(log.handlers), log.level
+    stdout = sys.stdout
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = cli.main(list(args))
+            except SystemExit as exc:           # argparse's --help and --version
+                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdout = stdout                     # main() swaps in /dev/null after a broken pipe
+        for handler in log.handlers[:]:         # a --debug-log handler stays with its process
+            if handler not in handlers:
+                log.removeHandler(handler)
+                handler.close()
+        log.setLevel(level)
+    return subprocess.CompletedProcess(["gpu-incident", *args], rc, out.getvalue(), err.getvalue())
+
+
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+#: how often wait_for looks at an App's state
+APP_STEP_S = 0.02
+
+
+async def wait_for(pilot, predicate, tries: int = 1000, describe=None) -> None:
+    """Wait until ``predicate()`` holds while the App under ``pilot`` runs; fail after ``tries``
+    steps of APP_STEP_S (and never before tests.polling.BOUND_S: a busy 2-core machine), with
+    ``describe(app)`` (the screen, say) in the message.
+
+    The App draws on its own refresh timer meanwhile: the wait is an asyncio sleep, not
+    ``pilot.pause(step)``, which posts a message to every widget of the screen and forces a
+    repaint at every step (most of an App test's CPU when it waited for a poll or a command)."""
+    from tests.polling import BOUND_S
+    deadline = time.monotonic() + max(BOUND_S, tries * APP_STEP_S)
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached" + (f"; screen:\n{describe(pilot.app)}" if describe else ""))
+        await asyncio.sleep(APP_STEP_S)
 
 #: modules whose tests read this machine's whole process table (the local source, the real
 #: probe) or leave kernel state every such reader sees (real zombies, D-state threads, orphans,
-#: respawning parents): they run in the serial pass, alone (README: the test command)
+#: respawning parents): they run in the serial pass, one at a time (README: the test command)
 SERIAL_MODULES = frozenset({
-    "test_actions", "test_cgroup", "test_checks", "test_cli", "test_local_commands", "test_local_nvml",
+    "test_actions", "test_cgroup", "test_checks", "test_local_commands", "test_local_nvml",
     "test_local_procs", "test_parse_probe", "test_probe_bounds", "test_probe_cost", "test_probe_framing",
     "test_probe_two_speeds", "test_real_kernel", "test_reset_blockers", "test_respawn", "test_signal_rung",
-    "test_smi_loop", "test_watch",
+    "test_watch",
 })
+#: modules whose tests on the real sshd judge the node as a whole (a gate that finds it clean, a
+#: worker's session that outlives its parent): one at a time with the SERIAL_MODULES too
+WHOLE_NODE_MODULES = frozenset({"test_gate", "test_family_sessions"})
+#: the xdist group (``--dist loadgroup``) of the serial tests that must not share the machine
+#: with one another: one worker runs them in turn
+MACHINE = "machine"
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
-    """Mark ``serial`` what must not share the machine with another test: the SERIAL_MODULES and
-    every test on the real sshd (its node is this machine: the probe reads the whole table)."""
+    """Mark ``serial`` what must not share the machine with the parallel pass: the SERIAL_MODULES
+    and every test on the real sshd (its node is this machine: the probe reads the whole table).
+
+    The serial pass runs on two workers (``-n 2 --dist loadgroup``): the tests of the
+    SERIAL_MODULES and WHOLE_NODE_MODULES and those marked serial by hand form one group
+    (MACHINE: one worker, one at a time, as before); the other worker takes the rest, tests on
+    the real sshd (one sshd per worker, its own ports and test nvidia-smi state) that make no
+    kernel state and judge only their own nodes' GPUs and their own processes."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        alone = (module in SERIAL_MODULES or module in WHOLE_NODE_MODULES
+                 or item.get_closest_marker("serial") is not None)
         if module in SERIAL_MODULES or "sshd" in item.fixturenames:
             item.add_marker(pytest.mark.serial)
+        if alone and item.get_closest_marker("serial") is not None:
+            item.add_marker(pytest.mark.xdist_group(MACHINE))
 
 
 @pytest.fixture

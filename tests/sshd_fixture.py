@@ -172,6 +172,18 @@ def sshd(tmp_path_factory, ssh_keys):
     server.stop()
 
 
+#: the test nvidia-smi's loop interval (probe_loop.LOOP_MS, 1 s on a node) in the tests on the real
+#: sshd: a value the test sets shows in the loops' next sample, a fifth of a second later
+TEST_LOOP_MS = 200
+
+
+@pytest.fixture(autouse=True)
+def _quick_smi_loops(request, monkeypatch):
+    if "sshd" in request.fixturenames:
+        from console import probe_loop
+        monkeypatch.setattr(probe_loop, "LOOP_MS", TEST_LOOP_MS)
+
+
 @pytest.fixture
 def ssh_home(tmp_path, monkeypatch) -> Path:
     """An empty HOME (no ~/.ssh/config, keys or known_hosts of the person running the tests)."""

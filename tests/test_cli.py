@@ -1,21 +1,34 @@
-"""The CLI contract: exit codes, one-line errors, no tracebacks."""
+"""The CLI contract: exit codes, one-line errors, no tracebacks.
+
+Through ``console.cli.main(argv)`` in this process (conftest.run_cli), but for what only the real
+process shows (``real``: the installed entry point, its exit status, a reader that leaves).
+The two tests of ``snapshot local`` read this machine's whole process table: marked serial."""
 import json
 import re
 import subprocess
 
 import pytest
 
-from conftest import gpu_incident_cmd
+from conftest import gpu_incident_cmd, run_cli
 from tests.polling import until
 
+run = run_cli
 
-def run(*args, **kw):
-    return subprocess.run([*gpu_incident_cmd(), *args], capture_output=True, text=True, timeout=60, **kw)
+
+def real(*args):
+    """The installed command in a process of its own."""
+    return subprocess.run([*gpu_incident_cmd(), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_version():
-    r = run("--version")
-    assert r.returncode == 0 and r.stdout.startswith("gpu-incident ")
+    for r in (real("--version"), run("--version")):
+        assert r.returncode == 0 and r.stdout.startswith("gpu-incident ")
+
+
+def test_the_real_process_exits_2_with_one_line_on_bad_usage():
+    r = real("--no-such-flag")
+    assert r.returncode == 2 and r.stderr.startswith("gpu-incident: ") and len(r.stderr.splitlines()) == 1
+    assert "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("args", [
@@ -40,6 +53,12 @@ def test_bad_usage_exits_2_with_one_line(args, tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr and lines[0].startswith("gpu-incident")
+
+
+def test_follow_of_an_unknown_id_says_so_in_one_line(tmp_path):
+    r = run("follow", "nope", "--incident-dir", str(tmp_path))
+    assert r.returncode == 2 and r.stderr.splitlines() == [r.stderr.strip()], r.stderr
+    assert "no incident 'nope'" in r.stderr
 
 
 def test_bad_config_file_names_the_problem(tmp_path):
@@ -97,6 +116,7 @@ def test_snapshot_demo_matches_the_seed_and_keeps_target_order():
     assert all(f["next_step"] for f in seed["findings"])
 
 
+@pytest.mark.serial
 def test_snapshot_local_without_a_gpu_names_the_driver_and_lists_processes():
     r = run("snapshot", "--json", "local")
     assert r.returncode == 0
@@ -115,6 +135,7 @@ def zombie_state(pid: int) -> str | None:
         return None
 
 
+@pytest.mark.serial
 def test_real_zombie_is_reported_by_snapshot_local():
     import sys
     # a parent that forks a child which exits at once, and never reaps it

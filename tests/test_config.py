@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import gpu_incident_cmd
+from conftest import gpu_incident_cmd, run_cli
 from console.config import load_config
 
 BAD_DEFAULTS = [
@@ -56,7 +56,8 @@ def write(tmp_path, text: str):
 
 
 def run(*args):
-    return subprocess.run([*gpu_incident_cmd(), *args], capture_output=True, text=True, timeout=60)
+    """The command line in this process (conftest.run_cli); the real one: test_..._real_process."""
+    return run_cli(*args)
 
 
 def one_line(r) -> str:
@@ -78,6 +79,16 @@ def test_a_bad_default_is_one_line_naming_key_and_file(tmp_path, line, key):
     shown = one_line(run("--config", str(cfg), "demo", "--incident-dir", str(tmp_path / "inc")))
     assert str(cfg) in shown and key in shown, shown
     assert not (tmp_path / "inc").exists()                  # nothing started
+
+
+def test_a_bad_config_file_stops_the_real_process_with_one_line(tmp_path):
+    """The same check through the installed command (a new interpreter, nothing imported yet)."""
+    cfg = write(tmp_path, "[defaults]\ninterval = 1e-9")
+    r = subprocess.run([*gpu_incident_cmd(), "--config", str(cfg), "demo", "--incident-dir", str(tmp_path / "inc")],
+                       capture_output=True, text=True, timeout=60)
+    shown = one_line(r)
+    assert str(cfg) in shown and "interval" in shown, shown
+    assert not (tmp_path / "inc").exists()
 
 
 @pytest.mark.parametrize("line,key", BAD_KEYS)

@@ -8,6 +8,8 @@ against the simulated seed node; what the node ran is its shell history.
 """
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
@@ -20,11 +22,7 @@ KILL = f"kill -9 {WORKER}"
 
 
 async def wait_for(pilot, predicate, tries=1000):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached")
+    await conftest.wait_for(pilot, predicate, tries)
 
 
 def ran(src: SimSource, line: str) -> bool:

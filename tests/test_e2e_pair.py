@@ -1,6 +1,9 @@
 """Pair-debugging end to end: one person drives `gpu-incident demo --incident pair` in one
 terminal, a second follows the same incident by its ID with `follow pair --live` in another
-(two tmux servers, 80x24, one user, one state dir)."""
+(two tmux servers, 80x24, one user, one state dir).
+
+Heavy (the second pass of .ci/run): three consoles in real terminals; budget 60 s. The follower's
+view is tested in-process in tests/test_ui_mirror.py, an unknown ID in tests/test_cli.py."""
 from __future__ import annotations
 
 import shutil
@@ -9,7 +12,8 @@ import pytest
 
 from test_e2e_tmux import Tmux
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+pytestmark = [pytest.mark.heavy,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")]
 
 
 @pytest.fixture

@@ -1,5 +1,9 @@
 """End to end as a person sees it: `gpu-incident demo` in a real terminal (tmux, 80x24), keys
-pressed, the screen read back. tmux is installed by .ci/run."""
+pressed, the screen read back. tmux is installed by .ci/run.
+
+Heavy (the second pass of .ci/run): a real terminal and a new interpreter per console, ~5 s of
+waiting for the screen; budget 30 s. The same keys and panels are tested in-process with an App
+(tests/test_ui_*.py) in the default suite."""
 from __future__ import annotations
 
 import shutil
@@ -11,7 +15,8 @@ import pytest
 
 from tests.polling import until
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+pytestmark = [pytest.mark.heavy,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")]
 
 
 class Tmux:

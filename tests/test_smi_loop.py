@@ -22,14 +22,18 @@ def _starts(node, since: int) -> list[str]:
     return node.smi.calls()[since:]
 
 
-async def _poll_until(src, predicate, tries: int = 30, pause: float = 0.4):
+async def _poll_until(src, predicate, bound_s: float = 12.0, pause: float = 0.1):
+    """Poll until ``predicate(snapshot)``; fail after ``bound_s`` (the loops sample every
+    probe_loop.LOOP_MS, sshd_fixture.TEST_LOOP_MS here: a new value shows within a second)."""
     snap = None
-    for _ in range(tries):
+    deadline = time.monotonic() + bound_s
+    while True:
         snap = await src.poll()
         if predicate(snap):
             return snap
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached; last: error={snap.error} warnings={snap.warnings}")
         await asyncio.sleep(pause)
-    raise AssertionError(f"not reached; last: error={snap.error} warnings={snap.warnings}")
 
 
 async def test_the_loops_start_once_and_a_steady_poll_starts_no_nvidia_smi(sshd, node_a, tmp_path, ssh_home,
@@ -45,7 +49,7 @@ async def test_the_loops_start_once_and_a_steady_poll_starts_no_nvidia_smi(sshd,
         since = len(node_a.smi.calls())
         for _ in range(4):
             snap = await src.poll()
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.1)
         assert _starts(node_a, since) == [], "a steady poll in loop mode starts no nvidia-smi"
         assert snap.error is None and snap.proc(w0).gpu_memory_mib == {"0": 60000}
         assert [g.memory_used_mib for g in snap.gpus] == [61000, 1200]
@@ -126,11 +130,16 @@ async def test_an_nvidia_smi_that_cannot_loop_is_asked_per_poll(sshd, node_a, tm
     src = SshSource(node_a.target, options(sshd, tmp_path))
     try:
         t0 = time.monotonic()
-        for _ in range(10):
+        for _ in range(40):                                  # until the source rests the loops
             snap = await src.poll()
             assert snap.error is None and [g.memory_used_mib for g in snap.gpus] == [76109, 76113]
-            await asyncio.sleep(0.3)
+            if src._loop_off_until > t0:
+                break
+            await asyncio.sleep(0.1)                         # a refused loop ends meanwhile
         assert src._loop_off_until > t0, "the loops kept dying: the source rests them"
+        for _ in range(2):                                   # rested: polls start no loop
+            snap = await src.poll()
+            assert snap.error is None and [g.memory_used_mib for g in snap.gpus] == [76109, 76113]
         assert not src._loop and src._per_poll
         starts = [c for c in _starts(node_a, since) if "-lms" in c]
         assert 0 < len(starts) <= 2 * (3 + 1), starts       # a few tries, then per-poll calls only

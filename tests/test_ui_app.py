@@ -1,6 +1,8 @@
 """The first screen, driven as a user would (Textual pilot at 80x24) against the simulator."""
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
@@ -9,11 +11,7 @@ from console.ui.app import IncidentApp  # noqa: E402
 
 
 async def wait_for(pilot, predicate, tries=500):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached")
+    await conftest.wait_for(pilot, predicate, tries)
 
 
 def palette_offers(app, title: str) -> bool:

@@ -7,6 +7,8 @@ import dataclasses
 
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
@@ -55,11 +57,7 @@ def keys_shown(app) -> list[str]:
 
 
 async def wait_for(pilot, predicate, tries=1000):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached")
+    await conftest.wait_for(pilot, predicate, tries)
 
 
 def console() -> IncidentApp:

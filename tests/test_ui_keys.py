@@ -3,6 +3,8 @@ btop and k9s hold: Home/End, F10, F9's signal menu, space that tags and moves do
 a user would (Textual pilot) against the simulator."""
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
@@ -13,11 +15,7 @@ from console.ui.app import IncidentApp  # noqa: E402
 
 
 async def wait_for(pilot, predicate, tries=500):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached")
+    await conftest.wait_for(pilot, predicate, tries)
 
 
 def said(app) -> str:

@@ -11,6 +11,8 @@ import pathlib
 
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
@@ -43,11 +45,7 @@ def toasts(app) -> str:
 
 
 async def wait_for(pilot, predicate, tries=1000):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached; screen:\n" + screen(pilot.app))
+    await conftest.wait_for(pilot, predicate, tries, describe=screen)
 
 
 async def still_alive(pilot) -> None:

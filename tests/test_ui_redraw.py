@@ -6,6 +6,8 @@ import dataclasses
 
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from textual.app import App  # noqa: E402
@@ -20,11 +22,7 @@ from tests.test_ui_sync_table import proc, shown, wanted  # noqa: E402
 
 
 async def wait_for(pilot, predicate, tries=500):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached")
+    await conftest.wait_for(pilot, predicate, tries)
 
 
 async def simulated_nodes(count: int, scenario: str):

@@ -7,6 +7,8 @@ import dataclasses
 
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
@@ -17,11 +19,7 @@ from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
 
 
 async def wait_for(pilot, predicate, tries=500):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached; screen:\n" + screen(pilot.app))
+    await conftest.wait_for(pilot, predicate, tries, describe=screen)
 
 
 def screen(app) -> str:
@@ -111,7 +109,7 @@ async def test_the_footer_shows_help_and_quit_and_fits(size):
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: "demo" in app.snapshots)
-        await pilot.pause()
+        await wait_for(pilot, lambda: lines(app)[-1].strip())        # the footer is drawn
         footer = lines(app)[-1]
         assert "? Help" in footer and "q Quit" in footer and "t TERM" in footer and "k KILL" in footer, footer
         keys = {fk.key_display for fk in app.screen.query(FooterKey)}

@@ -2,6 +2,8 @@
 import os
 
 import pytest
+
+import conftest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -50,11 +52,7 @@ def list_row(app, index: int) -> str:
 
 
 async def wait_for(pilot, predicate, tries=500):
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not reached; screen:\n" + screen(pilot.app))
+    await conftest.wait_for(pilot, predicate, tries, describe=screen)
 
 
 # ---------------------------------------------------------------- replay

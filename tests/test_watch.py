@@ -162,6 +162,7 @@ def test_only_http_webhooks(bad):
 async def test_a_webhook_that_never_answers_is_given_up_without_holding_the_watch(tmp_path, monkeypatch):
     monkeypatch.setattr(tell, "WEBHOOK_TIMEOUT_S", 0.2)
     monkeypatch.setattr(tell, "WEBHOOK_TRIES", 2)
+    monkeypatch.setattr(tell, "WEBHOOK_BACKOFF_S", 0.05)
     conns = []
 
     async def silent(reader, writer):         # reads the request, answers nothing (drips nothing)

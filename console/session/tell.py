@@ -26,6 +26,8 @@ log = logging.getLogger("gpu_incident.tell")
 
 NOTIFY_TIMEOUT_S = 10.0
 WEBHOOK_TIMEOUT_S = 5.0
+#: the pause before a webhook's second try, doubled before each later one
+WEBHOOK_BACKOFF_S = 1.0
 WEBHOOK_TRIES = 3
 OUTPUT_LIMIT = 4096
 
@@ -115,7 +117,7 @@ class Teller:
                 why = f"no answer within {WEBHOOK_TIMEOUT_S * 2:g} s"
             except (OSError, ValueError) as exc:
                 why = str(getattr(exc, "reason", None) or exc)
-            await asyncio.sleep(2 ** attempt)
+            await asyncio.sleep(WEBHOOK_BACKOFF_S * 2 ** attempt)
         self.failed += 1
         self.warn(f"gpu-incident watch: --webhook failed {WEBHOOK_TRIES} times: {why[:200]}")
 

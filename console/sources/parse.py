@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, recovery_token
 from console.textsafe import one_line
+from console import probe_loop
 from console.probe import FABRIC_MARK, RECOVERY_FIELD, kernel_line, split_sections
 from console.probe_scope import Scope
 from console.sources.proc_table import command_line
@@ -584,7 +585,8 @@ def _read_loop(sec: dict, cache: dict, taken_at: float) -> list[str]:
     what, pids = parse_loop_state(sec["loop"][1])
     state = cache.get("smi_loop")
     if state is None or what in ("started", "died+started"):
-        state = cache["smi_loop"] = LoopState()       # new loops, new files
+        # new loops, new files; framed by the interval the loops were started with
+        state = cache["smi_loop"] = LoopState(interval_s=probe_loop.LOOP_MS / 1000)
     cache["smi_loop_what"], cache["smi_loop_pids"] = what, pids
     if state.feed(sec.get("loopg", (None, ""))[1], sec.get("loopa", (None, ""))[1]):
         cache["smi_loop_at"] = taken_at
