@@ -263,6 +263,10 @@ class Proc:
     cgroup: Cgroup | None = None                # read for GPU holders only (container / unit)
     pgid: int | None = None                     # process group (/proc/PID/stat field 5)
     sid: int | None = None                      # session (field 6): setsid starts a new one
+    # SM utilisation the driver reports for this process (nvidia-smi pmon over SSH, NVML's
+    # process utilisation locally): the busiest of its GPUs, in %; None where not reported
+    # (not asked yet, not supported, no sample, not a process the driver lists)
+    gpu_sm_pct: int | None = None
 
     @property
     def holds_devices(self) -> bool:

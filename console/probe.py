@@ -70,6 +70,8 @@ remap    nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT: each GPU's row remapping
          retirement (remap_call: asked only when this probe's driver calls answered, and without
          ROW_REMAPPER where nvidia-smi rejects it); on an NVSwitch system then "fabric:" and
          each GPU's "bus id, fabric.state, fabric.status" (QUERY_FABRIC)
+pmon     nvidia-smi pmon -c 1 -s u: each process's SM utilisation per GPU (pmon_call: as remap,
+         asked only when this probe's driver calls answered; console/sources/parse_pmon.py)
 xid      dmesg lines with "NVRM: Xid" or a GPU's firmware boot failure (KERNEL_LINES_ERE;
          last 50), or dmesg's own error text
 driver   driver version: cat /proc/driver/nvidia/version (first line) or nothing
@@ -200,9 +202,14 @@ QUERY_FABRIC = "nvidia-smi --query-gpu=pci.bus_id,fabric.state,fabric.status --f
 NVSWITCH_CTL = "/dev/nvidia-nvswitchctl"
 #: the body of the remap section when this probe's driver calls failed (nothing asked)
 REMAP_SKIPPED = "skipped: the driver did not answer the calls before it"
+#: each process's SM utilisation: one sample of ``nvidia-smi pmon`` (console/sources/parse_pmon.py).
+#: Asked every PMON_EVERY polls, only while the driver lists a process (console/sources/shell.py),
+#: and only when this probe's driver calls answered (pmon_call)
+QUERY_PMON = "nvidia-smi pmon -c 1 -s u"
 #: driver sections, in order; the first always runs (and resets NV_RC), the others are skipped
 #: once one has timed out
-DRIVER_SECTIONS = {"gpu": QUERY_GPU, "apps": QUERY_APPS, "list": LIST_GPUS, "remap": QUERY_REPAIR}
+DRIVER_SECTIONS = {"gpu": QUERY_GPU, "apps": QUERY_APPS, "list": LIST_GPUS, "remap": QUERY_REPAIR,
+                   "pmon": QUERY_PMON}
 
 
 #: the shell variable the fds section leaves the holders' ``/proc/PID/fd`` paths in (pidns reads it)
@@ -296,6 +303,13 @@ def remap_call() -> str:
             f"if [ \"${NV_RC}\" = 2 ]; then {retired}; fi; {fabric}; else echo '{REMAP_SKIPPED}'; fi")
 
 
+def pmon_call() -> str:
+    """The pmon section: asked only when the driver answered this probe so far (NV_RC 0), as
+    the remap section; the section then says it was skipped and keeps NV_RC."""
+    return (f"if [ \"${NV_RC}\" = 0 ]; then {timed(QUERY_PMON)} 2>&1; {NV_RC}=$?; "
+            f"else echo '{REMAP_SKIPPED}'; fi")
+
+
 def driver_call(name: str) -> str:
     """A driver section's command line: runs the call under ``timeout`` and keeps its status
     in NV_RC; every driver section after the first is skipped once that status is 124."""
@@ -303,6 +317,8 @@ def driver_call(name: str) -> str:
         return gpu_call()
     if name == "remap":
         return remap_call()
+    if name == "pmon":
+        return pmon_call()
     run = f"{timed(DRIVER_SECTIONS[name])} 2>&1; {NV_RC}=$?"
     if name == next(iter(DRIVER_SECTIONS)):
         return run
@@ -361,10 +377,15 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
 #: - ``remap`` for REMAP_EVERY polls (one more nvidia-smi call, one NVML initialisation: a remap
 #:   becomes pending after an uncorrectable error and waits for a reset, so a minute late is soon
 #:   enough);
-STICKY = ("meta", "driver", "sys", "list", "xid", "remap")
+#: - ``pmon`` for PMON_EVERY polls, and not at all while the driver lists no process (one more
+#:   nvidia-smi start, one NVML initialisation, and pmon's own sampling: a process's SM share is
+#:   at most PMON_EVERY polls old); where pmon is not supported, every PMON_UNSUPPORTED_EVERY
+STICKY = ("meta", "driver", "sys", "list", "xid", "remap", "pmon")
 DRIVER_EVERY = 60
 XID_EVERY = 5
 REMAP_EVERY = 60
+PMON_EVERY = 30
+PMON_UNSUPPORTED_EVERY = 300
 #: a watched process's command line and user are read again every so many polls (a process that
 #: renames itself without changing its comm shows the new line that late)
 ARGS_EVERY = 10

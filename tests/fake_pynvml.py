@@ -59,6 +59,9 @@ class FakeGpu:
     # the health calls a GPU answers, by NVML function name (nvmlDeviceGetTemperature,
     # nvmlDeviceGetMaxPcieLinkWidth, ...); one not here is NotSupported
     health: dict[str, object] = field(default_factory=dict)
+    # nvmlDeviceGetProcessUtilization: (pid, timeStamp µs, smUtil) samples; the call returns those
+    # newer than its lastSeenTimeStamp, NOT_FOUND when there are none; None: NotSupported
+    samples: list[tuple[int, int, int]] | None = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.uuid = self.uuid or f"GPU-{self.index:08x}-0000-0000-0000-000000000000"
@@ -86,6 +89,7 @@ class FakeNvml:
         self.hang: dict[str, threading.Event] = {}    # call name -> blocks until set
         self.process_names: dict[int, str | None] = {}  # pid -> name (None: NOT_FOUND)
         self.calls: list[str] = []
+        self.since: list[tuple[int, int]] = []    # (GPU index, lastSeenTimeStamp) per process-utilisation call
         self.raised: list[tuple[int | None, str, int]] = []   # (GPU index, call, code)
         self.initialized = 0
         self.shutdowns = 0
@@ -267,6 +271,23 @@ class FakeNvml:
 
     def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
         return self._health("nvmlDeviceGetMaxPcieLinkGeneration", h)
+
+    def nvmlDeviceGetProcessUtilization(self, h, last_seen):
+        """Like the driver: the samples newer than ``last_seen`` (what ``since`` records), one
+        c_nvmlProcessUtilizationSample_t each; NOT_FOUND when there is none."""
+        self._enter("nvmlDeviceGetProcessUtilization", h)
+        self.since.append((h.index, last_seen))
+        if h.samples is None:
+            raise nvml_error(_real.NVML_ERROR_NOT_SUPPORTED)
+        out = []
+        for pid, stamp, sm in h.samples:
+            if stamp > last_seen:
+                v = _real.c_nvmlProcessUtilizationSample_t()
+                v.pid, v.timeStamp, v.smUtil, v.memUtil, v.encUtil, v.decUtil = pid, stamp, sm, 0, 0, 0
+                out.append(v)
+        if not out:
+            raise nvml_error(_real.NVML_ERROR_NOT_FOUND)
+        return out
 
     def _plist(self, entries):
         return [SimpleNamespace(pid=e[0], usedGpuMemory=e[1],

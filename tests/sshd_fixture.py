@@ -73,12 +73,14 @@ class FakeSmi:
         tmp.replace(self.dir / name)
 
     def set(self, used=(76109, 76113), apps=(), mode="normal", mig=False, recovery=("None", "None"),
-            old_smi=False, remap=(0, 0)) -> None:
+            old_smi=False, remap=(0, 0), sm=None, pmon_supported=True) -> None:
         """``used``: MiB per GPU; ``apps``: (pid, gpu index, MiB or None, name).
         Mode ``lost``: GPU 1 (bus 0000:2A:00.0) is lost, the others are still printed.
         ``recovery``: what a newer nvidia-smi prints for gpu_recovery_action per GPU; ``old_smi``:
         an older one that rejects that field (exit 2). ``remap``: per GPU, the rows remapped after
-        uncorrectable errors and still pending (``-q -d ROW_REMAPPER``; 0: none pending)."""
+        uncorrectable errors and still pending (``-q -d ROW_REMAPPER``; 0: none pending).
+        ``sm``: {pid: SM %} of the listed processes as ``pmon -c 1 -s u`` prints them (a PID not
+        in it: "-"); ``pmon_supported=False``: pmon prints the refusal of a GPU without it."""
         gpu_rows, mem_rows, list_rows, recovery_rows = [], [], [], []
         for i, mib in enumerate(used):
             if mode == "lost" and i == 1:     # the lost GPU is absent from the rows
@@ -102,8 +104,18 @@ class FakeSmi:
                            f"        {'Uncorrectable Error':<34}: {rows}",
                            f"        {'Pending':<34}: {'Yes' if rows else 'No'}",
                            f"        {'Remapping Failure Occurred':<34}: No", ""]
+        pmon_rows = ["# gpu        pid  type    sm   mem   enc   dec   command",
+                     "# Idx          #   C/G     %     %     %     %   name"]
+        for i in range(len(used)):
+            mine = [(pid, name) for pid, gpu, _mib, name in apps if gpu == i]
+            pmon_rows += [f"{i:>5} {pid:>10} {'C':>5} {str((sm or {}).get(pid, '-')):>5}     -     -     -   {name}"
+                          for pid, name in mine] or [f"{i:>5} {'-':>10}     -     -     -     -     -   -"]
+        if not pmon_supported:
+            pmon_rows = ["Not supported on the device(s)", "Failed to process command line"]
+        self._write("pmon_rc", "0\n" if pmon_supported else "255\n")
         for name, rows in (("gpu", gpu_rows), ("memory", mem_rows), ("list", list_rows),
-                           ("apps", app_rows), ("gpu_recovery", recovery_rows), ("remap", remap_rows)):
+                           ("apps", app_rows), ("gpu_recovery", recovery_rows), ("remap", remap_rows),
+                           ("pmon", pmon_rows)):
             self._write(name, "".join(r + "\n" for r in rows))
         if old_smi:
             self._write("old", "")

@@ -35,7 +35,11 @@ def test_every_command_it_runs_only_reads():
     for argv in mod.RAW_COMMANDS.values():
         line = " ".join(argv)
         assert argv[0] == "nvidia-smi"
-        for word in ("-r", "--gpu-reset", "-pm", "--persistence-mode", "-c", "-lgc", "-pl", "-e", "-mig"):
+        # (after the pmon subcommand, -c is its sample count, not the compute mode)
+        banned = ("-r", "--gpu-reset", "-pm", "--persistence-mode", "-lgc", "-pl", "-e", "-mig")
+        for word in banned + (() if argv[1:2] == ["pmon"] else ("-c",)):
             assert word not in argv, line
+        if argv[1:2] == ["pmon"]:
+            assert argv == ["nvidia-smi", "pmon", "-c", "1", "-s", "u"], line
     text = SCRIPT.read_text()
     assert "modprobe" not in text.split('"""', 2)[2]     # no driver reload anywhere below the docstring

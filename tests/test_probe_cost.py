@@ -27,13 +27,15 @@ async def test_without_loop_mode_a_kept_shell_is_asked_two_nvidia_smi_calls_a_po
         before = len(node_a.smi.calls())
         first = await src.poll()
         assert first.error is None, first.error
-        # the first probe asks everything: -L and the row remapping (-q -d ROW_REMAPPER) included
-        assert len(_calls(node_a, before)) == 4
+        # the first probe asks everything: -L, the row remapping (-q -d ROW_REMAPPER) and the
+        # processes' SM share (pmon: whether the driver lists a process is not known yet) included
+        assert len(_calls(node_a, before)) == 5
         mid = len(node_a.smi.calls())
         for _ in range(3):
             later = await src.poll()
         asked = _calls(node_a, mid)
-        assert len(asked) == 6 and not any(c.startswith(("-L", "-q")) for c in asked), asked
+        # two a poll (pmon again only every probe.PMON_EVERY polls)
+        assert len(asked) == 6 and not any(c.startswith(("-L", "-q", "pmon")) for c in asked), asked
         # what the poll leaves out still holds: own processes, start times, driver, GPUs
         assert later.own_pids == first.own_pids and later.proc(w0).create_time == first.proc(w0).create_time
         assert later.driver_version == first.driver_version and later.gpus == first.gpus

@@ -30,7 +30,7 @@ README = (DIR / "README").read_text(encoding="utf-8")
 
 def test_the_corpus_has_at_least_30_real_outputs_each_with_its_source_and_driver():
     all_ = names()
-    assert len(all_) >= 30
+    assert len(all_) >= 51
     for name in all_:
         r = load(name)
         assert r.source.startswith("https://"), name
@@ -457,3 +457,22 @@ def test_real_remapped_rows_and_retired_pages(name, found, kind):
         assert f.severity == "high" and f.rung == "reset" and "reset now: nothing holds it" in f.summary
         rows = found[next(iter(found))][2]
         assert f"{rows} rows remapped after uncorrectable errors" in f.summary
+
+
+# ---------------------------------------------------------------- per-process utilisation (pmon)
+
+def test_real_pmon_not_supported_gives_no_figure_and_no_warning():
+    """keylase/nvidia-patch #89 (415.27, a GeForce GT 640): pmon refused. No process gets a
+    figure, nothing is warned, and the source hears that pmon is not supported (it then asks
+    every probe.PMON_UNSUPPORTED_EVERY polls, not every probe.PMON_EVERY)."""
+    from console.sources.parse_pmon import parse_pmon
+    body = load("pmon-not-supported-nvidia-patch-89.txt").body
+    got = parse_pmon(body)
+    assert got.unsupported and got.sm == {}
+    mark = "::gi-real::"
+    text = (f"{mark} begin gpu\n0, GPU-0, GeForce GT 640, 00000000:01:00.0, 0, 1999, [N/A], Disabled, [N/A]\n"
+            f"{mark} end gpu 0\n{mark} begin apps\n{mark} end apps 0\n{mark} begin pmon\n{body}{mark} end pmon 255\n")
+    cache: dict = {}
+    snap = parse.parse_probe("real", text, mark, taken_at=1.0, cache=cache)
+    assert snap.error is None and not any("pmon" in w for w in snap.warnings)
+    assert cache["pmon_unsupported"] is True

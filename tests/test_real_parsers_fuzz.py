@@ -11,6 +11,7 @@ from console.actions.reset_output import ResetOutcome, parse_reset_output, reset
 from console.checks.parse import parse_kernel_log
 from console.diagnosis.xid import fallen_off_bus, firmware_failures, recovery_action
 from console.sources.parse import parse_gpu_query, unreachable_gpus
+from console.sources.parse_pmon import parse_pmon
 from console.sources.parse_repair import parse_memory_repair
 
 REAL_LINES = sorted({ln for n in names() for ln in load(n).body.splitlines()})
@@ -44,6 +45,9 @@ def test_unreachable_and_fallen_off_never_raise(text):
         assert (fail.bus is None or fail.bus in text) and all(ln in text for ln in fail.lines)
     for bus, repair in parse_memory_repair(text).items():
         assert (bus is None or bus in text) and repair.remap_pending in (None, True, False)
+    pmon = parse_pmon(text)             # real lines (the pmon refusal among them), mutated
+    assert all(str(pid) in text and all(v is None or 0 <= v <= 100 for v in per.values())
+               for pid, per in pmon.sm.items())
 
 
 @fuzz

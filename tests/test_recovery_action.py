@@ -167,8 +167,8 @@ async def test_over_ssh_a_new_nvidia_smi_gives_the_action_in_the_same_call(sshd,
             snap = await src.poll()
         assert snap.error is None, snap.error
         assert [g.recovery_action for g in snap.gpus] == ["none", "gpu_reset"]
-        # gpu, apps (and -L and -q -d ROW_REMAPPER at the first probe): no extra call
-        assert len(node_a.smi.calls()) == 4 + 2
+        # gpu, apps (and -L, -q -d ROW_REMAPPER and pmon at the first probe): no extra call
+        assert len(node_a.smi.calls()) == 5 + 2
         f = [f for f in diagnose(snap) if f.kind == "recovery-action"]
         # the stand-in's GPUs have persistence mode on: the reset it asks for waits behind it
         assert [x.gpus for x in f] == [(1,)] and f[0].rung == "clear-blockers"
@@ -188,7 +188,8 @@ async def test_over_ssh_an_old_nvidia_smi_does_not_break_the_gpu_query(sshd, nod
         assert all([g.memory_used_mib for g in s.gpus] == [76109, 76113] for s in snaps)
         assert {g.recovery_action for s in snaps for g in s.gpus} == {None}
         # (no /proc/driver/nvidia/version here): one refused call on the first probe, then none
-        assert len(node_a.smi.calls()) == 4 + 2 + 2 + 1   # gpu, apps (-L and -q once, no MIG)
+        # gpu, apps (-L, -q and pmon once: no MIG, no process listed)
+        assert len(node_a.smi.calls()) == 5 + 2 + 2 + 1
     finally:
         await src.close()
 
@@ -205,7 +206,7 @@ async def test_over_ssh_an_old_driver_version_costs_no_extra_call(sshd, node_a, 
         for _ in range(2):
             snap = await src.poll()
         assert snap.error is None and [g.memory_used_mib for g in snap.gpus] == [76109, 76113]
-        assert len(node_a.smi.calls()) == 4 + 2 and not any("gpu_recovery_action" in c for c in node_a.smi.calls())
+        assert len(node_a.smi.calls()) == 5 + 2 and not any("gpu_recovery_action" in c for c in node_a.smi.calls())
     finally:
         await src.close()
 

@@ -57,6 +57,10 @@ case "$*" in
       printf 'GPU 00000000:1%s:00.0\n    Remapped Rows\n        %-34s: 0\n        %-34s: 0\n        %-34s: No\n' \
         "$i" "Correctable Error" "Uncorrectable Error" "Pending"
     done ;;
+  "pmon"*)    # pmon -c 1 -s u: the header, and each GPU's row of a device with no process sampled
+    echo "# gpu        pid  type    sm   mem   enc   dec   command"
+    echo "# Idx          #   C/G     %     %     %     %   name"
+    for i in 0 1 2 3 4 5 6 7; do echo "    $i          -     -     -     -     -     -   -"; done ;;
   *" -L"*|"-L")
     for i in 0 1 2 3 4 5 6 7; do
       echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-0bench00-0000-0000-0000-00000000000$i)"

@@ -50,6 +50,8 @@ def proc_json(p: Proc) -> dict[str, Any]:
         "pid": p.pid, "ppid": p.ppid, "state": p.state, "user": p.user, "name": p.name,
         "cmdline": p.cmdline, "gpu_memory_mib": dict(p.gpu_memory_mib),
         "holds_devices": p.holds_devices, "threads_in_d": p.threads_in_d,
+        # SM utilisation the driver reports for it, the busiest of its GPUs (null: not reported)
+        "gpu_sm_pct": p.gpu_sm_pct,
         "device_files": list(p.device_files), "create_time": p.create_time,
         "start_ticks": p.start_ticks, "num_threads": p.num_threads, "pid_ns": p.pid_ns,
         "d_threads": [{"tid": t.tid, "wchan": t.wchan} for t in p.d_threads],

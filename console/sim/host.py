@@ -51,6 +51,9 @@ class SimHost:
         self.dmesg_allowed = True
         self.driver_state = "ok"         # ok | not-loaded | mismatch | no-devices
         self.nvsmi_hang = False          # nvidia-smi blocks (wedged driver) until killed
+        #: False: ``nvidia-smi pmon`` prints "Not supported on the device(s)" (a GeForce of the
+        #: 415 driver, keylase/nvidia-patch #89) and no process's SM share is known
+        self.pmon_supported = True
         #: the console's nvidia-smi loops running here (console/probe_loop.py): PID -> started at
         self.smi_loops: dict[int, float] = {}
         self.mps: SimMps | None = None   # an MPS control daemon and its servers (mps_control answers)
@@ -194,6 +197,16 @@ class SimHost:
             if c.gpu == g.index and any((q := self.procs.get(h)) is not None and q.alive for h in c.holders):
                 return g.util_busy
         return 0
+
+    def context_sm(self, c: SimContext) -> int:
+        """The SM share pmon reports for a context: none while no holder of it runs (a stuck or
+        dead one: the seed's hung schedulers show 0), else its GPU's utilisation a little
+        under it (an SM share is at most the time a kernel ran), a few points apart per process."""
+        g = self.gpu(c.gpu)
+        if g is None or not g.util_busy or not any(
+                (q := self.procs.get(h)) is not None and q.alive and q.state not in ("Z", "D") for h in c.holders):
+            return 0
+        return max(0, g.util_busy - (3 + c.driver_pid % 5 if g.util_busy > 10 else 0))
 
     def device_paths(self) -> list[str]:
         paths = [f"/dev/nvidia{g.index}" for g in self.gpus]

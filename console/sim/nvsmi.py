@@ -173,6 +173,61 @@ def _select(node: SimHost, ids: str | None) -> list[SimGpu] | None:
     return out
 
 
+#: what pmon prints where it is not supported (keylase/nvidia-patch #89, driver 415.27:
+#: tests/fixtures/real/pmon-not-supported-nvidia-patch-89.txt); its exit status is not in the
+#: paste: the simulator's 255 is a guess (the console does not read it)
+PMON_NOT_SUPPORTED = "Not supported on the device(s)\nFailed to process command line\n"
+#: the simulator prints pmon's jpg and ofa columns for drivers from this one on (newer drivers
+#: print them; the version that added them is not known here)
+PMON_JPG_OFA_MIN_DRIVER = 535
+_PMON_FLAGS: dict[str, str] = {}
+_PMON_VALUED = {"-c": "-c", "--count": "-c", "-s": "-s", "--select": "-s", "-d": "-d", "--delay": "-d",
+                "-i": "--id", "--id": "--id"}
+
+
+def pmon(node: SimHost, argv: list[str]) -> tuple[str, str, int]:
+    """``nvidia-smi pmon [-i IDS] [-s u|m|um] [-c N] [-d S]`` in the documented layout (the man
+    page's; no real capture was at hand: docs/field-facts.md): the header and units lines, then
+    one row per process and GPU — a device with no process one row of ``-``. ``-c`` samples at
+    most 10 here (each the same: the state does not move between them)."""
+    opts: dict[str, str | bool | None] = {}
+    for name, value in scan_options(argv, _PMON_FLAGS, _PMON_VALUED, long_equals=True):
+        if name is None:
+            return BAD_ARGS, "", 2
+        opts[name] = value
+    select = str(opts.get("-s") or "u")
+    count = str(opts.get("-c") or "1")
+    if not set(select) <= {"u", "m"} or not count.isdecimal() or int(count) < 1:
+        return BAD_ARGS, "", 2
+    if not node.pmon_supported:
+        return PMON_NOT_SUPPORTED, "", 255
+    gpus = _select(node, opts.get("--id"))
+    if gpus is None:
+        return NO_DEVICES, "", 6
+    wide = _driver_at_least(node, PMON_JPG_OFA_MIN_DRIVER)
+    names = ["gpu", "pid", "type"] + (["sm", "mem", "enc", "dec"] + (["jpg", "ofa"] if wide else [])
+                                      if "u" in select else []) + (["fb"] if "m" in select else []) + ["command"]
+    units = {"gpu": "Idx", "pid": "#", "type": "C/G", "fb": "MB", "command": "name"}
+    widths = {"gpu": 4, "pid": 10, "type": 5}
+    head = ["#" + " ".join(f"{n:>{widths.get(n, 5)}}" for n in names[:-1]) + "   " + names[-1],
+            "#" + " ".join(f"{units.get(n, '%'):>{widths.get(n, 5)}}" for n in names[:-1]) + "   " + units["command"]]
+    rows = []
+    for g in gpus:
+        if g.lost:
+            continue
+        listed = [c for c in node.contexts if c.gpu == g.index and c.listed]
+        for c in listed:
+            values = {"gpu": str(g.index), "pid": str(c.driver_pid), "type": "C", "sm": str(node.context_sm(c)),
+                      "mem": "0" if node.context_sm(c) == 0 else str(max(1, node.context_sm(c) // 3)),
+                      "enc": "-", "dec": "-", "jpg": "-", "ofa": "-", "fb": str(c.mib)}
+            rows.append(" " + " ".join(f"{values[n]:>{widths.get(n, 5)}}" for n in names[:-1])
+                        + "   " + (c.name.rsplit("/", 1)[-1] or "-"))
+        if not listed:
+            rows.append(" " + " ".join(f"{'-' if n != 'gpu' else str(g.index):>{widths.get(n, 5)}}"
+                                       for n in names[:-1]) + "   -")
+    return "".join(line + "\n" for line in head + rows * min(10, int(count))), "", 0
+
+
 def run(node: SimHost, argv: list[str]) -> tuple[str, str, int]:
     node.settle()
     if node.driver_state == "not-loaded":
@@ -181,6 +236,8 @@ def run(node: SimHost, argv: list[str]) -> tuple[str, str, int]:
         return VERSION_MISMATCH, "", 18
     if node.driver_state == "no-devices" or not node.gpus:
         return NO_DEVICES, "", 6
+    if argv[:1] == ["pmon"]:
+        return pmon(node, argv[1:])
     opts: dict[str, str | bool | None] = {}
     for name, value in scan_options(argv, _FLAGS, _VALUED, long_equals=True):
         if name is None:

@@ -431,6 +431,14 @@ class Shell:
             self.vars[probe.NV_RC] = str(rc)
             self.status = rc
             return
+        if name == "pmon":                   # probe.pmon_call: as remap, only after answers
+            if self.vars.get(probe.NV_RC, "") != "0":
+                self.out.append(probe.REMAP_SKIPPED + "\n")
+                self.status = int(self.vars.get(probe.NV_RC) or 0)
+                return
+            await self.run_line(f"{probe.timed(probe.QUERY_PMON)} 2>&1")
+            self.vars[probe.NV_RC] = str(self.status)
+            return
         if not first and self.vars.get(probe.NV_RC) == "124":
             self.out.append(probe.SKIPPED + "\n")
             self.status = 124

@@ -20,6 +20,7 @@ from console.sources.proc_table import command_line
 from console.sources.parse_loop import LoopState, parse_loop_state
 from console.sources.parse_fabric import parse_fabric, split_fabric, with_fabric
 from console.sources.parse_repair import parse_memory_repair, with_repair
+from console.sources.parse_pmon import credit_sm, parse_pmon
 from console.sources.proc_read import NO_EXTRA, read_table
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
 # that read probe-format text import them from here too
@@ -501,7 +502,7 @@ def _keep(cache: dict | None, sec: dict, section: str, value):
 
 #: sticky sections (probe.STICKY) whose last answer a probe that leaves them out keeps as it was
 #: (``list`` reads as empty when left out: no GPU is in MIG mode)
-_KEPT = ("meta", "driver", "sys", "xid", "remap")
+_KEPT = ("meta", "driver", "sys", "xid", "remap", "pmon")
 
 
 def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
@@ -670,6 +671,15 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         if cache is not None:
             cache["credit_memo"] = (procs, driver_procs, processes, credited_driver)
     driver_procs = credited_driver
+    # each listed process's SM share (the pmon section, asked every few polls: its last answer
+    # holds in between, for the processes the driver still lists)
+    pmon = kept["pmon"] if "pmon" in kept else _keep(cache, sec, "pmon",
+                                                      _same(cache, "pmon", parse_pmon, body("pmon")[1]))
+    if cache is not None and "pmon" in sec:
+        cache["pmon_unsupported"] = pmon.unsupported
+    if body("pmon")[0] == 124:
+        warnings.append("nvidia-smi pmon timed out: the processes' SM utilisation unknown")
+    processes = credit_sm(processes, driver_procs, pmon.sm, cache)
     own = (meta.shell_pid,) if meta.shell_pid else ()
     return NodeSnapshot(
         name=name, taken_at=taken_at, error=error, warnings=tuple(dict.fromkeys(warnings)),

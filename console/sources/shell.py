@@ -48,7 +48,8 @@ LOOP_FRESH_S = 3.0
 LOOP_BACKOFF_S = 300.0
 LOOP_STARTS_MAX = 3
 #: the sticky sections asked every so many polls (probe.STICKY)
-_EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY, "remap": probe.REMAP_EVERY}
+_EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY, "remap": probe.REMAP_EVERY,
+          "pmon": probe.PMON_EVERY}
 #: a whole probe (every stat record, every fd: probe_scope.py) comes every WHOLE_MIN_S, so a
 #: zombie or a hidden holder outside the watched set shows within that; less often on a node
 #: where it is dear: its extra cost on the node (the whole probe's time over a light one's),
@@ -97,6 +98,8 @@ class ShellSource(Source):
         #: polls since each of the sections asked every so many polls was answered
         self._age = {name: every for name, every in _EVERY.items()}
         self._no_mig = False                        # the last poll's GPUs: none in MIG mode
+        self._gpu_procs: bool | None = None         # the last poll's driver listed a process (None: no poll yet)
+        self._pmon_unsupported = False              # the last pmon answer: not supported here
         # the two speeds (probe_scope.py): what the next probe reads of the process table
         self._scope: Scope | None = None            # None: a shell's first probe (everything)
         self._users: tuple[int, ...] = ()
@@ -239,8 +242,10 @@ class ShellSource(Source):
 
     def _sticky_skip(self) -> frozenset[str]:
         """probe.STICKY sections this probe can leave out."""
-        skip = {section for name, every in _EVERY.items() if self._age[name] + 1 < every
+        skip = {section for name in _EVERY if self._age[name] + 1 < self._every(name)
                 for section in _ASKED_WITH.get(name, (name,))}
+        if self._gpu_procs is False:
+            skip.add("pmon")             # no process: no SM share to ask (and no nvidia-smi start)
         token = self._shell_token()
         if token is not None and token is self._meta_shell:
             skip.add("meta")
@@ -248,16 +253,25 @@ class ShellSource(Source):
             skip.add("list")
         return frozenset(skip)
 
+    def _every(self, name: str) -> int:
+        """Polls between two answers of a sticky section (pmon: far fewer where not supported)."""
+        if name == "pmon" and self._pmon_unsupported:
+            return probe.PMON_UNSUPPORTED_EVERY
+        return _EVERY[name]
+
     def _remember(self, snap: NodeSnapshot) -> None:
         ok = snap.error is None
         if snap.processes:
             self._note_table(snap)
         if "meta" not in self._skip:
             self._meta_shell = self._shell_token() if ok else None
-        for name, every in _EVERY.items():
+        for name in _EVERY:
             asked = all(s not in self._skip for s in _ASKED_WITH.get(name, (name,)))
-            self._age[name] = (0 if ok else every) if asked else self._age[name] + 1
+            self._age[name] = (0 if ok else self._every(name)) if asked else self._age[name] + 1
         self._no_mig = ok and bool(snap.gpus) and not any(g.mig_mode for g in snap.gpus)
+        self._gpu_procs = bool(snap.driver_processes)
+        if "pmon" not in self._skip:
+            self._pmon_unsupported = bool(self._parse_cache.get("pmon_unsupported"))
 
     async def _exec_probe(self, script: str, mark: str, timeout: float) -> ProbeOutput:
         """Run the probe script; a transport with a long-lived shell overrides this (and reads

@@ -211,7 +211,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         if self.multi_node:
             tables.add_columns(self.query_one("#nodes", NodeTable), tables.NODE_COLUMNS)
             self._render_nodes([s.name for s in self.sources])
-        tables.add_columns(self.query_one("#procs", ProcTable), tables.PROC_COLUMNS)
+        tables.add_proc_columns(self.query_one("#procs", ProcTable))
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         # several nodes: the node table first (the worst node comes to its top); one: its processes
         self.query_one("#nodes" if self.multi_node else "#procs").focus()

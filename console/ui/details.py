@@ -72,6 +72,9 @@ def proc_detail(p: Proc, snap: NodeSnapshot) -> Text:
         _field(out, "threads", p.num_threads)
     if p.gpu_memory_mib:
         _field(out, "GPU memory", ", ".join(f"GPU{k} {fmt_mib(v)}" for k, v in sorted(p.gpu_memory_mib.items())))
+    if p.gpu_memory_mib:         # a process the driver lists: what it says of its SM use
+        _field(out, "GPU SM busy", f"{p.gpu_sm_pct}% (the busiest of its GPUs)" if p.gpu_sm_pct is not None
+               else "not reported (no sample, or the driver does not support it)")
     if p.device_files:
         _field(out, "device files", " ".join(p.device_files))
     if p.pid_ns:

@@ -99,7 +99,7 @@ class LiveFollowApp(FollowApp):
 
     def on_mount(self) -> None:
         tables.add_columns(self.query_one("#nodes", DataTable), tables.NODE_COLUMNS)
-        tables.add_columns(self.query_one("#procs", DataTable), tables.PROC_COLUMNS)
+        tables.add_columns(self.query_one("#procs", DataTable), tables.MIRROR_PROC_COLUMNS)
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         self.query_one("#nodes").display = False
         self._layout()
@@ -241,9 +241,9 @@ class LiveFollowApp(FollowApp):
             chart.show(series_from_data(self.state.memory.get(snap.name, {}), marks_of(actions)))
         procs = self.query_one("#procs", DataTable)
         view = proc_view(snap) if snap is not None else None
-        rows = {r.key: tables.proc_cells(r) for r in view.rows} if view is not None else {}
+        rows = {r.key: tables.proc_cells(r, sm=False) for r in view.rows} if view is not None else {}
         if view is not None and view.hidden:
-            rows[tables.MORE_KEY] = tables.more_cells(view.hidden)
+            rows[tables.MORE_KEY] = tables.more_cells(view.hidden, sm=False)
         tables.sync_table(procs, rows)
         shown = view.matched if view is not None else 0
         more = f", {hidden:,} others not mirrored" if hidden else ""

@@ -29,13 +29,28 @@ GPU_COLUMNS = (("GPU", "gpu"), ("Memory used/total", "mem"), ("Util", "util"), (
                ("Health", "health"), ("Name", "name"))
 #: the style of a health mark by its severity
 MARK_STYLE = {"critical": "bold white on dark_red", "high": "bold red", "low": "yellow"}
-PROC_COLUMNS = (("PID", "pid"), ("S", "state"), ("D", "d"), ("GPU MiB", "mib"), ("User", "user"),
+#: SM%: each process's SM utilisation as the driver reports it (the busiest of its GPUs; empty where
+#: not reported), shown only while the Process column keeps PROC_NAME_LEAST cells beside it: at 80
+#: columns it gives way (names would keep ~37 cells), from 100 it shows (VirtualTable optional)
+PROC_COLUMNS = (("PID", "pid"), ("S", "state"), ("D", "d"), ("GPU MiB", "mib"), ("SM%", "sm"), ("User", "user"),
                 ("Process", "name"))
+PROC_OPTIONAL = frozenset({"sm"})
+PROC_NAME_LEAST = 40
+#: the follower's process table (a DataTable: no column gives way at its edge): without SM%
+#: (the details, enter, say it)
+MIRROR_PROC_COLUMNS = tuple(c for c in PROC_COLUMNS if c[1] not in PROC_OPTIONAL)
 
 
 def add_columns(table, columns: tuple[tuple[str, str], ...]) -> None:
     for label, key in columns:
         table.add_column(label, key=key)
+
+
+def add_proc_columns(table: VirtualTable) -> None:
+    """The process panel's columns: SM% optional (PROC_NAME_LEAST)."""
+    table.last_least = PROC_NAME_LEAST
+    for label, key in PROC_COLUMNS:
+        table.add_column(label, key=key, optional=key in PROC_OPTIONAL)
 
 
 def headline(snap: NodeSnapshot) -> Finding | None:
@@ -285,7 +300,13 @@ def proc_widths(rows, tagged: set[str]) -> dict[str, int]:
     return {"pid": max(len(str(r.proc.pid)) for r in rows) + (1 if tagged else 0),
             "d": max(len(str(r.proc.threads_in_d)) if r.proc.threads_in_d else 0 for r in rows),
             "mib": max(mem, default=0),
+            "sm": max(len(sm_cell(r.proc)) for r in rows),
             "user": min(10, max(len(r.proc.user or "?") for r in rows))}
+
+
+def sm_cell(p) -> str:
+    """The SM% cell: "97" (the busiest of its GPUs), empty where the driver reports none."""
+    return "" if p.gpu_sm_pct is None else str(p.gpu_sm_pct)
 
 
 def mem_cell(p) -> str:
@@ -300,7 +321,8 @@ def mem_cell(p) -> str:
     return mem
 
 
-def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
+def proc_cells(r: ProcRow, tagged: bool = False, *, sm: bool = True) -> tuple:
+    """A process row's cells, in PROC_COLUMNS' order (``sm`` False: MIRROR_PROC_COLUMNS')."""
     p = r.proc
     mem = mem_cell(p)
     indent = "  " * r.depth
@@ -308,17 +330,18 @@ def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
     return (Text(f"*{p.pid}" if tagged else str(p.pid), style="bold reverse" if tagged else ""),
             Text(p.state, style=STATE_STYLE.get(p.state, "")),
             Text(str(p.threads_in_d) if p.threads_in_d else "", style="bold red"),
-            mem, literal(p.user or "?", limit=10), literal(name, limit=200))
+            mem, *((sm_cell(p),) if sm else ()),
+            literal(p.user or "?", limit=10), literal(name, limit=200))
 
 
 #: the key of the process table's last row when it cannot hold every process: it counts the rest
 MORE_KEY = "more-processes"
 
 
-def more_cells(hidden: int) -> tuple:
+def more_cells(hidden: int, *, sm: bool = True) -> tuple:
     """The row that stands for the processes the table does not hold (enter on it: filter);
     short enough for 80 columns (the panel's title says of how many)."""
-    return (Text("…", style="dim"), "", "", "", "",
+    return (Text("…", style="dim"), "", "", "", *(("",) if sm else ()), "",
             Text(f"{hidden:,} more not shown (/ filters)", style="italic"))
 
 

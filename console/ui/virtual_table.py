@@ -98,6 +98,9 @@ class VirtualTable(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
         self.show_header = show_header
         self._columns: list[tuple[str, Text, int | None]] = []      # (key, label, width)
+        #: columns shown only while the last one keeps at least ``last_least`` cells beside them
+        self._optional: set[str] = set()
+        self.last_least = 0
         self._keys: list[str] = []
         self._payloads: list[Any] = []
         self._make: Callable[[Any], tuple] = tuple
@@ -124,13 +127,30 @@ class VirtualTable(ScrollView, can_focus=True):
     def column_keys(self) -> list[str]:
         return [key for key, _, _ in self._columns]
 
-    def add_column(self, label: Any, *, key: str, width: int | None = None) -> str:
+    def add_column(self, label: Any, *, key: str, width: int | None = None, optional: bool = False) -> str:
         """A column of ``width`` cells (its label's width when None); the last column takes
-        what its cells need, cut at the table's edge."""
+        what its cells need, cut at the table's edge. ``optional``: shown only while the last
+        column keeps ``last_least`` cells with it (``shown_columns``)."""
         label = cell(label)
         self._columns.append((key, label, width if width is not None else cell_width(label)))
+        if optional:
+            self._optional.add(key)
         self._rendered.clear()
         return key
+
+    def shown_columns(self, width: int | None = None) -> list[int]:
+        """The positions of the columns drawn at ``width`` cells (the table's own when None):
+        every column, less the optional ones when with them the last column would keep fewer
+        than ``last_least`` cells."""
+        if width is None:
+            width = self.scrollable_content_region.width
+        every = list(range(len(self._columns)))
+        if not self._optional:
+            return every
+        used = sum(w + 2 * PAD for _key, _label, w in self._columns[:-1]) + PAD
+        if width - used >= self.last_least:
+            return every
+        return [i for i in every if self._columns[i][0] not in self._optional]
 
     def get_row_index(self, key: str) -> int:
         return self._index[key]
@@ -297,9 +317,12 @@ class VirtualTable(ScrollView, can_focus=True):
         console = self.app.console
         segments: list[Segment] = []
         pad = Segment(" " * PAD, style)
-        last = len(self._columns) - 1
-        used = sum(w + 2 * PAD for _key, _label, w in self._columns[:last]) + PAD
-        for j, (value, (_key, _label, w)) in enumerate(zip(values, self._columns)):
+        shown = self.shown_columns(width)
+        columns = [self._columns[i] for i in shown]
+        values = tuple(values[i] for i in shown if i < len(values))
+        last = len(columns) - 1
+        used = sum(w + 2 * PAD for _key, _label, w in columns[:last]) + PAD
+        for j, (value, (_key, _label, w)) in enumerate(zip(values, columns)):
             text = value if isinstance(value, Text) else cell(value)
             if j == last and text.cell_len > width - used > 0:
                 # cut at the table's edge with "…", so a cut line says it was cut

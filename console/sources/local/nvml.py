@@ -22,8 +22,8 @@ import concurrent.futures
 import queue
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from console.model import GPU_RECOVERY_ACTIONS, DriverProc, Gpu, MemoryRepair, MigInstance
 
@@ -60,6 +60,22 @@ class NvmlReading:
     lost_gpus: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     driver_version: str | None = None
+    #: each process's SM utilisation per GPU ({pid: {GPU index: %}}, nvmlDeviceGetProcessUtilization):
+    #: only processes NVML sampled since the last reading; none where not supported
+    process_sm: Mapping[int, Mapping[int, int | None]] = field(default_factory=dict)
+
+
+#: how far back the first reading of a GPU's process samples looks (µs in NVML's clock, the CPU's)
+SM_FIRST_WINDOW_S = 2.0
+
+
+@dataclass
+class SmSampling:
+    """What one NVML session remembers between readings of process samples: the newest sample's
+    timestamp per GPU (the next reading asks for newer ones only) and the GPUs that do not
+    support them (never asked again, never a warning)."""
+    last_seen: dict[int, int] = field(default_factory=dict)
+    unsupported: set[int] = field(default_factory=set)
 
 
 def _code(nv: Any, name: str) -> int:
@@ -350,6 +366,43 @@ def _procs(r: _Reader, index: int, uuid: str, handle: Any,
     return out
 
 
+def _process_sm(nv: Any, index: int, handle: Any, state: SmSampling) -> dict[int, int | None]:
+    """{pid: SM %} of the processes NVML sampled on this GPU since the last reading (the newest
+    sample of each). NVML returns a sample only for a process that was busy in the period and
+    NOT_FOUND when none was: a process without one is not reported (None), never 0. Not
+    supported (or a driver or pynvml without the call) -> {} now and for this GPU from then on;
+    any other error -> {} with no warning (a per-process figure is not worth a line a poll); a
+    lost GPU is lost."""
+    fn = getattr(nv, "nvmlDeviceGetProcessUtilization", None)
+    if fn is None or index in state.unsupported:
+        return {}
+    since = state.last_seen.get(index)
+    if since is None:
+        since = max(0, int((time.time() - SM_FIRST_WINDOW_S) * 1_000_000))
+    try:
+        samples = fn(handle, since) or ()
+    except Exception as exc:  # noqa: BLE001 - every NVML failure becomes data
+        if _is(nv, exc, "NVML_ERROR_GPU_IS_LOST"):
+            raise _GpuLost() from exc
+        if _is(nv, exc, "NVML_ERROR_NOT_SUPPORTED") or _is(nv, exc, "NVML_ERROR_FUNCTION_NOT_FOUND"):
+            state.unsupported.add(index)
+        return {}
+    newest: dict[int, tuple[int, int | None]] = {}
+    try:
+        for sample in samples:
+            pid, stamp, sm = (getattr(sample, name, None) for name in ("pid", "timeStamp", "smUtil"))
+            if not (isinstance(pid, int) and pid > 0 and isinstance(stamp, int)):
+                continue
+            value = sm if isinstance(sm, int) and not isinstance(sm, bool) and 0 <= sm <= 100 else None
+            if pid not in newest or stamp >= newest[pid][0]:
+                newest[pid] = (stamp, value)
+    except TypeError:             # not a list of samples: nothing
+        return {}
+    if newest:
+        state.last_seen[index] = max(since, *(stamp for stamp, _ in newest.values()))
+    return {pid: value for pid, (_stamp, value) in newest.items()}
+
+
 def _bus_id(nv: Any, handle: Any, *, strict: bool = False) -> str | None:
     """PCI bus id, or None; ``strict``: a lost GPU raises _GpuLost."""
     try:
@@ -362,15 +415,16 @@ def _bus_id(nv: Any, handle: Any, *, strict: bool = False) -> str | None:
     return _text(bus) if bus else None
 
 
-def read_nvml(nv: Any) -> NvmlReading:
-    """One pass over every GPU. Assumes nvmlInit succeeded; never raises."""
+def read_nvml(nv: Any, sampling: SmSampling | None = None) -> NvmlReading:
+    """One pass over every GPU. Assumes nvmlInit succeeded; never raises. ``sampling``: what the
+    session remembers of process samples (a fresh one when None)."""
     try:
-        return _read(nv)
+        return _read(nv, sampling if sampling is not None else SmSampling())
     except Exception as exc:  # noqa: BLE001
         return NvmlReading(error=init_error_text(nv, exc))
 
 
-def _read(nv: Any) -> NvmlReading:
+def _read(nv: Any, sampling: SmSampling) -> NvmlReading:
     r = _Reader(nv)
     driver = r.field(-1, "driver version", lambda: _text(nv.nvmlSystemGetDriverVersion()))
     count = int(nv.nvmlDeviceGetCount())
@@ -380,6 +434,7 @@ def _read(nv: Any) -> NvmlReading:
     lost: list[str] = []
     dprocs: list[DriverProc] = []
     names: dict[int, str] = {}
+    process_sm: dict[int, dict[int, int | None]] = {}
     enabled = getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1)
     for index in range(count):
         handle = None
@@ -402,6 +457,8 @@ def _read(nv: Any) -> NvmlReading:
             repair = _memory_repair(r, index, handle)
             health = _health(r, index, handle)
             procs = _procs(r, index, uuid, handle, names)
+            # asked only while the GPU has a process (no process: no SM share to read)
+            sm = _process_sm(nv, index, handle, sampling) if procs else {}
         except Exception as exc:  # noqa: BLE001 — _GpuLost or a lost GPU at handle/uuid time
             cause = exc.__cause__ if isinstance(exc, _GpuLost) else exc
             if isinstance(exc, _GpuLost) or _is(nv, cause, "NVML_ERROR_GPU_IS_LOST"):
@@ -426,9 +483,11 @@ def _read(nv: Any) -> NvmlReading:
                         mig_mode=mig_on, mig_instances=instances, recovery_action=recovery,
                         memory_repair=repair, **health))
         dprocs.extend(procs)
+        for pid, value in sm.items():
+            process_sm.setdefault(pid, {})[index] = value
     r.finish_warnings()
     return NvmlReading(gpus=tuple(gpus), driver_processes=tuple(dprocs), lost_gpus=tuple(lost),
-                       warnings=tuple(r.warnings), driver_version=driver)
+                       warnings=tuple(r.warnings), driver_version=driver, process_sm=process_sm)
 
 
 def load_pynvml() -> Any | None:
@@ -446,6 +505,7 @@ class NvmlSession:
     def __init__(self, nv: Any | None) -> None:
         self.nv = nv
         self.initialized = False
+        self.sampling = SmSampling()
 
     def read(self) -> NvmlReading:
         nv = self.nv
@@ -457,7 +517,7 @@ class NvmlSession:
             except Exception as exc:  # noqa: BLE001
                 return NvmlReading(error=init_error_text(nv, exc))
             self.initialized = True
-        reading = read_nvml(nv)
+        reading = read_nvml(nv, self.sampling)
         if reading.error is not None and reading.error != NO_DEVICES:
             # driver unloaded / reloaded under us: start over next time
             self.shutdown()
@@ -467,6 +527,7 @@ class NvmlSession:
         if not self.initialized:
             return
         self.initialized = False
+        self.sampling = SmSampling()        # a reloaded driver may support what this one did not
         try:
             self.nv.nvmlShutdown()
         except Exception:  # noqa: BLE001

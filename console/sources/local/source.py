@@ -37,6 +37,7 @@ from console.sources.local import nvml as _nvml
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S
 from console.sources.base import Source, logged
 from console.sources.parse import DMESG_DENIED, credit_driver_memory, parse_stat_line, parse_xid
+from console.sources.parse_pmon import credit_sm
 from console.probe import DEFAULT_DEVICE_GLOB, DRM_MODESET_FILE, NVSWITCH_GLOB
 from console.sources.cgroup import parse_cgroup
 from console.sources.parse import parse_sys
@@ -194,6 +195,7 @@ class LocalSource(Source):
                 self._nvml(), self._scan(), self._kernel_log())
             procs, dprocs = _merge_gpu_memory(scan.processes, reading.driver_processes, self._scanner)
             procs = _with_cgroups(procs, dprocs, self._scanner.proc)
+            procs = list(credit_sm(procs, dprocs, reading.process_sm))
             sysinfo = read_sys(self.drm_modeset_file, self.nvswitch_glob)
             names = {p.pid: p.name for p in procs}
             dprocs = [d if d.name or not d.local else dataclasses.replace(d, name=names[d.pid])
