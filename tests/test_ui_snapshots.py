@@ -8,6 +8,7 @@ snapshot_report.html) before committing.
 """
 import asyncio
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +159,50 @@ def test_the_readme_picture_is_the_seed_first_screen_as_the_app_draws_it():
     picture = root.parent / "docs" / "seed.svg"
     assert picture.read_bytes() == pinned.read_bytes(), f"cp '{pinned}' {picture}"
     assert "](docs/seed.svg)" in (root.parent / "README.md").read_text()
+
+
+def _driven_incident(directory) -> "tuple[str, str]":
+    """A driving console's incident and live state for the follower: the seed node polled once,
+    a hypothesis stated, then quit (the state marked stopped). Written at one fixed time (the
+    caller freezes the clocks), so the follower's picture is the same each run."""
+    from console.incident.mirror import state_path
+
+    async def drive():
+        tl = timeline.open_incident(directory, "pair", by="alice@bastion")
+        source = SimSource(name="demo", scenario="seed", clock=FakeClock())
+        app = IncidentApp([source], timeline=tl, autostart=False, clock=FakeClock())
+        async with app.run_test(size=(120, 36)) as pilot:
+            app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+            for _ in range(200):
+                if "demo" in app.snapshots:
+                    break
+                await asyncio.sleep(0.01)
+            app.incident.hypothesis("demo", "the schedulers ignore SIGTERM")
+            await pilot.press("q")
+        tl.close()
+        return str(tl.path), str(state_path(tl.path))
+    return asyncio.run(drive())
+
+
+@pytest.mark.parametrize("size", SPLIT, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_follower(snap_compare, tmp_path, size, monkeypatch):
+    """`gpu-incident follow ID --live` beside the driver, in a terminal and a split pane: the
+    GPUs, the holders (the process rows, TP0 to TP7 in order) and the first finding on screen,
+    and who drives."""
+    import time as real_time
+
+    from console.ui.mirror_view import LiveFollowApp
+    monkeypatch.setattr(real_time, "time", lambda: 1764409200.0)      # 2025-11-29 09:40 UTC, every write
+    monkeypatch.setattr(timeline, "now_iso", lambda: "2025-11-29T09:40:00.000Z")
+    monkeypatch.chdir(tmp_path)                  # the title shows the incident's path as given
+    path, state = _driven_incident(Path("incidents"))
+    app = LiveFollowApp(path, state, poll_interval=0.05, clock=lambda: 1764409200.0)
+
+    async def run_before(pilot):
+        for _ in range(500):
+            if app.query_one("#gpus").row_count == 8 and app.table.row_count >= 2:
+                break
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        await pilot.pause()
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
