@@ -13,9 +13,9 @@ stand-in for nvidia-smi that charges eight GPU workers. Measured side by side in
 
 For each, an SshSource polls once a second, and each poll is diagnosed as the console does; the
 window measured runs from just after a whole probe to just after the WHOLE_PERIODS-th whole probe
-after it, so it holds the probe's two speeds in the proportion of the console's steady run. The node's CPU is the sshd session's, its shell's and
-every command's that shell ran; the console's is this process's over the polls; the bytes
-are what each steady (light) poll sent back.
+after it, so it holds the probe's two speeds in the proportion of the console's steady run. The
+node's CPU is the sshd session's, its shell's and every command's that shell ran; the console's
+is this process's over the polls; the bytes are what each steady (light) poll sent back.
 """
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ async def _measure_one(dest: str, options: SshOptions, server: loopback.Loopback
         src.request_whole()                      # the window opens after the next poll, a whole one
         n = wholes = 0
         started = False
-        node0 = me0 = t0 = 0.0
+        node0: float | None = None
+        me0 = t0 = 0.0
         snap = first
         with Paced() as paced:                   # the console's collector pacing (ui/gc_pacing.py)
             due = time.perf_counter()
@@ -133,8 +134,7 @@ async def _measure_one(dest: str, options: SshOptions, server: loopback.Loopback
                         break
                 elif whole:                       # the window opens right after a whole probe
                     started = True
-                    node0v, me0, t0 = _node_cpu_s(server), _self_cpu_s(), time.perf_counter()
-                    node0 = node0v if node0v is not None else -1.0
+                    node0, me0, t0 = _node_cpu_s(server), _self_cpu_s(), time.perf_counter()
                     src.sizes.clear()
         wall = time.perf_counter() - t0
         # the console's clock first: reading the node's CPU walks this machine's whole process
@@ -142,7 +142,7 @@ async def _measure_one(dest: str, options: SshOptions, server: loopback.Loopback
         me1 = _self_cpu_s()
         node1 = _node_cpu_s(server)
         light = [b for is_light, b in src.sizes if is_light]
-        return {"node_cpu_pct": None if node0 < 0 or node1 is None else (node1 - node0) / wall * 100,
+        return {"node_cpu_pct": None if node0 is None or node1 is None else (node1 - node0) / wall * 100,
                 "console_cpu_pct": (me1 - me0) / wall * 100, "polls": n, "whole_probes": wholes,
                 "processes": len(snap.processes), "bytes_p50": percentile(light, 50) if light else None,
                 "whole_period_s": src.whole_period_s()}

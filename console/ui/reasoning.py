@@ -144,13 +144,12 @@ class ReasoningKeys:
             return
         self._check_runs = getattr(self, "_check_runs", 0) + 1
         key = f"check-{self._check_runs}"
-        self.set_activity(key, f"{source.name}: {name} running…", "wait…" if name == "wait-and-reread" else f"{name}…")
+        self.set_activity(key, f"{source.name}: {name} running…", f"{_short_name(name)}…")
         # in words: the command (probe framing and all) is in the result's window and the timeline
         self.notify(f"{source.name}: {name} running (a read-only check)…", timeout=4)
 
         def progress(p) -> None:
-            what = "wait" if p.name == "wait-and-reread" else p.name
-            self.set_activity(key, f"{p.node}: {p.text}", f"{what} {p.elapsed_s:.0f}/{p.total_s:.0f} s")
+            self.set_activity(key, f"{p.node}: {p.text}", f"{_short_name(p.name)} {p.elapsed_s:.0f}/{p.total_s:.0f} s")
         hopped = self.engine.hop(progress)           # told on the engine's loop, drawn on this one
 
         async def work() -> None:
@@ -331,3 +330,7 @@ class ReasoningKeys:
         self.say(f"{'tagged' if key in self.tagged else 'untagged'} PID {pid} ({mine} tagged: t, k and "
                  f"F9 act on them){moved}")
 
+
+def _short_name(check: str) -> str:
+    """A running check as the status line at the top names it (few words: it shares the line)."""
+    return "wait" if check == "wait-and-reread" else check

@@ -199,16 +199,25 @@ def gpu_layout(snap: NodeSnapshot | None, width: int | None, padding: int = 1
     rows.update({f"{snap.name}:lost:{bus}": lost_gpu_cells(bus) for bus in snap.lost_gpus})
     if width is None:
         return _labels(rows), rows
-    fixed = sum(max([cell_width(label)] + [cell_width(r[i]) for r in rows.values()]) + 2 * padding
-                for i, (label, _key) in enumerate(GPU_COLUMNS[:4]))
-    health_room = width - fixed - 2 * padding
+    health_room = width - _fixed_width(rows, padding) - 2 * padding
     rows = {key: cells[:4] + ((health_cell(g, health_room),) if g is not None else cells[4:5]) + cells[5:]
             for (key, cells), g in zip(rows.items(), [*snap.gpus, *[None] * len(snap.lost_gpus)])}
     columns = _labels(rows)
-    health_w = max([cell_width(columns[4][0])] + [cell_width(r[4]) for r in rows.values()])
+    health_w = _column_width(columns[4][0], rows, 4)
     name_room = health_room - health_w - 2 * padding
     rows = {key: cells[:5] + (_cut(cells[5], name_room),) for key, cells in rows.items()}
     return _labels(rows), rows
+
+
+def _column_width(label: str, rows: dict[str, tuple], i: int) -> int:
+    """The cells column ``i`` needs: its label's and its widest cell's."""
+    return max([cell_width(label)] + [cell_width(r[i]) for r in rows.values()])
+
+
+def _fixed_width(rows: dict[str, tuple], padding: int) -> int:
+    """The GPU panel's first four columns (index, memory, utilisation, holders), padding included:
+    what always shows."""
+    return sum(_column_width(label, rows, i) + 2 * padding for i, (label, _key) in enumerate(GPU_COLUMNS[:4]))
 
 
 def _labels(rows: dict[str, tuple]) -> tuple[tuple[str, str], ...]:
@@ -225,8 +234,7 @@ def gpu_need(snap: NodeSnapshot | None, padding: int = 1) -> int:
     if snap is None:
         return 0
     _columns, rows = gpu_layout(snap, None)
-    fixed = sum(max([cell_width(label)] + [cell_width(r[i]) for r in rows.values()]) + 2 * padding
-                for i, (label, _key) in enumerate(GPU_COLUMNS[:4]))
+    fixed = _fixed_width(rows, padding)
     marks = max([health.width_of(health.fit(g, 0)) for g in snap.gpus] + [0])
     return fixed + (marks + 2 * padding if marks else 0)
 
@@ -272,8 +280,7 @@ def sync_gpu_table(table: DataTable, snap: NodeSnapshot | None) -> None:
     _GPU_SNAPSHOT[table] = snap
     width = table.scrollable_content_region.width
     columns, rows = gpu_layout(snap, width if width > 0 else None, table.cell_padding)
-    widths = (columns, tuple(max([cell_width(label)] + [cell_width(r[i]) for r in rows.values()])
-                             for i, (label, _key) in enumerate(columns)))
+    widths = (columns, tuple(_column_width(label, rows, i) for i, (label, _key) in enumerate(columns)))
     before = _GPU_COLUMNS_SENT.get(table)
     selected = selected_key(table)
     if before != widths:
