@@ -191,7 +191,9 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 yield MemoryChart(id="gpu-chart")      # memory over the incident, actions marked
             yield ProcTable(id="procs")
             yield FindingTable(id="findings", cursor_type="row", show_header=False)
-        yield LiteralStatic(id="activity")
+        activity_line = LiteralStatic(id="activity")
+        activity_line.styles.max_height = ACTIVITY_LINES      # one line; a longer sentence wraps
+        yield activity_line
         if self._mode_text():
             yield LiteralStatic(literal(self._mode_text(), "bold"), id="mode")
         yield FittedFooter()
