@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from console.diagnosis.who import (BLOCKER_DAEMONS, FREED_MIB, MODESET_STOP, blocker_daemon, holder_pids,
-                                   is_protected, restore_commands, stop_of)
+                                   is_protected, mps_line, restore_commands, stop_of)
 from console.model import Finding, NodeSnapshot, Proc
 
 #: what diagnosis may propose (Finding.rung), gentlest first
@@ -55,12 +55,6 @@ COMMAND_TIMEOUT_S = 60.0    # nvidia-smi -r and systemctl stop can be slow
 #: the MPS rungs: the server is never signalled (that ends every client on its GPUs); the
 #: control daemon is asked instead (console/actions/mps.py plans them)
 MPS_RUNGS = ("mps-clients", "mps-terminate", "mps-quit")
-MPS_CONTROL = "nvidia-cuda-mps-control"
-
-
-def mps_line(words: str) -> str:
-    """One command to the MPS control daemon on its stdin, as a shell reads it."""
-    return f"echo {words} | {MPS_CONTROL}"
 
 def _signal_targets(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],
                     rung: str) -> tuple[list[int], list[int]]:

@@ -2,7 +2,7 @@
 
 Under MPS the driver lists ``nvidia-cuda-mps-server`` in place of its clients and charges it
 their memory; a signal to the server ends every client on its GPUs at once. The way through is
-``nvidia-cuda-mps-control`` (console/actions/ladder.py ``mps_line``)::
+``nvidia-cuda-mps-control`` (console/diagnosis/who.py ``mps_line``)::
 
     mps-clients    echo get_server_list | nvidia-cuda-mps-control          the read-only check
                    echo get_client_list <server> | nvidia-cuda-mps-control  (checks/registry.py)
@@ -22,14 +22,14 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from console.actions import verify as av
-from console.actions.ladder import commands_for, mps_line
+from console.actions.ladder import commands_for
 from console.actions.plan import ActionPlan, ActionTarget, finish_plan
 from console.diagnosis import text as t
 from console.diagnosis import who
 from console.model import NodeSnapshot, Proc
 
 MPS_SERVER = "nvidia-cuda-mps-server"
-MPS_CONTROL_DAEMON = "nvidia-cuda-mps-control"
+MPS_CONTROL_DAEMON = who.MPS_CONTROL
 #: the MPS rungs that change the node (mps-clients is the read-only check before mps-terminate)
 ACTION_RUNGS = ("mps-terminate", "mps-quit")
 
@@ -138,7 +138,7 @@ def plan_quit(snap: NodeSnapshot, clients: Mapping[int, Sequence[int]] | None = 
                  "once the GPU is clean")
     refusals = [] if daemons else ["no MPS control daemon runs here: quit would find none to ask"]
     return finish_plan(snap, "mps-quit", "Stop MPS (quit the control daemon and its servers)",
-                       [mps_line("quit")] if daemons else [], gpus, targets=targets, refusals=refusals, notes=notes)
+                       [who.mps_line("quit")] if daemons else [], gpus, targets=targets, refusals=refusals, notes=notes)
 
 
 def plan_after_check(snap: NodeSnapshot, server: int, data: Mapping[str, Any], *,

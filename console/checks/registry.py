@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping
 from console.checks import parse as cp
 from console.checks import parse_mps
 from console.diagnosis import text as t
-from console.diagnosis.who import BLOCKER_DAEMONS
+from console.diagnosis.who import BLOCKER_DAEMONS, MPS_CONTROL, mps_line
 from console.clock import REAL_CLOCK
 from console.model import CommandResult, NodeSnapshot
 from console.probe import DEFAULT_DEVICE_GLOB, QUERY_MEMORY, build_script
@@ -204,13 +204,12 @@ def _stack_cmd(a: dict) -> str:
 
 
 #: how the control program is asked (a wedged MPS server can keep it from answering)
-MPS_CONTROL = "nvidia-cuda-mps-control"
 MPS_TIMEOUT_S = 10
 
 
 def mps_ask(words: str) -> str:
     """One command to the MPS control daemon, as a shell reads it."""
-    return f"echo {words} | timeout {MPS_TIMEOUT_S} {MPS_CONTROL}"
+    return mps_line(words, MPS_TIMEOUT_S)
 
 
 def _mps_cmd(a: dict) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, label, program_of
+from console.diagnosis.who import FREED_MIB, MPS_CONTROL, TEARDOWN_WINDOW_S, WAIT_S, label, program_of
 from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.advice import Step, finding, in_d, kill_step, reset_step, signal_step
@@ -261,7 +261,6 @@ def _job_root(sit: Situation, proc: Proc) -> Proc:
 #: the MPS server's program (a reset blocker: who.BLOCKER_DAEMONS), the driver charges its
 #: clients' memory to it, and the control program that speaks to it
 MPS_SERVER = "nvidia-cuda-mps-server"
-MPS_CONTROL = "nvidia-cuda-mps-control"
 
 
 #: after terminate_client, how long its verification window runs before diagnosis judges it

@@ -58,12 +58,20 @@ class BlockerDaemon:
 
 
 DISPLAY_MANAGER_STOP = "systemctl stop display-manager"
+#: the MPS control daemon: it is asked on its stdin (its servers are never signalled)
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+def mps_line(words: str, timeout_s: int | None = None) -> str:
+    """One command to the MPS control daemon on its stdin, as a shell reads it (``timeout_s``:
+    under ``timeout``, where a wedged MPS server could keep it from answering)."""
+    return f"echo {words} | " + (f"timeout {timeout_s} " if timeout_s else "") + MPS_CONTROL
 #: in the order B stops them: the display servers and the clients first, the persistence daemon last
 BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
     *(BlockerDaemon(prog, "display server", DISPLAY_MANAGER_STOP, needs_device=True, users=None)
       for prog in ("Xorg", "X", "Xwayland", "gnome-shell")),
-    BlockerDaemon("nvidia-cuda-mps-control", "MPS control daemon", "echo quit | nvidia-cuda-mps-control"),
-    BlockerDaemon("nvidia-cuda-mps-server", "MPS server", "echo quit | nvidia-cuda-mps-control"),
+    BlockerDaemon(MPS_CONTROL, "MPS control daemon", mps_line("quit")),
+    BlockerDaemon("nvidia-cuda-mps-server", "MPS server", mps_line("quit")),
     BlockerDaemon("dcgm-exporter", "DCGM exporter", None),
     BlockerDaemon("nv-hostengine", "DCGM host engine", "systemctl stop nvidia-dcgm", unit="nvidia-dcgm"),
     BlockerDaemon("nvsm", "NVSM", "systemctl stop nvsm", unit="nvsm", prefix=True),
