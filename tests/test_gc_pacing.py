@@ -5,6 +5,7 @@ back as it was once the console is gone."""
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 
 from console import turns
@@ -25,8 +26,8 @@ def _garbage_cycle() -> weakref.ref:
 
 async def test_cycles_are_freed_on_the_schedule_not_while_a_key_is_answered(monkeypatch):
     monkeypatch.setattr(gc_pacing, "COLLECT_EVERY_S", 0.1)
-    monkeypatch.setattr(gc_pacing, "QUIET_S", 0.5)
-    monkeypatch.setattr(turns, "HOLD_MAX_S", 5.0)
+    monkeypatch.setattr(gc_pacing, "QUIET_S", 1.0)
+    monkeypatch.setattr(turns, "HOLD_MAX_S", 120.0)        # a busy CI machine never lets the hold lapse
     assert gc.isenabled()
     app = IncidentApp([SimSource(name="solo", scenario="seed")], autostart=False)
     try:
@@ -37,8 +38,10 @@ async def test_cycles_are_freed_on_the_schedule_not_while_a_key_is_answered(monk
             await pilot.pause(0.4)                       # several collections come due meanwhile
             assert held() is not None, "a collection ran while a key was being answered"
             turns.KEYS_FIRST.release()
+            released = time.monotonic()
             await pilot.pause(0.2)
-            assert held() is not None, "a collection ran right after a key (the operator may type the next)"
+            if time.monotonic() - released < gc_pacing.QUIET_S:    # (a busy machine may take longer)
+                assert held() is not None, "a collection ran right after a key (the operator may type the next)"
             assert await eventually(lambda: held() is None), "the cycle was never freed"
             later = _garbage_cycle()
             assert await eventually(lambda: later() is None)

@@ -196,6 +196,25 @@ async def test_the_mirror_fits_the_gpu_panel_as_the_driver_does(incident_dir):
         assert all(str(gpus.get_row(r.key)[4]).endswith("W") for r in gpus.ordered_rows)
 
 
+async def test_the_mirror_findings_wrap_to_the_panel_and_rewrap_when_the_pane_changes(incident_dir):
+    """A finding is wrapped at the findings panel's width: never cut into 20-cell shreds by a draw
+    that came before the first layout (CI caught "INFO PID 72169" over "(python3 -m" once), and
+    drawn again when the pane is widened or narrowed."""
+    path, _source = await drive(incident_dir)
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        findings = app.query_one("#findings")
+
+        def first_line() -> str:
+            return str(findings.get_row_at(0)[0]).split("\n")[0] if findings.row_count else ""
+        await wait_for(pilot, lambda: "PID 72169 (python3" in first_line())
+        assert 70 <= len(first_line()) <= 78, first_line()
+        await pilot.resize_terminal(60, 24)
+        await wait_for(pilot, lambda: len(first_line()) <= 58 and "PID" in first_line())
+        await pilot.resize_terminal(100, 16)
+        await wait_for(pilot, lambda: len(first_line()) > 90)
+
+
 async def test_a_follower_adds_a_note_and_a_hypothesis_under_their_own_name(incident_dir, monkeypatch):
     """Pair-debugging: h and n in the follower write into the incident, by the follower; the
     driver's keys stay read-only there."""

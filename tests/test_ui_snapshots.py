@@ -199,10 +199,17 @@ def test_follower(snap_compare, tmp_path, size, monkeypatch):
     app = LiveFollowApp(path, state, poll_interval=0.05, clock=lambda: 1764409200.0)
 
     async def run_before(pilot):
-        for _ in range(500):
-            if app.query_one("#gpus").row_count == 8 and app.table.row_count >= 2:
+        from console.ui.tables import gpu_fitted
+        gpus, findings = app.query_one("#gpus"), app.query_one("#findings")
+
+        def settled() -> bool:        # a busy machine: the panels fitted to their laid-out widths
+            return (gpus.row_count == 8 and app.table.row_count >= 2 and gpu_fitted(gpus)
+                    and findings.row_count >= 2)
+        for _ in range(1000):
+            if settled():
                 break
             await asyncio.sleep(0.01)
         await pilot.pause()
         await pilot.pause()
+        assert settled()
     assert snap_compare(app, terminal_size=size, run_before=run_before)

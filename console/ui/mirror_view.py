@@ -67,6 +67,7 @@ class LiveFollowApp(FollowApp):
         self.chosen_node: str | None = None       # the follower's own pick (None: follow the driver's)
         self._state_busy = False
         self._clock = clock
+        self._rewrap_pending = False              # a draw before the first layout asked for another
 
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="tv-header")
@@ -97,6 +98,13 @@ class LiveFollowApp(FollowApp):
         room = self.size.width * 2 // 5 if self.wide else self.size.width
         return max(12, room - fixed)
 
+    def _rewrap(self) -> None:
+        """The findings are wrapped at their panel's width, so never drawn before it is laid out:
+        a finding drawn at a guess, then rewrapped, kept the guess's wrap on screen (Textual's
+        cell cache; CI caught "INFO PID 72169" over "(python3 -m" once)."""
+        self.render_state()                         # once: a panel still 0 wide waits for a resize
+        self._rewrap_pending = False
+
     def on_mount(self) -> None:
         tables.add_columns(self.query_one("#nodes", DataTable), tables.NODE_COLUMNS)
         tables.add_columns(self.query_one("#procs", DataTable), tables.MIRROR_PROC_COLUMNS)
@@ -111,7 +119,7 @@ class LiveFollowApp(FollowApp):
     def on_resize(self) -> None:
         self._layout()
         if self.state is not None:
-            self.call_after_refresh(lambda: fit_main_panels(self, self.query_one("#nodes").display))
+            self.call_after_refresh(self.render_state)      # findings rewrapped to the new width
 
     def _layout(self) -> None:
         self.query_one("#live-split").set_class(not self.wide, "-narrow")
@@ -249,7 +257,11 @@ class LiveFollowApp(FollowApp):
         more = f", {hidden:,} others not mirrored" if hidden else ""
         set_title(procs, f"processes: {shown} GPU-related{more} (read-only)")
         findings = self.query_one("#findings", DataTable)
-        tables.sync_table(findings, tables.finding_rows(snap, max(20, findings.size.width - 2 or self.size.width)))
+        if findings.size.width:
+            tables.sync_table(findings, tables.finding_rows(snap, max(20, findings.size.width - 2)))
+        elif not self._rewrap_pending:              # not laid out yet: drawn once it is
+            self._rewrap_pending = True
+            self.call_after_refresh(self._rewrap)
         set_title(findings, f"findings: {len(snap.findings) if snap is not None else 0} (enter: details)")
 
     # ------------------------------------------------------------------ looking (never acting)

@@ -272,21 +272,32 @@ def last_gpu_snapshot(table: DataTable) -> NodeSnapshot | None:
 _GPU_COLUMNS_SENT: "weakref.WeakKeyDictionary[DataTable, tuple]" = weakref.WeakKeyDictionary()
 
 
+def _gpu_fit(table: DataTable, snap: NodeSnapshot | None) -> tuple[tuple, dict[str, tuple]]:
+    """The GPU panel's columns (and their widths) and rows at the table's width now."""
+    width = table.scrollable_content_region.width
+    columns, rows = gpu_layout(snap, width if width > 0 else None, table.cell_padding)
+    return (columns, tuple(_column_width(label, rows, i) for i, (label, _key) in enumerate(columns))), rows
+
+
+def gpu_fitted(table: DataTable) -> bool:
+    """Whether the GPU panel's columns are those of its width now (a resize refits them after
+    the next refresh: tests wait for this before they take a picture)."""
+    return _GPU_COLUMNS_SENT.get(table) == _gpu_fit(table, _GPU_SNAPSHOT.get(table))[0]
+
+
 def sync_gpu_table(table: DataTable, snap: NodeSnapshot | None) -> None:
     """The GPU panel at its width now (gpu_layout). A column's width only grows as cells change
     (_wider): when the layout changes (a resize, a mark that comes or goes) the columns are
     made anew, so a column left wide does not push the name past the edge; the cursor stays
     on its GPU."""
     _GPU_SNAPSHOT[table] = snap
-    width = table.scrollable_content_region.width
-    columns, rows = gpu_layout(snap, width if width > 0 else None, table.cell_padding)
-    widths = (columns, tuple(_column_width(label, rows, i) for i, (label, _key) in enumerate(columns)))
+    widths, rows = _gpu_fit(table, snap)
     before = _GPU_COLUMNS_SENT.get(table)
     selected = selected_key(table)
     if before != widths:
         table.clear(columns=True)
         _SENT.pop(table, None)
-        add_columns(table, columns)
+        add_columns(table, widths[0])
         _GPU_COLUMNS_SENT[table] = widths
     sync_table(table, rows)
     if selected is not None and selected in rows and selected_key(table) != selected:

@@ -30,9 +30,10 @@ from typing import Any, Iterable
 
 from rich.text import Text
 from textual.content import Content
-from textual.widgets import DataTable, Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 
 from console.textsafe import printable
+from console.ui.widening_table import WideningTable
 
 __all__ = ["literal", "block", "cell", "cells", "printable", "set_title", "literal_content",
            "LiteralTable", "LiteralStatic", "LiteralOptionList", "LiteralInput", "LiteralNotify"]
@@ -71,8 +72,9 @@ def set_title(widget: Any, value: object, style: str = "") -> None:
     widget.border_title = value if isinstance(value, Text) else literal(value, style)
 
 
-class LiteralTable(DataTable):
-    """A DataTable that shows every cell and column label literally (``cell``)."""
+class LiteralTable(WideningTable):
+    """A DataTable that shows every cell and column label literally (``cell``), drawn again
+    when a column widens (console/ui/widening_table.py)."""
 
     def add_column(self, label: Any, *, width: int | None = None, key: str | None = None,
                    default: Any = None) -> Any:
