@@ -33,11 +33,14 @@ meta     ``date +%s.%N`` / ``getconf CLK_TCK`` / ``btime N`` from /proc/stat /
          hostname / ``id -u`` / own pid namespace (readlink /proc/self/ns/pid) /
          ``$$`` of the probe shell (its ancestors are the console's session)
 pids     the probe's scope (Scope: shell variables, see below), then "last N" (the PID the kernel
-         allocated last, /proc/sys/kernel/ns_last_pid), "wrapped" when that went down since this
-         shell's last probe (the PID counter wrapped, or root chose a PID: every PID may be another
+         allocated last, from /proc/loadavg), "wrapped" when that went down since this shell's
+         last probe (the PID counter wrapped, or root chose a PID: every PID may be another
          process now, so all count as new), and the names of /proc's PID directories on one line.
          The shell keeps that listing (LIST): the PIDs not in its last one are this probe's new
-         PIDs (NEW, worked out by one awk; none when the listing is unchanged, no awk then)
+         PIDs (NEW, worked out by one awk; none when the listing is unchanged, no awk then). A
+         light probe on a node where no task ended since the last listing says "counted" and
+         lists nothing: the kernel's task count and last PID say what began, and the shell looks
+         at those PIDs alone (probe_scope.LISTING_COMMAND)
 stat     /proc/PID/stat of the watched PIDs and the new ones (a *whole* probe: of every PID),
          records concatenated (pid (comm) state ppid … field 20 num_threads, field 22 starttime);
          comm may hold newlines and parentheses

@@ -10,7 +10,12 @@ Costs measured on the 2-core machine class at 2,067 processes / 11,000 threads (
 listing /proc's names ~3 ms; every stat record 27 ms (grep; cat pays twice that); every fd
 (~10,000) 75 ms; every thread's stat 150 ms (~9 µs a thread); ``ps`` 91 ms even with ``-p``
 (procps reads every process to start). So ps is never run by the probe: the command line and
-the user come from /proc/PID/cmdline and status, for new PIDs only.
+the user come from /proc/PID/cmdline and status, for new PIDs only. Measured again on
+2026-12-02 (a slower day; 2,065 processes, ~6,000 fds, 12,000 threads; the kernel's time is most
+of each): listing /proc 6-8 ms, every stat record 45-57 ms, every fd 90-100 ms, 800 threads'
+stat 19-26 ms. So a light probe on a quiet node does not list /proc either (LISTING_COMMAND:
+the kernel's counts), and a whole probe reads the stat records and fds of the listing it just
+made instead of listing /proc twice more.
 """
 from __future__ import annotations
 
@@ -117,19 +122,55 @@ def scope_of(command: str) -> tuple[Scope, str] | None:
     return scope, command[len(line):]
 
 
-#: the listing, after the scope: the kernel's last PID (cat: a sysctl file read a byte at a time,
-#: as the shell's ``read`` does, gives its first digit only), "wrapped" when it went down (every
-#: PID counts as new then), the PID directories' names (the shell's own glob: no process) after
-#: "gen N", or "same" when they are what the console holds (its ACK is this shell's GEN and
-#: nothing changed: ~14 KB a poll less on a real-size node), and the new PIDs (one awk, only
-#: when the listing changed)
+#: the kernel's own counts, read by the shell itself (no process): /proc/loadavg's fourth field
+#: ends with the number of tasks (threads, kernel threads included), its fifth is the PID it
+#: allocated last (the same as ns_last_pid, which the shell's byte-at-a-time ``read`` cannot read)
+LOADAVG_FILE = "/proc/loadavg"
+#: the tasks there were when the shell's listing was last known exact
+TASKS = "gi_tp"
+#: at most this many PIDs allocated since the last probe are looked at one by one; more: the listing
+COUNT_MAX_PIDS = 256
+#: the word the pids section says when its listing came from the kernel's counts, not a glob
+COUNTED = "counted"
+
+#: the listing, after the scope: the kernel's last PID and task count; "wrapped" when the PID
+#: went down (every PID counts as new then); then the PID directories' names.
+#:
+#: A light probe first asks the kernel's counts (console/probe_scope.py, docs/performance.md):
+#: PIDs are handed out in increasing order, so every task that began since the last listing has
+#: a PID after that listing's last one, and is looked at by number (``[ -e /proc/N ]``: a thread
+#: too); when the tasks alive among those, added to the tasks of the last listing, make the
+#: task count now, no task ended, so the listing is the last one and the new PIDs are those of
+#: them that lead their thread group (Tgid in /proc/N/status). The counts are read again after the
+#: look (a task that began or ended meanwhile, one that ended before it was looked at: the
+#: listing). Otherwise (a task ended, the PID
+#: went down, more than COUNT_MAX_PIDS began, a whole probe, the shell's first) the shell lists
+#: /proc with its own glob (no process) and one ``awk`` names the PIDs not in the last listing
+#: (only when it changed). The names follow "gen N", or "same" when they are what the console
+#: holds (its ACK is this shell's GEN and nothing changed: ~14 KB a poll less on a real-size node).
+_COUNTS = (
+    f"gi_t=; gi_l=; read -r gi_x gi_x gi_x gi_t gi_l gi_x 2>/dev/null <{LOADAVG_FILE}; gi_t=${{gi_t#*/}}; "
+    f"case \"$gi_l\" in ''|*[!0-9]*) gi_l=$(cat {LAST_PID_FILE} 2>/dev/null);; esac; "
+    "case \"$gi_t\" in *[!0-9]*) gi_t=;; esac; ")
+_BY_COUNTS = (
+    f"gi_c=; gi_m=; if [ \"${MODE}\" = light ] && [ -n \"${LISTING}\" ] && [ -n \"$gi_t\" ] && "
+    f"[ -n \"${TASKS}\" ] && [ \"$gi_l\" -le $((${LAST_PID} + {COUNT_MAX_PIDS})) ] 2>/dev/null; then "
+    f"gi_a=0; gi_i=${LAST_PID}; while [ $gi_i -lt $gi_l ]; do gi_i=$((gi_i+1)); "
+    "[ -e /proc/$gi_i ] && gi_a=$((gi_a+1)); done; "
+    f"if [ $((${TASKS} + gi_a)) -eq \"$gi_t\" ] && read -r gi_x gi_x gi_x gi_y gi_z gi_x 2>/dev/null <{LOADAVG_FILE} "
+    f"&& [ \"${{gi_y#*/}} $gi_z\" = \"$gi_t $gi_l\" ]; then gi_i=${LAST_PID}; while [ $gi_i -lt $gi_l ]; do "
+    "gi_i=$((gi_i+1)); gi_y=; while read -r gi_x gi_y; do [ \"$gi_x\" = Tgid: ] && break; gi_y=; "
+    "done 2>/dev/null </proc/$gi_i/status; [ \"$gi_y\" = \"$gi_i\" ] && gi_m=\"$gi_m $gi_i\"; done; "
+    f"gi_c=\"${LISTING}$gi_m\"; echo {COUNTED}; fi; fi; ")
 LISTING_COMMAND = (
-    f"gi_l=$(cat {LAST_PID_FILE} 2>/dev/null); "
+    _COUNTS +
     f"if [ \"${{gi_l:-0}}\" -lt \"${{{LAST_PID}:-0}}\" ] 2>/dev/null; then {LISTING}=; echo wrapped; fi; "
-    f"{LAST_PID}=$gi_l; echo \"last $gi_l\"; "
+    "echo \"last $gi_l\"; " + _BY_COUNTS +
+    f"if [ -n \"$gi_c\" ]; then {NEW}=$gi_m; gi_s=; [ -n \"$gi_m\" ] || gi_s=1; else "
     "set --; if cd /proc 2>/dev/null; then set -- [0-9]*; cd \"$OLDPWD\" 2>/dev/null; fi; gi_c=\"$*\"; "
     f"if [ \"$gi_c\" = \"${LISTING}\" ]; then {NEW}=; gi_s=1; "
-    f"else {NEW}=$(printf '%s\\n%s\\n' \"${LISTING}\" \"$gi_c\" | awk '{_NEW_AWK}'); gi_s=; fi; "
+    f"else {NEW}=$(printf '%s\\n%s\\n' \"${LISTING}\" \"$gi_c\" | awk '{_NEW_AWK}'); gi_s=; fi; fi; "
+    f"{LAST_PID}=$gi_l; {TASKS}=$gi_t; "
     f"if [ -n \"$gi_s\" ] && [ -n \"${GEN}\" ] && [ \"${ACK}\" = \"${GEN}\" ]; then echo same; "
     f"else {GEN}=$((${{{GEN}:-0}}+1)); echo \"gen ${GEN}\"; echo \"$gi_c\"; fi; {LISTING}=$gi_c")
 
@@ -143,10 +184,17 @@ def _with_new(leaf: str) -> str:
     return f"[ -z \"${NEW}\" ] || set -- \"$@\" $(printf '/proc/%s/{leaf} ' ${NEW})"
 
 
+def _listed(leaf: str) -> str:
+    """``set --`` to /proc/PID/LEAF of every PID of the listing the pids section just made (one
+    printf in a subshell: a glob of /proc/[0-9]*/LEAF would list /proc again, ~8 ms of the
+    kernel's time at 2,000 processes, twice a whole probe)."""
+    return f"set -- $(printf '/proc/%s/{leaf} ' ${LISTING})"
+
+
 _NONE_OR = "[ $# -eq 0 ] || "
 #: stat records of the watched and new PIDs; every PID's in a whole probe (grep, not cat:
 #: coreutils cat costs twice as much a file on /proc)
-STAT_SCOPED = (f"case ${MODE} in whole) set -- /proc/[0-9]*/stat;; *) set -- $gi_Ws $gi_As; {_with_new('stat')};; esac; "
+STAT_SCOPED = (f"case ${MODE} in whole) {_listed('stat')};; *) set -- $gi_Ws $gi_As; {_with_new('stat')};; esac; "
                f"{_NONE_OR}grep -ahs '' \"$@\" </dev/null")
 ARGS_SCOPED = (f"set -- $gi_Ac; {_with_new('cmdline')}; "
                f"{_NONE_OR}LC_ALL=C grep -azHos -m {ARGS_PER_PROCESS} '^.\\{{0,{ARG_MAX_BYTES}\\}}' \"$@\" </dev/null")
@@ -159,7 +207,7 @@ DSTATE_SCOPED = (f"case ${THREADS} in all) set -- /proc/[0-9]*/task/[0-9]*/stat;
 
 def fd_dirs() -> str:
     """``set --`` to the fd directories the fds section walks."""
-    return f"case ${MODE} in whole) set -- /proc/[0-9]*/fd;; *) set -- $gi_Wf; {_with_new('fd')};; esac"
+    return f"case ${MODE} in whole) {_listed('fd')};; *) set -- $gi_Wf; {_with_new('fd')};; esac"
 
 
 #: a shell's first probe names every user the node enumerates (its local ones, as a rule), at

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from console.probe_scope import ARG_MAX_BYTES
+from console.probe_scope import ARG_MAX_BYTES, COUNTED
 from console.sources.parse_proc import StatLine
 
 #: the longest command line the console keeps (what ps was cut to: probe.ARGS_MAX_BYTES)
@@ -33,6 +33,7 @@ class Listing:
     wrapped: bool = False
     gen: int | None = None                 # the listing's generation ("gen N")
     same: bool = False                     # "same": the listing of the generation the console sent
+    counted: bool = False                  # the node knew it from the kernel's counts, no glob
 
 
 _PIDS_LINE = re.compile(r"[0-9]{1,10}(?: [0-9]{1,10})*")
@@ -41,7 +42,7 @@ _PIDS_LINE = re.compile(r"[0-9]{1,10}(?: [0-9]{1,10})*")
 def parse_listing(text: str, complete: bool = True) -> Listing:
     """The pids section after its scope: ["wrapped"], "last N", then the PID names on a line."""
     last: int | None = None
-    wrapped = same = False
+    wrapped = same = counted = False
     gen: int | None = None
     pids: set[int] = set()
     for line in text.split("\n"):
@@ -50,6 +51,8 @@ def parse_listing(text: str, complete: bool = True) -> Listing:
             wrapped = True
         elif word == "same":
             same = True
+        elif word == COUNTED:
+            counted = True
         elif word.startswith("gen "):
             value = word[4:].strip()
             gen = int(value) if value.isascii() and value.isdecimal() and len(value) <= 18 else None
@@ -61,8 +64,8 @@ def parse_listing(text: str, complete: bool = True) -> Listing:
         elif word:
             pids.update(int(w) for w in word.split() if w.isascii() and w.isdecimal() and len(w) <= 10)
     if same:
-        return Listing(None, last, wrapped, None, complete)
-    return Listing(frozenset(pids) if complete else None, last, wrapped, gen if complete else None)
+        return Listing(None, last, wrapped, None, complete, counted)
+    return Listing(frozenset(pids) if complete else None, last, wrapped, gen if complete else None, False, counted)
 
 
 def _pid_of(path: str, leaf: str) -> int | None:
