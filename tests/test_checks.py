@@ -234,7 +234,10 @@ async def test_holders_finds_hidden_and_foreign_pids():
     r = await run_check(Canned(HOLDERS_OUT), "holders")
     lines = dict((ln.split("begin ")[1].split("'")[0], ln) for ln in r.command.splitlines())
     assert list(lines) == ["pids", "args", "uids", "users", "fds", "pidns", "cgroup", "gpu", "apps"]   # probe order
-    assert "set -- /proc/[0-9]*/fd" in lines["fds"] and "-lname '/dev/nvidia*' -printf '%h %l\\0'" in lines["fds"]
+    # every process's fds: the whole listing the pids section made (gi_k=whole: /proc listed)
+    assert "gi_k=whole" in lines["pids"] and "set -- [0-9]*" in lines["pids"]
+    assert "set -- $(printf '/proc/%s/fd ' $gi_p)" in lines["fds"]
+    assert "-lname '/dev/nvidia*' -printf '%h %l\\0'" in lines["fds"]
     assert "nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory,process_name" in lines["apps"]
     assert r.data["hidden"] == [81234, 88001]
     assert r.data["foreign"] == [41]
