@@ -15,7 +15,8 @@ exits (a trap on EXIT, HUP, PIPE and TERM: the SSH session closing ends the shel
 next write); a shell killed outright (SIGKILL: no trap runs) still takes them along, for each
 loop runs as ``setpriv --pdeathsig TERM timeout … setpriv --pdeathsig TERM nvidia-smi …`` where
 util-linux has setpriv (the kernel sends TERM when the parent dies: an orphaned test loop once
-ran on after its shell and its ``timeout`` were gone); each file is
+ran on after its shell and its ``timeout`` were gone), and under a second ``timeout`` of its
+own (LOOP_OWN_S: the parent-death signal is set after the fork, so it can miss); each file is
 capped (``ulimit -f``: an nvidia-smi that floods its output is stopped at LOOP_FILE_BLOCKS, a
 test's flood once filled 80 GB of /tmp in 40 s before this cap). They are the
 console's own processes on the node (children of its probe shell: ssh/session.py counts them
@@ -39,6 +40,10 @@ LOOP_MS = 1000
 #: each loop runs this long, then the next probe starts a new one (an NVML start per loop per
 #: LOOP_RENEW_S: 2 starts in 300 polls at 1 Hz)
 LOOP_RENEW_S = 300
+#: the loop's own bound, under the outer one: the kernel's parent-death signal is set by setpriv
+#: after the fork, so an outer ``timeout`` killed in between leaves the loop no signal to die by
+#: (an orphaned test loop ran on for ten minutes, forking every 200 ms); this one still ends it
+LOOP_OWN_S = LOOP_RENEW_S + 5
 #: a loop's file grows to at most this many 512-byte blocks (``ulimit -f``; the shell's blocks
 #: may be KiB: twice that): a wedged or hostile nvidia-smi that prints without end is stopped
 #: there (SIGXFSZ), never fills the node's disk. Normal use over LOOP_RENEW_S: ~1 MB for 8 GPUs
@@ -69,7 +74,8 @@ def start_command(gpu_fields: str, gpu_fields_recovery: str, apps_fields: str, r
     """The loop section: start the loops unless both run (see the module's doc)."""
     g, a, d = LOOP_GPU, LOOP_APPS, LOOP_DIR
     stop = f"kill \"${g}\" \"${a}\" 2>/dev/null; rm -rf \"${d}\""
-    run = (f"(ulimit -f {LOOP_FILE_BLOCKS}; exec $gi_Lp timeout {LOOP_RENEW_S} $gi_Lp $gi_Lb {{q}}) "
+    run = (f"(ulimit -f {LOOP_FILE_BLOCKS}; exec $gi_Lp timeout {LOOP_RENEW_S} $gi_Lp timeout {LOOP_OWN_S} "
+           f"$gi_Lb {{q}}) "
            f"</dev/null >>\"${d}/{{f}}\" 2>&1 &")
     return (
         f"if [ -n \"${g}\" ] && kill -0 \"${g}\" 2>/dev/null && kill -0 \"${a}\" 2>/dev/null; then "

@@ -215,11 +215,11 @@ def test_a_probe_shell_killed_outright_takes_its_loops_along(tmp_path):
 
         def under_timeout() -> list[int]:
             try:
-                return [k.pid for p in loops for k in psutil.Process(p).children()]
+                return [k.pid for p in loops for k in psutil.Process(p).children(recursive=True)]
             except psutil.NoSuchProcess:
                 return []
-        # each loop runs its nvidia-smi under timeout (forked a moment after the shell said started)
-        assert until(lambda: len(under_timeout()) >= 2), "no nvidia-smi under timeout"
+        # each loop runs its nvidia-smi under two timeouts (forked a moment after the shell said started)
+        assert until(lambda: len(under_timeout()) >= 4), "no nvidia-smi under timeout"
         mine += under_timeout()
         shell.send_signal(signal.SIGKILL)
         shell.wait()
@@ -227,6 +227,63 @@ def test_a_probe_shell_killed_outright_takes_its_loops_along(tmp_path):
         def gone() -> bool:
             return not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in mine)
         assert until(gone, 10), [psutil.Process(p).cmdline() for p in mine if psutil.pid_exists(p)]
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
+        for p in mine:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def test_a_loop_orphaned_before_its_death_signal_still_ends_by_its_own_timeout(tmp_path, monkeypatch):
+    """setpriv sets the parent-death signal after the fork: an outer timeout killed in between
+    leaves the loop none (an orphaned test loop ran on for ten minutes). Here a node without
+    setpriv, the shell and the outer timeouts killed outright: the loop's own timeout
+    (probe_loop.LOOP_OWN_S, cut to 2 s) still ends its nvidia-smi."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    from console import probe, probe_loop
+    monkeypatch.setattr(probe_loop, "LOOP_OWN_S", 2)
+    smi = tmp_path / "smi"
+    smi.mkdir()
+    (smi / "mode").write_text("normal\n")
+    (smi / "gpu_recovery").write_text("0, GPU-a, H100, 00000000:01:00.0, 1, 81559, 0, Enabled, Disabled, None\n")
+    tools = tmp_path / "tools"                # this node's tools: no setpriv among them
+    tools.mkdir()
+    for tool in ("sh", "timeout", "mktemp", "head", "grep", "rm", "cat", "date", "sed", "sleep", "printf", "stdbuf"):
+        found = shutil.which(tool)
+        if found is not None:
+            (tools / tool).symlink_to(found)
+    env = dict(os.environ, GI_FAKE_SMI=str(smi), TMPDIR=str(tmp_path),
+               PATH=os.path.join(os.path.dirname(__file__), "bin") + os.pathsep + str(tools))
+    shell = subprocess.Popen([str(tools / "sh"), "-c", probe.loop_command() + "; sleep 60"], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    mine: list[int] = []
+    try:
+        started = shell.stdout.readline().split()
+        assert started[0] == "started", started
+        outer = [int(p) for p in started[1:3]]
+        mine += outer
+
+        def below() -> list[int]:
+            try:
+                return [k.pid for p in outer for k in psutil.Process(p).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return []
+        assert until(lambda: len(below()) >= 4), "no nvidia-smi under its two timeouts"
+        mine += below()
+        for p in [shell.pid, *outer]:
+            os.kill(p, signal.SIGKILL)
+        shell.wait()
+
+        def gone() -> bool:
+            return not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in mine)
+        assert until(gone, 15), [psutil.Process(p).cmdline() for p in mine if psutil.pid_exists(p)]
     finally:
         if shell.poll() is None:
             shell.kill()
