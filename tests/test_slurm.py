@@ -244,7 +244,7 @@ def test_cli_slurm_flags():
 
 
 def test_the_slurm_line_shows_node_text_literally():
-    from console.ui.slurm_keys import slurm_text
+    from console.ui.slurm_line import slurm_text
     reading = SlurmReading("gpu01", present=True,
                            node=sp.SlurmNode("gpu01", "MIXED+DRAIN", "gpu-incident i: xid [root@t]"),
                            jobs=(sp.SlurmJob("12", "alice", "[b]x[/b]\x1b[2J\nforged", "RUNNING", "1:02:03"),

@@ -157,7 +157,7 @@ async def test_the_d_and_u_keys_go_through_confirm(slurm_node, timeline):
     source = SimSource(name="demo", scenario="reset-required")
     app = IncidentApp([source], timeline=timeline, slurm=client)
     async with app.run_test(size=(100, 30)) as pilot:
-        assert await eventually(lambda: app.slurm_reading() is not None and app.query_one("#slurm").display)
+        assert await eventually(lambda: app.slurm_line.reading() is not None and app.query_one("#slurm").display)
         assert "Slurm demo: IDLE" in str(app.query_one("#slurm").render())
         assert "not drained: D before the reset/reboot" in str(app.query_one("#slurm").render())
         await pilot.press("U")              # not recovered: nothing offered
@@ -174,7 +174,7 @@ async def test_the_d_and_u_keys_go_through_confirm(slurm_node, timeline):
         assert "scontrol update NodeName=demo State=DRAIN Reason=\"gpu-incident " in text
         await pilot.press("y")
         assert await eventually(lambda: slurm_node.sinfo_state().startswith(("drained|", "draining|")))
-        assert await eventually(lambda: (r := app.slurm_reading()) is not None and r.node.drained)
+        assert await eventually(lambda: (r := app.slurm_line.reading()) is not None and r.node.drained)
         await pilot.pause()
         assert "IDLE+DRAIN" in str(app.query_one("#slurm").render())
     kinds = [(e.kind, e.command) for e in entries(timeline) if e.kind == "action"]

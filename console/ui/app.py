@@ -33,7 +33,7 @@ from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable, fit_
 from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
-from console.ui.slurm_keys import SlurmKeys
+from console.ui.slurm_line import SlurmLine
 from console.ui.theme_install import install_themes
 from console.output.rows import SORTS, proc_view, sorted_rows
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
@@ -94,7 +94,7 @@ QUIT_AGAIN_S = 5.0
 ACTIVITY_LINES = 3
 
 
-class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, SlurmKeys, App[int]):
+class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -108,7 +108,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                  keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None,
                  fleet: FleetSetup | None = None, engine_thread: bool = False) -> None:
         super().__init__()
-        self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_keys.py)
+        self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_line.py)
         self.keymap = dict(keymap or {})
         if keymap:
             known = keys.ids()
@@ -180,9 +180,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="status")
-        slurm_line = LiteralStatic(id="slurm")   # shown where Slurm knows the node (ui/slurm_keys.py)
-        slurm_line.display = False
-        yield slurm_line
+        yield SlurmLine(self.slurm, id="slurm")   # shown where Slurm knows the node (ui/slurm_line.py)
         with Vertical(id="main"):
             if self.multi_node:
                 yield NodeTable(id="nodes")
@@ -226,7 +224,6 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
                 self.notify(w, severity="warning")
             watched = [s.name for s in self.sources] + ([self.fleet.name] if self.fleet_mode else [])
             self.incident.note(None, "console started watching " + ", ".join(watched))
-        self.start_slurm()
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
@@ -385,7 +382,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             self._watch_current()
             self._render_status()          # "viewing NODE" follows the cursor at once
             self.refresh_node_view()
-            self.refresh_slurm()
+            self.slurm_line.refresh_reading()
 
     def _watch_current(self) -> None:
         """The node on screen is diagnosed every poll; the others may keep the findings of
@@ -412,7 +409,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
         width = max(20, self.size.width - 4)        # a scroll bar may take two
         findings = self.query_one("#findings", DataTable)
         tables.sync_table(findings, tables.finding_rows(snap, width))
-        self.render_slurm()
+        self.slurm_line.redraw()
         self.fit_panels()
 
     def refresh_procs(self) -> None:
@@ -430,6 +427,23 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, Slurm
             self.refresh_node_view()
 
     # ------------------------------------------------------------------ room on the screen
+    @property
+    def slurm_line(self) -> SlurmLine:
+        return self.query_one("#slurm", SlurmLine)
+
+    def on_slurm_line_shown(self, _event: SlurmLine.Shown) -> None:
+        self.call_after_refresh(self.fit_panels)
+
+    def action_drain(self) -> None:
+        """D: the finding under the cursor names the reason when the findings have the focus."""
+        finding = None
+        if self.query("#findings") and self.focused is self.query_one("#findings"):
+            finding = self.selected_finding
+        self.slurm_line.drain(finding)
+
+    def action_resume(self) -> None:
+        self.slurm_line.resume()
+
     def fit_panels(self) -> None:
         """Share the rows between the panels by what they hold (panels.fit_main_panels);
         recomputed on every update and resize."""

@@ -41,7 +41,7 @@ class EscalationKeys:
             return
         if step is None:
             return
-        if step.plan is not None and self.drain_before(finding):    # Slurm: drain first (ui/slurm_keys.py)
+        if step.plan is not None and self.slurm_line.drain_before(finding):    # Slurm: drain first (ui/slurm_line.py)
             return
         if step.check is not None:
             then = self._plan_after(step, source) if step.then else None

@@ -1,6 +1,10 @@
 """Slurm in the console: the node's Slurm line (state, reason, the jobs that own its GPU
 processes) and the two rungs, D (drain) and U (resume), through Confirm like every action.
 
+``SlurmLine`` is a widget of its own (it was a mixin of the App's): it keeps the readings and
+its timer, draws itself, and says when it shows or hides (``SlurmLine.Shown``: the App shares
+the rows again); the App's D and U, and x before a reset or reboot, ask it.
+
 Shown only where Slurm is present (console/sources/slurm.py: scontrol and squeue found where
 Slurm commands run, and the node known to Slurm); elsewhere the line stays hidden and D/U say
 why nothing can be done. The reading is refreshed every SLURM_POLL_S for the node in view,
@@ -9,6 +13,7 @@ off the UI thread, and at once after a drain or resume.
 from __future__ import annotations
 
 from rich.text import Text
+from textual.message import Message
 
 from console.ui.text import LiteralStatic, printable
 
@@ -65,121 +70,133 @@ def slurm_text(reading, snap=None, drain_advised: bool = False) -> Text:
     return out
 
 
-class SlurmKeys:
-    """Mixed into IncidentApp (needs: slurm, sources, snapshots, current_node, timeline, policy,
-    monitors, read_only, dry_run, notify, push_screen, run_worker, set_interval, query)."""
+class SlurmLine(LiteralStatic):
+    """The node in view's Slurm line; hidden where Slurm is absent or does not know the node.
+    Reads the App's (its parent's) view: ``current_node``, ``snapshots``, ``sources``, the
+    engine and the session, the incident's ID and the policy flags."""
 
-    slurm = None
+    class Shown(Message):
+        """The line came or went: the panels below it share the rows again."""
 
-    def start_slurm(self) -> None:
-        self.slurm_readings: dict = {}
-        self._slurm_drawn = None            # the Slurm line's text on screen
-        if self.slurm is None:
-            return
-        self.set_interval(SLURM_POLL_S, self.refresh_slurm)
-        self.refresh_slurm()
+        def __init__(self, shown: bool) -> None:
+            super().__init__()
+            self.shown = shown
 
-    def refresh_slurm(self) -> None:
+    def __init__(self, slurm=None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.slurm = slurm                  # console/sources/slurm.py SlurmClient, or None
+        self.readings: dict = {}
+        self._drawn: Text | None = None     # the text on screen
+        self.display = False
+
+    def on_mount(self) -> None:
         if self.slurm is not None:
-            self.run_worker(self._read_slurm(self.current_node), group="slurm", exclusive=True)
+            self.set_interval(SLURM_POLL_S, self.refresh_reading)
+            self.refresh_reading()
 
-    async def _read_slurm(self, name: str) -> None:
-        snap = self.snapshots.get(name)
-        reading = await self.engine.call(lambda: self.slurm.read(name, snap))   # its SSH client: the engine's
-        self.slurm_readings[name] = reading
-        if name == self.current_node:
-            self.render_slurm()
+    def refresh_reading(self) -> None:
+        if self.slurm is not None:
+            self.run_worker(self._read(self.app.current_node), group="slurm", exclusive=True)
 
-    def slurm_reading(self):
+    async def _read(self, name: str) -> None:
+        app = self.app
+        snap = app.snapshots.get(name)
+        reading = await app.engine.call(lambda: self.slurm.read(name, snap))   # its SSH client: the engine's
+        self.readings[name] = reading
+        if name == app.current_node:
+            self.redraw()
+
+    def reading(self):
         """The node in view's last Slurm reading when Slurm is present, else None."""
-        reading = getattr(self, "slurm_readings", {}).get(self.current_node)
+        reading = self.readings.get(self.app.current_node)
         return reading if reading is not None and reading.present else None
 
-    def render_slurm(self) -> None:
-        if not self.query("#slurm"):
-            return
-        widget = self.query_one("#slurm", LiteralStatic)
-        reading = self.slurm_reading()
+    def _show(self, shown: bool) -> None:
+        if self.display != shown:
+            self.display = shown
+            self.post_message(self.Shown(shown))
+
+    def redraw(self) -> None:
+        reading = self.reading()
         if reading is None:
-            if widget.display:
-                widget.display = False
-                self.call_after_refresh(self.fit_panels)
+            self._show(False)
             return
         from console.actions.ladder import top_step
         from console.actions.slurm import drain_first
-        snap = self.snapshots.get(self.current_node)
+        snap = self.app.snapshots.get(self.app.current_node)
         top = top_step(snap.findings) if snap is not None else None
         text = slurm_text(reading, snap, drain_first(top.rung if top else None, reading.node))
-        if text != self._slurm_drawn:       # an update re-lays the screen out: only on a change
-            self._slurm_drawn = text
-            widget.update(text)
-        if not widget.display:
-            widget.display = True
-            self.call_after_refresh(self.fit_panels)
+        if text != self._drawn:             # an update re-lays the screen out: only on a change
+            self._drawn = text
+            self.update(text)
+        self._show(True)
 
-    def _slurm_target(self):
-        """(reading, source, snap) for D/U, or None after saying why."""
-        reading = self.slurm_reading()
+    def _target(self):
+        """(reading, snap) for D/U, or None after saying why."""
+        reading = self.reading()
         if self.slurm is None or reading is None:
             why = ("no Slurm here (scontrol/squeue not found where Slurm commands run)" if self.slurm is None
                    else "this node is not known to Slurm (or Slurm has not answered yet)")
-            self.notify(f"D/U drain and resume in Slurm: {why}", severity="warning")
+            self.app.notify(f"D/U drain and resume in Slurm: {why}", severity="warning")
             return None
-        source = next((s for s in self.sources if s.name == self.current_node), None)
-        return reading, source, self.snapshots.get(self.current_node)
+        return reading, self.app.snapshots.get(self.app.current_node)
 
-    def action_drain(self, finding=None) -> None:
+    def drain(self, finding=None) -> None:
+        """D: drain the node in view (the reason names the incident and ``finding``)."""
         from console.actions.slurm import plan_drain, reason_finding
-        target = self._slurm_target()
+        target = self._target()
         if target is None:
             return
-        reading, source, snap = target
-        if finding is None and self.query("#findings") and self.focused is self.query_one("#findings"):
-            finding = self.selected_finding
-        plan = plan_drain(self.current_node, reading.slurm_name, self.incident_id or "",
+        reading, snap = target
+        app = self.app
+        plan = plan_drain(app.current_node, reading.slurm_name, app.incident_id or "",
                           reason_finding(snap, finding), where=self.slurm.where, state=reading.node, snap=snap)
-        self._confirm_slurm(plan, reading.slurm_name)
+        self._confirm(plan, reading.slurm_name)
 
-    def action_resume(self) -> None:
+    def resume(self) -> None:
+        """U: resume the node in view."""
         from console.actions.slurm import plan_resume
-        target = self._slurm_target()
+        target = self._target()
         if target is None:
             return
-        reading, source, snap = target
-        plan = plan_resume(self.current_node, reading.slurm_name, snap, where=self.slurm.where, state=reading.node,
-                           incident_id=self.incident_id)
-        self._confirm_slurm(plan, reading.slurm_name)
+        reading, snap = target
+        app = self.app
+        plan = plan_resume(app.current_node, reading.slurm_name, snap, where=self.slurm.where, state=reading.node,
+                           incident_id=app.incident_id)
+        self._confirm(plan, reading.slurm_name)
 
     def drain_before(self, finding) -> bool:
         """A finding's step is a reset/reboot and Slurm still schedules onto the node: the drain
         goes to Confirm first (x again afterwards for the step itself). True when it did."""
         from console.actions.slurm import drain_first
-        reading = self.slurm_reading()
+        reading = self.reading()
         if reading is None or not drain_first(finding.rung, reading.node):
             return False
-        self.notify(f"{reading.slurm_name} still takes jobs in Slurm: drain it first, then x again for the "
-                    f"{finding.rung}")
-        self.action_drain(finding)
+        self.app.notify(f"{reading.slurm_name} still takes jobs in Slurm: drain it first, then x again for the "
+                        f"{finding.rung}")
+        self.drain(finding)
         return True
 
-    def _confirm_slurm(self, plan, slurm_name: str) -> None:
+    def _confirm(self, plan, slurm_name: str) -> None:
         from console.actions.slurm import SlurmActionSource
         from console.ui.confirm import ConfirmScreen
+        app = self.app
         if not plan.commands:
             why = "; ".join(plan.refusals) or "nothing to do"
-            self.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
+            app.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
             return
         node = plan.node
 
         def answered(answer: str | None) -> None:
             if not answer:
-                self.notify("cancelled: nothing ran")
+                app.notify("cancelled: nothing ran")
                 return
             source = SlurmActionSource(self.slurm, node, slurm_name)
-            self.run_worker(self._execute_slurm(plan, source), group="actions", exclusive=False)
-        self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
+            self.run_worker(self._execute(plan, source), group="actions", exclusive=False)
+        app.push_screen(ConfirmScreen(plan, read_only=app.read_only, dry_run=app.dry_run), answered)
 
-    async def _execute_slurm(self, plan, source) -> None:
-        await self.engine.call(lambda: self.session.execute(plan, source=source, poll_s=0.5))   # events say how
-        if plan.node == self.current_node:
-            await self._read_slurm(plan.node)
+    async def _execute(self, plan, source) -> None:
+        app = self.app
+        await app.engine.call(lambda: app.session.execute(plan, source=source, poll_s=0.5))   # events say how
+        if plan.node == app.current_node:
+            await self._read(plan.node)
