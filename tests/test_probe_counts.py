@@ -12,17 +12,28 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from console.probe_scope import COUNTED, Scope, pids_command
 from console.sources.proc_table import parse_listing
+from tests.polling import BOUND_S
 from tests.test_real_kernel import run, started  # noqa: F401 (fixture)
 
 LIGHT = pids_command(Scope(whole=False))
 WHOLE = pids_command(Scope(whole=True))
 END = "::end-of-answer::"
 TRIES = 200
+
+
+def tries(bound_s: float = BOUND_S):
+    """Tries until the bound (a busy machine may go a while without a quiet moment)."""
+    deadline = time.monotonic() + bound_s
+    n = 0
+    while n < TRIES or time.monotonic() < deadline:
+        n += 1
+        yield n
 
 #: a process that starts a thread on each line on stdin, and prints the thread's ID
 THREADS = """
@@ -76,23 +87,25 @@ def counted(text: str) -> bool:
     return COUNTED in text.split("\n")
 
 
-def test_a_node_where_nothing_began_or_ended_keeps_its_listing_from_the_counts(sh):
-    """Two light probes back to back: the second needs no listing of /proc, and says the same."""
-    for _ in range(TRIES):
+def test_a_node_where_nothing_ended_keeps_its_listing_from_the_counts(sh):
+    """Two light probes back to back: the second needs no listing of /proc; its listing is the
+    first one's and what began meanwhile (another test's process, on a busy machine), and only
+    that is new."""
+    for _ in tries():
         _, before, _ = sh.pids()
         text, after, new = sh.pids()
         assert os.getpid() in after and sh.proc.pid in after
         if counted(text):
-            assert after == before and not new
+            assert after == before | new and new.isdisjoint(before), (new, after ^ before)
             return
-    pytest.fail(f"no probe of {TRIES} was answered from the kernel's counts")
+    pytest.fail(f"no probe in {BOUND_S} s was answered from the kernel's counts")
 
 
 def test_a_thread_that_began_is_not_a_process_and_a_process_is_new(sh, started):  # noqa: F811
     p, words = run(started, THREADS)
     pid = int(words[0])
     seen_thread = seen_process = False
-    for _ in range(TRIES):
+    for _ in tries():
         sh.pids()
         assert p.stdin is not None and p.stdout is not None
         p.stdin.write("\n")
@@ -111,7 +124,7 @@ def test_a_thread_that_began_is_not_a_process_and_a_process_is_new(sh, started):
             child.wait()
         if seen_thread and seen_process:
             return
-    pytest.fail(f"of {TRIES} tries, none answered from the counts (thread {seen_thread}, process {seen_process})")
+    pytest.fail(f"in {BOUND_S} s no try answered from the counts (thread {seen_thread}, process {seen_process})")
 
 
 def test_a_process_that_ended_is_gone_at_the_next_probe(sh):

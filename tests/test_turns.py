@@ -130,8 +130,10 @@ async def test_the_input_thread_holds_the_engine_the_moment_it_reads_a_key(monke
         def stop_application_mode(self): ...
         def write(self, data): ...
 
+    class App:                 # the App's loop while its engine runs in a thread of its own
+        keys_loop = asyncio.get_running_loop()
     driver = early_hold.holding_driver(Reads).__new__(early_hold.holding_driver(Reads))
-    monkeypatch.setattr(early_hold, "screen_loop", asyncio.get_running_loop())
+    driver._app = App()
     resize = events.Resize.from_dimensions((80, 24), None)
     key = events.Key("a", "a")
     t = threading.Thread(target=lambda: (driver.process_message(resize),))
@@ -144,7 +146,7 @@ async def test_the_input_thread_holds_the_engine_the_moment_it_reads_a_key(monke
     assert gate.holding, "a key read in the input thread holds the engine at once"
     assert passed == [resize, key], "every message still goes to the app"
     gate.release()
-    monkeypatch.setattr(early_hold, "screen_loop", None)      # no App mounted: nothing held
+    App.keys_loop = None                                       # not mounted, or unmounted: nothing held
     t = threading.Thread(target=lambda: driver.process_message(key))
     t.start()
     t.join()

@@ -109,6 +109,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[i
                  fleet: FleetSetup | None = None, engine_thread: bool = False) -> None:
         super().__init__()
         self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_line.py)
+        self.keys_loop: asyncio.AbstractEventLoop | None = None   # set while mounted (ui/early_hold.py)
         self.keymap = dict(keymap or {})
         if keymap:
             known = keys.ids()
@@ -202,7 +203,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[i
     def on_mount(self) -> None:
         self.engine.start()
         if self.engine.running:
-            early_hold.screen_loop = asyncio.get_running_loop()
+            self.keys_loop = asyncio.get_running_loop()      # the driver holds the engine on a key (early_hold)
         self.session.subscribe(Mailbox(asyncio.get_running_loop(), self._session_event, self._urgent).put
                                if self.engine.running else self._session_event)
         # Textual reads keys and writes frames in threads of its own; while the loop works
@@ -243,7 +244,7 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[i
 
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
-        early_hold.screen_loop = None
+        self.keys_loop = None
         await asyncio.gather(self.engine.close(), self.stop_fleet(), return_exceptions=True)
         gc_pacing.stop()
 

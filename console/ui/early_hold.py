@@ -17,8 +17,13 @@ from textual.message import Message
 
 from console.turns import KEYS_FIRST
 
-#: the screen's loop while an App that wrapped its driver runs (set on mount, None after)
-screen_loop: asyncio.AbstractEventLoop | None = None
+#: the App's attribute holding its screen's loop while its engine runs in a thread of its own
+#: (set on mount, None after): the driver holds the engine only then
+SCREEN_LOOP = "keys_loop"
+
+
+def screen_loop(app: object) -> asyncio.AbstractEventLoop | None:
+    return getattr(app, SCREEN_LOOP, None)
 
 
 def holding_driver(base: type[Driver]) -> type[Driver]:
@@ -26,7 +31,7 @@ def holding_driver(base: type[Driver]) -> type[Driver]:
 
     class KeysFirstDriver(base):  # type: ignore[valid-type,misc]
         def process_message(self, message: Message) -> None:
-            loop = screen_loop
+            loop = screen_loop(getattr(self, "_app", None))
             if loop is not None and isinstance(message, (events.Key, events.MouseDown)):
                 KEYS_FIRST.hold(loop)
             super().process_message(message)
