@@ -243,7 +243,9 @@ def test_unprivileged_scan_warns_about_unreadable_fds(tmp_path, children):
 
 async def test_poll_cost_with_300_processes(children):
     """One poll a second must stay cheap: well under 100 ms with ~300 processes."""
-    need = max(0, 320 - len(psutil.pids()))    # others' processes may come and go meanwhile
+    # others' processes come and go meanwhile (a busy CI machine's other test worker): at least
+    # 250 of the ~300 are this test's own
+    need = max(250, 320 - len(psutil.pids()))
     sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(need)]
     children.extend(sleepers)
     src = source(nvml_module=FakeNvml(eight_gpus()))
@@ -253,8 +255,8 @@ async def test_poll_cost_with_300_processes(children):
         t0 = time.perf_counter()
         snap = await src.poll()
         times.append((time.perf_counter() - t0) * 1000)
-    assert len(snap.processes) >= 290
     assert all(snap.proc(s.pid) is not None for s in sleepers)
+    assert len(snap.processes) >= len(sleepers) + 20, "and the machine's own (60 or more here)"
     median = statistics.median(times)
     print(f"poll with {len(snap.processes)} processes: median {median:.1f} ms (bench: local_probe)")
 
