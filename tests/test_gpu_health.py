@@ -180,3 +180,15 @@ async def test_a_pending_remap_and_its_ecc_error_show_in_the_gpu_panel_at_any_wi
     assert "remap!" in row, shown
     if size[0] >= 80:
         assert "remap! ECC 1" in row, shown
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_the_remap_demo_shows_a_degraded_link_and_a_hot_gpu_in_the_gpu_panel(size):
+    """demo:remap-pending's node has two more faults the panel alone shows: GPU 6's link trained
+    at x8 in its x16 slot, GPU 7 at 88 °C (marked hot: the temperature stays at any width)."""
+    pytest.importorskip("textual")
+    shown, snap = await _first_screen("remap-pending", size, lambda text: "PCIe x8" in text and "88°C" in text)
+    rows = {ln[:3]: ln for ln in shown.splitlines() if ln[:3] in (" 5 ", " 6 ", " 7 ")}
+    assert "PCIe x8" in rows[" 6 "] and "PCIe" not in rows[" 5 "] + rows[" 7 "], shown
+    assert "88°C" in rows[" 7 "], shown
+    assert not any(f.kind.startswith(("pcie", "hot")) for f in snap.findings), "the panel's marks, no finding"

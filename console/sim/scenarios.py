@@ -282,6 +282,7 @@ def build_graceful(node: SimHost) -> None:
 REMAP_GPU = 2
 REMAP_ROWS = 4                 # rows remapped for uncorrectable errors (leptonai/gpud#80's paste: 4, pending)
 REMAPPED_EARLIER_GPU = 5       # rows remapped at an earlier reset: nothing pending
+DEGRADED_LINK_GPU, HOT_GPU = 6, 7
 REMAP_TRUTH = GroundTruth(
     root_cause=("an uncorrectable ECC error on GPU 2 ended its job; the driver marked memory rows for remapping "
                 "(Xid 63), which take effect only at the next GPU reset or reboot; no process holds the GPU, so "
@@ -302,6 +303,10 @@ def build_remap_pending(node: SimHost) -> None:
     g.rows_uncorrectable, g.remap_pending = REMAP_ROWS, True
     g.ecc_uncorrected = 1               # the error itself, counted since the driver loaded
     node.gpus[REMAPPED_EARLIER_GPU].rows_uncorrectable = 2
+    # the same tired node's other faults, shown in the GPU panel only (no finding of their own):
+    # a link that trained at x8 in its x16 slot (a riser or seating fault) and a GPU running hot
+    node.gpus[DEGRADED_LINK_GPU].pcie_width = 8
+    node.gpus[HOT_GPU].temp_c, node.gpus[HOT_GPU].power_w = 88, 412.0
     t = node.now - 63 * 60
     # the words real drivers print (stas00/ml-engineering, compute/accelerator/nvidia/debug.md)
     node.klog(f"NVRM: Xid (PCI:{g.pci_short}): 63, pid=2716604, name=python3, Row Remapper: New row marked for "
