@@ -141,15 +141,22 @@ COUNTED = "counted"
 #: a PID after that listing's last one, and is looked at by number (``[ -e /proc/N ]``: a thread
 #: too); when the tasks alive among those, added to the tasks of the last listing, make the
 #: task count now, no task ended, so the listing is the last one and the new PIDs are those of
-#: them that lead their thread group (Tgid in /proc/N/status). The counts are read again after the
-#: look (a task that began or ended meanwhile, one that ended before it was looked at: the
-#: listing). Otherwise (a task ended, the PID
-#: went down, more than COUNT_MAX_PIDS began, a whole probe, the shell's first) the shell lists
-#: /proc with its own glob (no process) and one ``awk`` names the PIDs not in the last listing
-#: (only when it changed). The names follow "gen N", or "same" when they are what the console
-#: holds (its ACK is this shell's GEN and nothing changed: ~14 KB a poll less on a real-size node).
+#: them that lead their thread group (Tgid in /proc/N/status). The counts are read again after
+#: the look (a task that began or ended meanwhile, one that ended before it was looked at: the
+#: listing). Otherwise (a task ended, the PID went down, more than COUNT_MAX_PIDS began, a whole
+#: probe, the shell's first) the shell lists /proc with its own glob (no process) and one ``awk``
+#: names the PIDs not in the last listing (only when it changed). The names follow "gen N", or
+#: "same" when they are what the console holds (its ACK is this shell's GEN and nothing changed:
+#: ~14 KB a poll less on a real-size node).
+
+
+def _read_counts(tasks: str, last: str) -> str:
+    """Read /proc/loadavg's "running/tasks" into ``tasks`` and its last PID into ``last``."""
+    return f"read -r gi_x gi_x gi_x {tasks} {last} gi_x 2>/dev/null <{LOADAVG_FILE}"
+
+
 _COUNTS = (
-    f"gi_t=; gi_l=; read -r gi_x gi_x gi_x gi_t gi_l gi_x 2>/dev/null <{LOADAVG_FILE}; gi_t=${{gi_t#*/}}; "
+    f"gi_t=; gi_l=; {_read_counts('gi_t', 'gi_l')}; gi_t=${{gi_t#*/}}; "
     f"case \"$gi_l\" in ''|*[!0-9]*) gi_l=$(cat {LAST_PID_FILE} 2>/dev/null);; esac; "
     "case \"$gi_t\" in *[!0-9]*) gi_t=;; esac; ")
 _BY_COUNTS = (
@@ -157,7 +164,7 @@ _BY_COUNTS = (
     f"[ -n \"${TASKS}\" ] && [ \"$gi_l\" -le $((${LAST_PID} + {COUNT_MAX_PIDS})) ] 2>/dev/null; then "
     f"gi_a=0; gi_i=${LAST_PID}; while [ $gi_i -lt $gi_l ]; do gi_i=$((gi_i+1)); "
     "[ -e /proc/$gi_i ] && gi_a=$((gi_a+1)); done; "
-    f"if [ $((${TASKS} + gi_a)) -eq \"$gi_t\" ] && read -r gi_x gi_x gi_x gi_y gi_z gi_x 2>/dev/null <{LOADAVG_FILE} "
+    f"if [ $((${TASKS} + gi_a)) -eq \"$gi_t\" ] && {_read_counts('gi_y', 'gi_z')} "
     f"&& [ \"${{gi_y#*/}} $gi_z\" = \"$gi_t $gi_l\" ]; then gi_i=${LAST_PID}; while [ $gi_i -lt $gi_l ]; do "
     "gi_i=$((gi_i+1)); gi_y=; while read -r gi_x gi_y; do [ \"$gi_x\" = Tgid: ] && break; gi_y=; "
     "done 2>/dev/null </proc/$gi_i/status; [ \"$gi_y\" = \"$gi_i\" ] && gi_m=\"$gi_m $gi_i\"; done; "

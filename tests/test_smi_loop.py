@@ -186,83 +186,26 @@ def test_a_loop_whose_start_time_is_unread_is_stopped_only_while_it_is_still_a_l
             p.wait()
 
 
-def test_a_probe_shell_killed_outright_takes_its_loops_along(tmp_path):
-    """SIGKILL leaves no trap to run: the loops still end (setpriv's parent-death signal), never
-    an nvidia-smi holding the device files after the console's shell is gone."""
+def _assert_loops_end(tmp_path, path: str, sh: str, kill, bound_s: float, orphan: bool = False) -> None:
+    """Start the loops as the probe shell does (the test nvidia-smi, ``path`` for the node's
+    tools), wait for each nvidia-smi under its two timeouts, ``kill(shell, outer timeouts)``,
+    and assert every one of them ends within ``bound_s``; whatever is left is killed by PID.
+    ``orphan``: the test nvidia-smi goes on when its parent is gone, as a real one does."""
     import os
-    import shutil
     import signal
     import subprocess
-    import pytest
     from console import probe
-    if shutil.which("setpriv") is None:
-        pytest.skip("util-linux setpriv is not installed here")
     smi = tmp_path / "smi"
     smi.mkdir()
     (smi / "mode").write_text("normal\n")
     (smi / "gpu").write_text("0, GPU-a, H100, 00000000:01:00.0, 1, 81559, 0, Enabled, Disabled\n")
     (smi / "gpu_recovery").write_text("0, GPU-a, H100, 00000000:01:00.0, 1, 81559, 0, Enabled, Disabled, None\n")
+    if orphan:
+        (smi / "orphan").touch()
     env = dict(os.environ, GI_FAKE_SMI=str(smi), TMPDIR=str(tmp_path),
-               PATH=os.path.join(os.path.dirname(__file__), "bin") + os.pathsep + os.environ["PATH"])
-    shell = subprocess.Popen(["sh", "-c", probe.loop_command() + "; sleep 60"], env=env, stdout=subprocess.PIPE,
+               PATH=os.path.join(os.path.dirname(__file__), "bin") + os.pathsep + path)
+    shell = subprocess.Popen([sh, "-c", probe.loop_command() + "; sleep 60"], env=env, stdout=subprocess.PIPE,
                              text=True)
-    mine: list[int] = []
-    try:
-        started = shell.stdout.readline().split()
-        assert started[0] == "started", started
-        loops = [int(p) for p in started[1:3]]
-        mine += loops
-
-        def under_timeout() -> list[int]:
-            try:
-                return [k.pid for p in loops for k in psutil.Process(p).children(recursive=True)]
-            except psutil.NoSuchProcess:
-                return []
-        # each loop runs its nvidia-smi under two timeouts (forked a moment after the shell said started)
-        assert until(lambda: len(under_timeout()) >= 4), "no nvidia-smi under timeout"
-        mine += under_timeout()
-        shell.send_signal(signal.SIGKILL)
-        shell.wait()
-
-        def gone() -> bool:
-            return not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in mine)
-        assert until(gone, 10), [psutil.Process(p).cmdline() for p in mine if psutil.pid_exists(p)]
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-            shell.wait()
-        for p in mine:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-
-
-def test_a_loop_orphaned_before_its_death_signal_still_ends_by_its_own_timeout(tmp_path, monkeypatch):
-    """setpriv sets the parent-death signal after the fork: an outer timeout killed in between
-    leaves the loop none (an orphaned test loop ran on for ten minutes). Here a node without
-    setpriv, the shell and the outer timeouts killed outright: the loop's own timeout
-    (probe_loop.LOOP_OWN_S, cut to 2 s) still ends its nvidia-smi."""
-    import os
-    import shutil
-    import signal
-    import subprocess
-    from console import probe, probe_loop
-    monkeypatch.setattr(probe_loop, "LOOP_OWN_S", 2)
-    smi = tmp_path / "smi"
-    smi.mkdir()
-    (smi / "mode").write_text("normal\n")
-    (smi / "gpu_recovery").write_text("0, GPU-a, H100, 00000000:01:00.0, 1, 81559, 0, Enabled, Disabled, None\n")
-    tools = tmp_path / "tools"                # this node's tools: no setpriv among them
-    tools.mkdir()
-    for tool in ("sh", "timeout", "mktemp", "head", "grep", "rm", "cat", "date", "sed", "sleep", "printf", "stdbuf"):
-        found = shutil.which(tool)
-        if found is not None:
-            (tools / tool).symlink_to(found)
-    env = dict(os.environ, GI_FAKE_SMI=str(smi), TMPDIR=str(tmp_path),
-               PATH=os.path.join(os.path.dirname(__file__), "bin") + os.pathsep + str(tools))
-    shell = subprocess.Popen([str(tools / "sh"), "-c", probe.loop_command() + "; sleep 60"], env=env,
-                             stdout=subprocess.PIPE, text=True)
     mine: list[int] = []
     try:
         started = shell.stdout.readline().split()
@@ -275,15 +218,15 @@ def test_a_loop_orphaned_before_its_death_signal_still_ends_by_its_own_timeout(t
                 return [k.pid for p in outer for k in psutil.Process(p).children(recursive=True)]
             except psutil.NoSuchProcess:
                 return []
+        # each loop runs its nvidia-smi under two timeouts (forked a moment after the shell said started)
         assert until(lambda: len(below()) >= 4), "no nvidia-smi under its two timeouts"
         mine += below()
-        for p in [shell.pid, *outer]:
-            os.kill(p, signal.SIGKILL)
+        kill(shell, outer)
         shell.wait()
 
         def gone() -> bool:
             return not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in mine)
-        assert until(gone, 15), [psutil.Process(p).cmdline() for p in mine if psutil.pid_exists(p)]
+        assert until(gone, bound_s), [psutil.Process(p).cmdline() for p in mine if psutil.pid_exists(p)]
     finally:
         if shell.poll() is None:
             shell.kill()
@@ -293,3 +236,39 @@ def test_a_loop_orphaned_before_its_death_signal_still_ends_by_its_own_timeout(t
                 os.kill(p, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def test_a_probe_shell_killed_outright_takes_its_loops_along(tmp_path):
+    """SIGKILL leaves no trap to run: the loops still end (setpriv's parent-death signal), never
+    an nvidia-smi holding the device files after the console's shell is gone."""
+    import os
+    import shutil
+    import signal
+    import pytest
+    if shutil.which("setpriv") is None:
+        pytest.skip("util-linux setpriv is not installed here")
+    _assert_loops_end(tmp_path, os.environ["PATH"], "sh", lambda shell, outer: shell.send_signal(signal.SIGKILL), 10,
+                      orphan=True)
+
+
+def test_a_loop_orphaned_before_its_death_signal_still_ends_by_its_own_timeout(tmp_path, monkeypatch):
+    """setpriv sets the parent-death signal after the fork: an outer timeout killed in between
+    leaves the loop none (an orphaned test loop ran on for ten minutes). Here a node without
+    setpriv, the shell and the outer timeouts killed outright: the loop's own timeout
+    (probe_loop.LOOP_OWN_S, cut to 2 s) still ends its nvidia-smi."""
+    import os
+    import shutil
+    import signal
+    from console import probe_loop
+    monkeypatch.setattr(probe_loop, "LOOP_OWN_S", 2)
+    tools = tmp_path / "tools"                # this node's tools: no setpriv among them
+    tools.mkdir()
+    for tool in ("sh", "timeout", "mktemp", "head", "grep", "rm", "cat", "date", "sed", "sleep", "printf", "stdbuf"):
+        found = shutil.which(tool)
+        if found is not None:
+            (tools / tool).symlink_to(found)
+
+    def kill_outright(shell, outer) -> None:
+        for p in [shell.pid, *outer]:
+            os.kill(p, signal.SIGKILL)
+    _assert_loops_end(tmp_path, str(tools), str(tools / "sh"), kill_outright, 15, orphan=True)

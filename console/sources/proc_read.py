@@ -64,9 +64,9 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         if whole_ok else parse_listing(listing_text, False)
     if listing.same and scope.ack is not None and scope.ack == cache.get("listing_gen"):
         # the node has the listing the console holds: the one of that generation
-        listing = Listing(cache.get("listing"), listing.last_pid, listing.wrapped, scope.ack, counted=listing.counted)
+        listing = Listing(cache.get("listing"), listing.last_pid, listing.wrapped, scope.ack)
     elif listing.same:
-        listing = Listing(None, listing.last_pid, listing.wrapped, counted=listing.counted)
+        listing = Listing(None, listing.last_pid, listing.wrapped)
     before_table: dict[int, StatLine] = cache.get("table", {})
     whole = scope.whole or listing.wrapped or not before_table
     stat_ok, stat_text = _section(sec, "stat")

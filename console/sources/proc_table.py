@@ -33,7 +33,6 @@ class Listing:
     wrapped: bool = False
     gen: int | None = None                 # the listing's generation ("gen N")
     same: bool = False                     # "same": the listing of the generation the console sent
-    counted: bool = False                  # the node knew it from the kernel's counts, no glob
 
 
 _PIDS_LINE = re.compile(r"[0-9]{1,10}(?: [0-9]{1,10})*")
@@ -42,7 +41,7 @@ _PIDS_LINE = re.compile(r"[0-9]{1,10}(?: [0-9]{1,10})*")
 def parse_listing(text: str, complete: bool = True) -> Listing:
     """The pids section after its scope: ["wrapped"], "last N", then the PID names on a line."""
     last: int | None = None
-    wrapped = same = counted = False
+    wrapped = same = False
     gen: int | None = None
     pids: set[int] = set()
     for line in text.split("\n"):
@@ -51,8 +50,8 @@ def parse_listing(text: str, complete: bool = True) -> Listing:
             wrapped = True
         elif word == "same":
             same = True
-        elif word == COUNTED:
-            counted = True
+        elif word == COUNTED:              # the node's listing came from the kernel's counts: the same text
+            pass
         elif word.startswith("gen "):
             value = word[4:].strip()
             gen = int(value) if value.isascii() and value.isdecimal() and len(value) <= 18 else None
@@ -64,8 +63,8 @@ def parse_listing(text: str, complete: bool = True) -> Listing:
         elif word:
             pids.update(int(w) for w in word.split() if w.isascii() and w.isdecimal() and len(w) <= 10)
     if same:
-        return Listing(None, last, wrapped, None, complete, counted)
-    return Listing(frozenset(pids) if complete else None, last, wrapped, gen if complete else None, False, counted)
+        return Listing(None, last, wrapped, None, complete)
+    return Listing(frozenset(pids) if complete else None, last, wrapped, gen if complete else None)
 
 
 def _pid_of(path: str, leaf: str) -> int | None:

@@ -17,21 +17,14 @@ from textual.message import Message
 
 from console.turns import KEYS_FIRST
 
-#: the App's attribute holding its screen's loop while its engine runs in a thread of its own
-#: (set on mount, None after): the driver holds the engine only then
-SCREEN_LOOP = "keys_loop"
-
-
-def screen_loop(app: object) -> asyncio.AbstractEventLoop | None:
-    return getattr(app, SCREEN_LOOP, None)
-
-
 def holding_driver(base: type[Driver]) -> type[Driver]:
     """``base`` whose input thread holds the engine for every key and click it reads."""
 
     class KeysFirstDriver(base):  # type: ignore[valid-type,misc]
         def process_message(self, message: Message) -> None:
-            loop = screen_loop(getattr(self, "_app", None))
+            # the App's screen loop while its engine runs in a thread of its own (IncidentApp.keys_loop,
+            # set on mount, None after): the engine is held only then
+            loop: asyncio.AbstractEventLoop | None = getattr(self._app, "keys_loop", None)
             if loop is not None and isinstance(message, (events.Key, events.MouseDown)):
                 KEYS_FIRST.hold(loop)
             super().process_message(message)

@@ -291,14 +291,14 @@ def sync_gpu_table(table: DataTable, snap: NodeSnapshot | None) -> None:
     made anew, so a column left wide does not push the name past the edge; the cursor stays
     on its GPU."""
     _GPU_SNAPSHOT[table] = snap
-    widths, rows = _gpu_fit(table, snap)
-    before = _GPU_COLUMNS_SENT.get(table)
+    fit, rows = _gpu_fit(table, snap)
     selected = selected_key(table)
-    if before != widths:
+    if _GPU_COLUMNS_SENT.get(table) != fit:
         table.clear(columns=True)
         _SENT.pop(table, None)
-        add_columns(table, widths[0])
-        _GPU_COLUMNS_SENT[table] = widths
+        columns, _widths = fit
+        add_columns(table, columns)
+        _GPU_COLUMNS_SENT[table] = fit
     sync_table(table, rows)
     if selected is not None and selected in rows and selected_key(table) != selected:
         table.move_cursor(row=table.get_row_index(selected), animate=False)
