@@ -316,7 +316,7 @@ def make_fleet(args: argparse.Namespace, target: str):
     HOSTNAME.DOMAIN with --ssh-domain, else the name through --ssh-config)."""
     from console.sources.fleet_hosts import check_domain, nodes_index, ssh_destination
     from console.sources.targets import expand_targets, ssh_source
-    from console.ui.fleet_mode import FleetSetup
+    from console.ui.fleet_view import FleetSetup
     ssh = _ssh_options(args)
     nodes = nodes_index(expand_targets([], args.nodes_file)) if args.nodes_file else None
     domain = check_domain(args.ssh_domain) if args.ssh_domain else None

@@ -24,9 +24,8 @@ from console.sources.ssh.options import SshOptions  # noqa: E402
 from console.sources.targets import make_source  # noqa: E402
 from console.textsafe import printable  # noqa: E402
 from console.ui.app import HelpScreen, IncidentApp  # noqa: E402
-from console.ui.fleet_mode import FleetSetup, FleetUpdated  # noqa: E402
+from console.ui.fleet_view import FleetScreen, FleetSetup, FleetUpdated  # noqa: E402
 from console.ui.fleet_table import FleetTable  # noqa: E402
-from console.ui.fleet_view import FleetScreen  # noqa: E402
 from tests.fleet_fixtures import SOURCE, assessed, mixed_fleet, node  # noqa: E402
 from tests.polling import eventually  # noqa: E402
 

@@ -11,7 +11,7 @@ from console.clock import FakeClock
 from console.model import FleetSnapshot
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp
-from console.ui.fleet_mode import FleetSetup, FleetUpdated
+from console.ui.fleet_view import FleetSetup, FleetUpdated
 from tests.fleet_fixtures import SOURCE, assessed, mixed_fleet, node
 
 

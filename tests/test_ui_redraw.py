@@ -3,6 +3,7 @@ whose rows go is refilled with the cursor on the same row, and columns only wide
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -124,10 +125,11 @@ async def test_a_node_whose_poll_stopped_returning_says_how_long_ago_its_last_re
         app._arrived["gpu01"] = time.monotonic() - 45
         app._mark_stale()
         await pilot.pause()
-        assert str(nodes.get_cell("gpu01", "state")) == "stale 45s"
+        # the age as read when drawn: 45 s, or a little more on a busy machine
+        assert re.fullmatch(r"stale 4[5-9]s", str(nodes.get_cell("gpu01", "state")))
         app.current_node = "gpu01"
         app._render_status()
-        assert "⚠ last reading 45 s ago" in str(app.query_one("#status").render())
+        assert re.search(r"⚠ last reading 4[5-9] s ago", str(app.query_one("#status").render()))
         app.post_message(NodeUpdated(dataclasses.replace(snap, name="gpu01")))     # it answers again
         await wait_for(pilot, lambda: not str(nodes.get_cell("gpu01", "state")).startswith("stale"))
 

@@ -82,7 +82,7 @@ class SyntheticFleet:
 def run_console(nodes: int, interval: float) -> int:
     """The console in fleet mode on the synthetic fleet (no SSH: enter says why)."""
     from console.ui.app import IncidentApp
-    from console.ui.fleet_mode import FleetSetup
+    from console.ui.fleet_view import FleetSetup
 
     def no_ssh(hostname: str):
         raise ValueError("the bench's fleet has no SSH nodes")

@@ -18,7 +18,7 @@ from textual.widgets import DataTable
 from console.clock import REAL_CLOCK, Clock
 from console.diagnosis import text as t
 from console.diagnosis.history import memo
-from console.model import NodeSnapshot
+from console.model import FleetNode, NodeSnapshot
 from console.session import Session
 from console.session import events as ev
 from console.session.engine import Engine, Mailbox
@@ -27,7 +27,7 @@ from console.turns import KEYS_FIRST
 from console.incident.timeline import Timeline
 from console.ui import activity, early_hold, gc_pacing, keys, tables
 from console.ui.escalation import EscalationKeys
-from console.ui.fleet_mode import FleetMode, FleetSetup
+from console.ui.fleet_view import FleetScreen, FleetSetup, FleetUpdated
 from console.ui.footer import FittedFooter
 from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable, fit_main_panels
 from console.ui.memory_chart import MemoryChart
@@ -35,6 +35,7 @@ from console.ui.palette import IncidentCommands
 from console.ui.reasoning import ReasoningKeys
 from console.ui.slurm_line import SlurmLine
 from console.ui.theme_install import install_themes
+from console.output.fleet_rows import opened_text
 from console.output.rows import SORTS, proc_view, sorted_rows
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
 
@@ -87,6 +88,9 @@ HELD_REDRAW_S = 0.02
 SWITCH_INTERVAL_S = 0.001
 
 
+#: the fleet screen's name (installed in fleet mode)
+FLEET_SCREEN = "fleet"
+
 #: q while a check runs or an action is verified says so; a second q within this long quits
 QUIT_AGAIN_S = 5.0
 
@@ -94,7 +98,7 @@ QUIT_AGAIN_S = 5.0
 ACTIVITY_LINES = 3
 
 
-class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[int]):
+class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -129,7 +133,10 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[i
         self.dry_run = dry_run
         self.autostart = autostart
         self.node_interval = interval
-        self.init_fleet(fleet)          # a prometheus:// target: the fleet screen (ui/fleet_mode.py)
+        # a prometheus:// target: the fleet screen, on top from the start; it owns the fleet's
+        # monitor and view (ui/fleet_view.py)
+        self.fleet = fleet
+        self.fleet_screen = FleetScreen(fleet) if fleet is not None else None
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.current_node = self.sources[0].name if self.sources else ""
         self.show_all = False
@@ -233,7 +240,12 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[i
             self.stale_after_s = max(3 * self.node_interval, deadline + 2)
         self.set_interval(STALE_CHECK_S, self._mark_stale, name="stale nodes")
         self.engine.do(lambda: self.session.start(poll=self.autostart))   # polls spread over the interval
-        self.start_fleet()                  # fleet mode: the fleet screen on top (ui/fleet_mode.py)
+        if self.fleet_screen is not None:     # fleet mode: the fleet screen on top, its first query at once
+            self.install_screen(self.fleet_screen, FLEET_SCREEN)
+            self.push_screen(FLEET_SCREEN)
+            self.call_after_refresh(self._render_activity)
+            if self.autostart:
+                self.fleet_screen.monitor.start()
 
     def _mode_text(self) -> str:
         if self.read_only:
@@ -245,7 +257,8 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[i
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
         self.keys_loop = None
-        await asyncio.gather(self.engine.close(), self.stop_fleet(), return_exceptions=True)
+        fleet = self.fleet_screen.monitor.stop() if self.fleet_screen is not None else asyncio.sleep(0)
+        await asyncio.gather(self.engine.close(), fleet, return_exceptions=True)
         gc_pacing.stop()
 
     def post_message(self, message: Message) -> bool:
@@ -427,6 +440,71 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[i
         if self.screen_stack and self.query("#findings"):
             self.refresh_node_view()
 
+    # ------------------------------------------------------------------ fleet mode
+    @property
+    def fleet_mode(self) -> bool:
+        return self.fleet is not None
+
+    @property
+    def on_fleet_screen(self) -> bool:
+        return self.fleet_screen is not None and self.screen is self.fleet_screen
+
+    def on_fleet_updated(self, message: FleetUpdated) -> None:
+        if self.fleet_screen is not None:
+            self.fleet_screen.take(message.snapshot)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """False: the key is off and not in the footer (Textual: None would show it dimmed);
+        under --read-only a dangerous key is off everywhere (ui/keys.py); on the fleet screen
+        the keys of the node console's panels are off (there is no panel to act on)."""
+        if self.read_only and keys.is_dangerous(action, parameters):
+            return False
+        if action == "fleet":
+            return self.fleet_mode and not self.on_fleet_screen
+        if action in keys.NODE_ACTIONS and self.on_fleet_screen:
+            return False
+        return True
+
+    def action_fleet(self) -> None:
+        if self.fleet_mode and not self.on_fleet_screen:
+            self.push_screen(FLEET_SCREEN)
+
+    def on_fleet_screen_open_node(self, message: FleetScreen.OpenNode) -> None:
+        self.open_fleet_node(message.node)
+
+    def open_fleet_node(self, node: FleetNode) -> Source | None:
+        """The node's console over SSH, in this incident: added to the node list (or, when it
+        is there already, chosen), recorded in the timeline with why it was suspect."""
+        assert self.fleet is not None and self.fleet_screen is not None
+        try:
+            source = self.fleet.node_source(node.hostname)
+        except ValueError as exc:
+            self.say(f"cannot open {node.hostname}: {exc}", "error")
+            return None
+        name = source.name
+        known = next((s for s in self.sources if s.name == name), None)
+        if known is None:
+            monitor = self.session.add_node(source, start=False)
+            if self.session.polling:
+                self.engine.do(monitor.start)         # on the engine's loop
+            self.incident.note(name, opened_text(node, self.fleet.name))
+            self.say(opened_text(node, self.fleet.name))
+        else:
+            source = known
+            self.say(f"{name} is in the node list already: showing it")
+        self.current_node = name
+        self._watch_current()
+        self.fleet_screen.mark_opened(node.hostname)
+        if self.on_fleet_screen:
+            self.pop_screen()
+        self._render_nodes({name: None})
+        table = self.query_one("#nodes", NodeTable)
+        table.user_moved = True
+        table.move_cursor(row=table.get_row_index(name), animate=False)
+        self._render_status()
+        self.refresh_node_view()
+        return source
+
     # ------------------------------------------------------------------ room on the screen
     @property
     def slurm_line(self) -> SlurmLine:
@@ -550,7 +628,8 @@ class IncidentApp(LiteralNotify, FleetMode, ReasoningKeys, EscalationKeys, App[i
         if self.query("#activity"):
             self.query_one("#activity", LiteralStatic).update(said)
             self.call_after_refresh(self.fit_panels)     # a second line takes a row from the panels
-        self.show_fleet_activity(said)
+        if self.fleet_screen is not None:
+            self.fleet_screen.show_activity(said)
 
     def say(self, text: object, severity: str = "information") -> None:
         """One line in the status line above the footer (most recent first; m shows them all)."""

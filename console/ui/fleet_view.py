@@ -2,20 +2,35 @@
 data comes from and how old it is, the fleet table (console/ui/fleet_table.py), the
 highlighted node in full, the console's status line and the footer.
 
+The screen owns the fleet: its FleetMonitor (console/monitor.py; every 15 s by default: the
+config key ``fleet_interval`` or ``--fleet-interval``) and the view of its last rounds. Each
+round arrives as a FleetUpdated message (posted to the App, which hands it here: tests post it
+too); a round that fails keeps the last nodes on screen, marked stale, with the error in the
+header. Its keys (enter, /, r: console/ui/keys.py scope "fleet") are its own actions; ``enter``
+posts ``FleetScreen.OpenNode``, and the App opens that node's console over SSH in this
+incident (``escape`` there comes back here).
+
 The header: the source, the data's age ("12 s ago"), the query's time, how many nodes and
 suspects; when the last round failed, a second line says why and that the table shows the
 last data it had (stale). Everything a source produced goes through console/ui/text.py.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.screen import Screen
 
-from console.model import FleetNode
+from console.config import FLEET_INTERVAL_S
+from console.model import FleetNode, FleetSnapshot
+from console.monitor import FleetMonitor
 from console.output.fleet_rows import FleetView, age_text, fleet_order, fleet_row, gib_text, matching, \
-    pct_text, suspects
+    next_view, pct_text, suspects
+from console.sources.base import Source
 from console.ui.fleet_table import FleetTable
 from console.ui.footer import FittedFooter
 from console.ui.text import LiteralStatic, printable
@@ -80,8 +95,31 @@ def detail_text(node: FleetNode | None, width: int = 80, opened: bool = False) -
     return out
 
 
+@dataclass(frozen=True)
+class FleetSetup:
+    source: object                                  # async poll() -> FleetSnapshot, async close()
+    name: str                                       # the target as given: prometheus://HOST:PORT
+    node_source: Callable[[str], Source]            # hostname -> that node's Source; ValueError: why not
+    interval: float = FLEET_INTERVAL_S
+
+
+class FleetUpdated(Message):
+    """A fleet round arrived (posted by the FleetMonitor to the App; tests post it too)."""
+
+    def __init__(self, snapshot: FleetSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
 class FleetScreen(Screen):
     """Installed by the app in fleet mode; ``escape`` on the node console comes back here."""
+
+    class OpenNode(Message):
+        """enter on a node: the App opens its console (over SSH, in this incident)."""
+
+        def __init__(self, node: FleetNode) -> None:
+            super().__init__()
+            self.node = node
 
     DEFAULT_CSS = """
     FleetScreen { layout: vertical; }
@@ -90,9 +128,12 @@ class FleetScreen(Screen):
     #fleet-activity { height: 1; padding: 0 1; }
     """
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, setup: FleetSetup) -> None:
         super().__init__()
-        self.source = source
+        self.setup = setup
+        self.source = setup.name
+        self.monitor = FleetMonitor(setup.source, name=setup.name, interval=setup.interval,
+                                    on_update=self._arrived)
         self.view = FleetView(None, None)
         self.filter_text = ""
         self._header_lines = 0
@@ -118,6 +159,47 @@ class FleetScreen(Screen):
 
     def now(self) -> float:
         return self.app.activity.clock.now()
+
+    async def _arrived(self, snap: FleetSnapshot) -> None:
+        self.app.post_message(FleetUpdated(snap))
+
+    def take(self, snap: FleetSnapshot) -> None:
+        """A round: the view moves on (a failed round keeps the last nodes, stale); an error,
+        or its end, is said in the status line (whole in m: the header may cut it)."""
+        error, was = snap.error, self.view.error
+        self.show_view(next_view(self.view, snap))
+        if error and error != was:
+            self.notify(error, severity="warning")
+        elif was and not error:
+            self.notify(f"{self.source} answers again")
+
+    # ---- keys (console/ui/keys.py scope "fleet", bound on the table)
+    def action_open_node(self) -> None:
+        node = self.table.current
+        if node is None:
+            self.notify("no node under the cursor", severity="warning")
+            return
+        self.post_message(self.OpenNode(node))
+
+    def action_fleet_refresh(self) -> None:
+        self.monitor.poll_soon()
+        self.notify(f"querying {self.source} now")
+
+    def action_fleet_filter(self) -> None:
+        from console.ui.prompts import TextPrompt
+
+        def got(text: str | None) -> None:
+            if text is not None:
+                self.set_filter(text)
+        self.app.push_screen(TextPrompt("Filter the fleet by hostname (a part of it; empty clears)",
+                                        value=self.filter_text), got)
+
+    def mark_opened(self, hostname: str) -> None:
+        """Its row says "(opened)" and so does the line below the table."""
+        self.opened.add(hostname)
+        if self.is_mounted:
+            self.table.refresh()
+            self.render_detail(self.table.current)
 
     def show_view(self, view: FleetView) -> None:
         self.view = view

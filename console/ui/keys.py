@@ -163,9 +163,13 @@ KEYS: tuple[Key, ...] = (
         priority=True),
     Key("follow-quit", "q", "quit", "Quit", "quit", scope="follow", priority=True),
 )
-#: scopes whose keys are bound to a widget (a panel of the main screen, the fleet table) and act
-#: on the app
-APP_ACTION_SCOPES = ("procs", "gpus", "findings", "fleet")
+#: scopes whose keys are bound to a panel of the main screen and act on the app
+APP_ACTION_SCOPES = ("procs", "gpus", "findings")
+#: scopes whose keys are bound to a widget of a screen and act on that screen (the fleet table's)
+SCREEN_ACTION_SCOPES = ("fleet",)
+#: the app's actions that act on the node console's panels: off while the fleet screen shows
+NODE_ACTIONS = frozenset({"wait_recheck", "check", "filter", "toggle_all", "elsewhere", "act", "signal_menu",
+                          "tag", "next_step", "drain", "resume"})
 #: the scopes of the main screen (its footer, Help and palette); the others are other screens'
 MAIN_SCOPES = ("procs", "gpus", "findings", "app", "tables", "fleet")
 
@@ -195,13 +199,14 @@ def _binding(k: Key, action: str, *, show: bool | None = None) -> Binding:
 
 def bindings(scope: str = "app") -> list[Binding]:
     """The bindings of one scope: ``app`` for the App; a panel's for that panel's table (its
-    actions run on the app); ``tables`` for every table (the table's own actions); any other
+    actions run on the app); the fleet table's run on its screen; ``tables`` for every table (the table's own actions); any other
     scope is one screen's or widget's (confirm, details, prompt, verdict, signal-menu, help,
     replay, follow, table-moves), its own actions."""
     out = []
     for k in KEYS:
         if k.scope == scope:
-            action = f"app.{k.action}" if scope in APP_ACTION_SCOPES else k.action
+            action = (f"app.{k.action}" if scope in APP_ACTION_SCOPES
+                      else f"screen.{k.action}" if scope in SCREEN_ACTION_SCOPES else k.action)
             out.append(_binding(k, action))
     return out
 
@@ -240,7 +245,7 @@ def get(key_id: str) -> Key:
 
 def rank_of_action(action: str) -> int:
     """The footer rank of a binding's action (unknown ones: kept last)."""
-    bare = action.removeprefix("app.")
+    bare = action.removeprefix("app.").removeprefix("screen.")
     for k in KEYS:
         if k.action == bare:
             return k.rank
