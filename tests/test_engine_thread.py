@@ -117,6 +117,11 @@ async def test_the_console_with_its_engine_thread_polls_acts_and_quits(tmp_path)
         outcome = next(e for e in tl.refresh() if e.kind == "observation" and e.outcome)
         assert "freed" in outcome.text, outcome.text
         await pilot.press("q")
+        # an action still being verified (a busy machine): the first q says so, a second quits
+        await wait_for(pilot, lambda: not app.is_running or "q again to quit" in (app.activity.latest.text
+                                                                                 if app.activity.latest else ""))
+        if app.is_running:
+            await pilot.press("q")
     assert not app.engine.running, "quitting ends the engine's thread"
     assert [e.text for e in timeline.load(tl.path)[0]][-1] == "console stopped"
     tl.close()

@@ -163,7 +163,7 @@ async def test_the_d_and_u_keys_go_through_confirm(slurm_node, timeline):
         await pilot.press("U")              # not recovered: nothing offered
         assert not isinstance(app.screen, ConfirmScreen)
         # x on the finding that leads to the reset (clear the blockers first): the drain comes first
-        app.apply_finding(top_step(app.snapshots["demo"].findings))
+        app.escalation.apply_finding(top_step(app.snapshots["demo"].findings))
         assert await eventually(lambda: isinstance(app.screen, ConfirmScreen))
         assert app.screen.plan.rung == "drain"
         await pilot.press("escape")

@@ -90,7 +90,7 @@ async def test_the_holders_and_states_results_lead_with_their_summary_and_show_c
     app = IncidentApp([source], autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
         snap = await app.monitors[0].poll_once()
-        app._show_check(await run_check(source, "holders", snap), 7)
+        app.checks.show(await run_check(source, "holders", snap), 7)
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
         text = app.screen.text
         assert "\\x0a" not in text and "\n  echo '::gi-check:: begin fds'" in text
@@ -98,7 +98,7 @@ async def test_the_holders_and_states_results_lead_with_their_summary_and_show_c
         holder = next(i for i, line in enumerate(lines) if line.startswith("  PID 72230 root: sglang::scheduler_TP0"))
         assert holder < next(i for i, line in enumerate(lines) if line.startswith("$ "))
         await pilot.press("escape")
-        app._show_check(await run_check(source, "states", snap, pids=(72230,)), 8)
+        app.checks.show(await run_check(source, "states", snap, pids=(72230,)), 8)
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
         assert "  PID 72230 sglang::schedul: S, 64 threads (64 S)" in app.screen.text
 
@@ -143,7 +143,7 @@ async def test_the_status_line_says_a_check_ended_and_what_it_found_never_its_fr
         from console.ui.app import NodeUpdated
         app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "demo" in app.snapshots)
-        app._run_check("holders", {})
+        app.checks.run("holders", {})
         assert "::gi-check::" not in status(app) and "holders running" in status(app)
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
         await pilot.press("escape")
@@ -173,4 +173,6 @@ async def test_w_waits_as_long_as_memory_usually_takes_here_after_what_was_done(
         await wait_for(pilot, lambda: "memory usually comes back within" in said())
         assert "(after SIGTERM, 3 times): waiting 26 s" in said()
         assert "no memory came back within 26 s" in said()
+        from console.ui.details import DetailScreen
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))     # the wait's result window
     tl.close()

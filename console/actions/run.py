@@ -67,13 +67,21 @@ class ActionWatch:
         self.action_seq = action_seq
         self.observations: list[TimelineEntry] = []
         self.settled = False
+        #: cancelled: nothing more is written, even where a cancellation was lost (Python 3.11's
+        #: wait_for returns a read that finished as it was cancelled, and the loop went on)
+        self.stopped = False
         self._task: asyncio.Task[None] | None = None
 
     @property
     def done(self) -> bool:
         return self._task is None or self._task.done()
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        return self._task
+
     def cancel(self) -> None:
+        self.stopped = True
         if self._task is not None:
             self._task.cancel()
 
@@ -327,6 +335,8 @@ async def _watch(watch: ActionWatch, seen: _Seen, read: Reader, clock: Clock, st
         if seen.after is not None else set()
 
     def observe(text: str, seconds_to_free: float | None = None) -> None:
+        if watch.stopped:          # the console stopped: its last entry is its own
+            raise asyncio.CancelledError
         entry = write("observation", text, action=watch.action_seq, gpu_memory_before=dict(plan.memory_before),
                       gpu_memory_after=seen.after, freed_mib=seen.freed, seconds_to_free=seconds_to_free)
         if entry is not None:

@@ -214,8 +214,9 @@ class Session:
         running = [t for t in self._actions if not t.done()]
         for task in running:
             task.cancel()
-        if running:
-            await asyncio.wait(running, timeout=ACTION_STOP_S)
+        ending = running + [w.task for w in self.watches if w.task is not None and not w.done]
+        if ending:
+            await asyncio.wait(ending, timeout=ACTION_STOP_S)
         if self._feed_task is not None:
             self._feed_task.cancel()
             self._feed_task = None

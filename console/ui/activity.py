@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rich.text import Text
 
@@ -95,3 +95,35 @@ def history_text(said: list[Said], header: Sequence[str] = ()) -> Text:
     if not said:
         out.append("nothing yet\n", style="dim")
     return out
+
+
+class Work:
+    """Work in progress (a check running, a wait's progress) and results that wait for an open
+    window to close. ``lines()``: what runs, one line each, whole ("demo: wait-and-reread: 15 of
+    86 s, …"; the activity line and the follower's live state); ``status(line)`` appends the
+    short forms and the first waiting result to the status line at the top."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, tuple[str, str]] = {}        # key -> (whole, short)
+        self.waiting: list[tuple[str, Callable[[], None]]] = []   # (headline, show), oldest first
+
+    def set(self, key: str, text: str | None, short: str | None = None) -> None:
+        """``text`` None: that work is done."""
+        if text is None:
+            self._running.pop(key, None)
+        else:
+            self._running[key] = (text, short or text)
+
+    def lines(self) -> list[str]:
+        try:           # also read from the engine's thread (the follower's state)
+            return [text for text, _short in list(self._running.values())]
+        except RuntimeError:      # changed while read: the next write has it
+            return []
+
+    def status(self, line: Text) -> None:
+        for _text, short in list(self._running.values()):
+            line.append("  ⏳ " + printable(short, 40), style="bold cyan")
+        if self.waiting:
+            more = f" (+{len(self.waiting) - 1})" if len(self.waiting) > 1 else ""
+            line.append(f"  ✔ {printable(self.waiting[0][0], 70)} — shown when this window closes" + more,
+                        style="bold green")

@@ -26,13 +26,14 @@ from console.sources.base import Source
 from console.turns import KEYS_FIRST
 from console.incident.timeline import Timeline
 from console.ui import activity, early_hold, gc_pacing, keys, tables
-from console.ui.escalation import EscalationKeys
+from console.ui.check_runs import CheckRuns
+from console.ui.escalation import Escalation
 from console.ui.fleet_view import FleetScreen, FleetSetup, FleetUpdated
 from console.ui.footer import FittedFooter
 from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable, fit_main_panels
 from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
-from console.ui.reasoning import ReasoningKeys
+from console.ui.reasoning import Reasoning
 from console.ui.slurm_line import SlurmLine
 from console.ui.theme_install import install_themes
 from console.output.fleet_rows import opened_text
@@ -98,7 +99,7 @@ QUIT_AGAIN_S = 5.0
 ACTIVITY_LINES = 3
 
 
-class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
+class IncidentApp(LiteralNotify, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -145,6 +146,12 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         self.proc_filter = ""
         self.tagged: set[str] = set()
         self.activity = activity.Activity(clock)
+        self.work = activity.Work()                 # checks running, results waiting for a window
+        # what the keys start: checks (w, c), the ladder (t k F9 F R B x, one's own command), the
+        # incident's reasoning (h v n e); each reads this view and drives the session
+        self.checks = CheckRuns(self)
+        self.escalation = Escalation(self)
+        self.reasoning = Reasoning(self)
         self._selected_initially: set[str] = set()
         self.redraw_interval_s = REDRAW_INTERVAL_S
         self._status_drawn: Text | None = None
@@ -235,6 +242,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         self.refresh_node_view()
         self._watch_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
+        self.screen_change_signal.subscribe(self, self._screen_changed)    # results that waited (present)
         if self.stale_after_s is None:
             deadline = max((m.deadline for m in self.monitors), default=10.0)
             self.stale_after_s = max(3 * self.node_interval, deadline + 2)
@@ -589,7 +597,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
             line.append(f"  filter: {printable(self.proc_filter, 30)}", style="bold cyan")
         if self.tagged:
             line.append(f"  {len(self.tagged)} tagged", style="bold cyan")
-        self.status_activity(line)          # checks running, results waiting (ui/reasoning.py)
+        self.work.status(line)              # checks running, results waiting (ui/activity.py)
         mode = self._mode_text()
         if mode:
             line.append("  " + mode, style="bold yellow")
@@ -739,7 +747,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
 
                 def chosen(answer: str | None) -> None:
                     if answer == "apply":
-                        self.apply_finding(finding)
+                        self.escalation.apply_finding(finding)
                 self.push_screen(DetailScreen(finding_detail(finding, snap), can_apply=finding.rung is not None),
                                  chosen)
             return
@@ -775,7 +783,123 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
         elif finding.rung is None:
             self.say(f"nothing to run for this finding: {finding.next_step}")
         else:
-            self.apply_finding(finding)
+            self.escalation.apply_finding(finding)
+
+    # ------------------------------------------------------------------ what the keys act on
+    def current(self) -> tuple[Source | None, NodeSnapshot | None]:
+        """The node in view: its source and the snapshot drawn."""
+        src = next((s for s in self.sources if s.name == self.current_node), None)
+        return src, self.snapshots.get(self.current_node)
+
+    def selected_pids(self) -> list[int]:
+        """Tagged processes of the current node, else the one under the cursor."""
+        keys_ = [k for k in self.tagged if k.rsplit(":", 1)[0] == self.current_node]
+        if not keys_ and self.selected_process_key:
+            keys_ = [self.selected_process_key]
+        return sorted(int(k.rsplit(":", 1)[1]) for k in keys_)
+
+    @property
+    def selected_gpu(self) -> int | None:
+        key = tables.selected_key(self.query_one("#gpus", DataTable))
+        if key is None or ":lost:" in key:
+            return None
+        return int(key.rsplit(":", 1)[1])
+
+    # ------------------------------------------------------------------ work in progress, results
+    def set_activity(self, key: str, text: str | None, short: str | None = None) -> None:
+        """Work in progress (None: done): whole in the line above the footer, ``short`` (what
+        and how far, never cut mid-number) in the status line at the top."""
+        self.work.set(key, text, short)
+        if self.is_running and self.screen_stack and self.query("#status"):   # not while the app winds down
+            self._render_status()
+            self._render_activity()
+
+    def running_work(self) -> list[str]:
+        """What is running now, one line each (the live state hands it to a follower too)."""
+        return self.work.lines()
+
+    def present(self, headline: str, show) -> None:
+        """Show a result window now — unless a prompt (or any other window) is open: then it waits
+        in the status line and opens when the operator is back on the main screen."""
+        waiting = self.work.waiting
+        if len(self.screen_stack) <= 1 and not waiting:
+            show()
+            return
+        waiting.append((headline, show))
+        # the status line at the top may be cut at 80 columns: the activity line says it whole
+        self.notify(f"✔ {headline} — shown when this window closes")
+        self._render_status()
+
+    def _screen_changed(self, _screen) -> None:
+        waiting = self.work.waiting
+        if waiting and len(self.screen_stack) <= 1:
+            _, show = waiting.pop(0)
+            self._render_status()
+            self.call_later(show)
+
+    # ------------------------------------------------------------------ keys whose work is elsewhere
+    def action_wait_recheck(self) -> None:
+        self.checks.wait_recheck()
+
+    def action_check(self) -> None:
+        self.checks.pick()
+
+    def action_custom_command(self) -> None:
+        self.escalation.custom_command()
+
+    async def action_act(self, rung: str) -> None:
+        await self.escalation.act(rung)
+
+    def action_signal_menu(self) -> None:
+        self.escalation.signal_menu()
+
+    def action_hypothesis(self) -> None:
+        self.reasoning.hypothesis()
+
+    def action_verdict(self) -> None:
+        self.reasoning.verdict()
+
+    def action_note(self) -> None:
+        self.reasoning.note()
+
+    def action_export(self) -> None:
+        self.reasoning.export()
+
+    # ------------------------------------------------------------------ the process panel's view
+    def action_filter(self) -> None:
+        from console.ui.prompts import TextPrompt
+
+        def got(text: str | None) -> None:
+            if text is not None:
+                self.proc_filter = text.strip()
+                self._render_status()
+                self.refresh_procs()
+        self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
+                                    value=self.proc_filter), got)
+
+    def action_clear_filter(self) -> None:
+        """Escape on the process panel: the filter goes (with none, in fleet mode: the fleet)."""
+        if self.proc_filter:
+            self.proc_filter = ""
+            self.say("process filter cleared")
+            self._render_status()
+            self.refresh_procs()
+        elif self.fleet_mode:
+            self.action_fleet()
+
+    def action_tag(self) -> None:
+        key = self.selected_process_key
+        if key is None:
+            return
+        self.tagged.symmetric_difference_update({key})
+        self.refresh_procs()
+        self.query_one("#procs", ProcTable).action_cursor_down()
+        pid = key.rsplit(":", 1)[1]
+        mine = sum(1 for k in self.tagged if k.rsplit(":", 1)[0] == self.current_node)
+        now = self.selected_process_key
+        moved = f"; the cursor moved down to PID {now.rsplit(':', 1)[1]}" if now and now != key else ""
+        self.say(f"{'tagged' if key in self.tagged else 'untagged'} PID {pid} ({mine} tagged: t, k and "
+                 f"F9 act on them){moved}")
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:
@@ -796,7 +920,7 @@ class IncidentApp(LiteralNotify, ReasoningKeys, EscalationKeys, App[int]):
 
     def read_whole_table(self, source: Source | None = None) -> None:
         """The node in view (or ``source``) reads its whole process table at once."""
-        source = source if source is not None else self._current()[0]
+        source = source if source is not None else self.current()[0]
         if source is not None:
             self.engine.do(self.session.read_whole, source)
 

@@ -242,7 +242,10 @@ class DetailScreen(ModalScreen[str | None]):
             yield LiteralStatic(self._keys(), id="detail-keys")
 
     def on_mount(self) -> None:
-        self.query_one("#detail-body").focus()
+        body = self.query("#detail-body")
+        if not body:          # opened as the console quits (a check's result): nothing to show
+            return
+        body.first().focus()
         self.call_after_refresh(self._fit)
 
     def on_resize(self) -> None:

@@ -1,159 +1,185 @@
-"""Keys of the escalation ladder: t, k, F9 (a signal of one's choice), F, R, B (and
-reload/reboot from the palette).
+"""Keys of the escalation ladder: t, k, F9 (a signal of one's choice), F, R, B, x's rungs, a
+command of the operator's own (the check picker's last entry), and reload/reboot from the
+palette.
 
 Every destructive action goes plan -> Confirm (exact commands, every target) -> guarded
-execute -> verified timeline entry; --read-only and --dry-run are enforced by the action layer.
+execute -> verified timeline entry; --read-only and --dry-run are enforced by the action layer,
+planning and executing are the session's (console/session/core.py).
+
+``Escalation`` belongs to the App (``app.escalation``) and uses its public view: the node in
+view (``current()``), the selection (``selected_pids()``, ``selected_gpu``, ``tagged``), the
+Slurm line (drain before a reset), the check runs (a step that begins with a check), ``say``/
+``notify``, ``present`` and the session on its engine.
 """
 from __future__ import annotations
 
-from textual.widgets import DataTable
+from typing import Any
 
-from console.sources.base import Source
-from console.ui import tables
 from console.session.core import WHOLE_FIRST, custom_output
+from console.sources.base import Source
+from console.ui.check_runs import WAIT_S
 from console.ui.text import printable
 
 
-class EscalationKeys:
-    """Mixed into IncidentApp (needs: session, _current, selected_pids, read_only, dry_run,
-    notify, push_screen, run_worker, query_one). Planning and executing are the session's."""
-
-    # ---- escalation: every destructive action goes through plan -> Confirm -> execute
-    @property
-    def selected_gpu(self) -> int | None:
-        key = tables.selected_key(self.query_one("#gpus", DataTable))
-        if key is None or ":lost:" in key:
-            return None
-        return int(key.rsplit(":", 1)[1])
+class Escalation:
+    def __init__(self, app: Any) -> None:
+        self.app = app
 
     def apply_finding(self, finding) -> None:
         """A finding's next step (console/actions/step.py): waiting is the wait-and-reread
         check, a rung goes to Confirm."""
         from console.actions.step import step_for
-        source, snap = self._current()
+        source, snap = self.app.current()
         if source is None or snap is None:
-            self.notify("no reading of this node yet", severity="warning")
+            self.app.notify("no reading of this node yet", severity="warning")
             return
         try:
-            step = step_for(finding, snap, wait_default=self.WAIT_S)
+            step = step_for(finding, snap, wait_default=WAIT_S)
         except ValueError as exc:
-            self.notify(str(exc), severity="error")
+            self.app.notify(str(exc), severity="error")
             return
         if step is None:
             return
-        if step.plan is not None and self.slurm_line.drain_before(finding):    # Slurm: drain first (ui/slurm_line.py)
+        if step.plan is not None and self.app.slurm_line.drain_before(finding):    # Slurm: drain first (ui/slurm_line.py)
             return
         if step.check is not None:
-            then = self._plan_after(step, source) if step.then else None
-            self._run_check(step.check[0], dict(step.check[1]), then=then)
+            then = self.plan_after(step, source) if step.then else None
+            self.app.checks.run(step.check[0], dict(step.check[1]), then=then)
         else:
-            self._confirm(step.plan, source)
+            self.confirm(step.plan, source)
 
-    def _plan_after(self, step, source: Source):
+    def plan_after(self, step, source: Source):
         """What follows a step's check (the MPS clients' list): the plan its answer makes, in
         Confirm — only the tagged processes count as chosen (the cursor always sits on one)."""
         node = source.name
 
         def then(result, seq) -> None:
-            chosen = [int(k.rsplit(":", 1)[1]) for k in self.tagged if k.rsplit(":", 1)[0] == node]
+            chosen = [int(k.rsplit(":", 1)[1]) for k in self.app.tagged if k.rsplit(":", 1)[0] == node]
             try:
-                plan, why = self.session.after_check(node, step, result, chosen=chosen)
+                plan, why = self.app.session.after_check(node, step, result, chosen=chosen)
             except ValueError as exc:
-                self.notify(str(exc), severity="error")
+                self.app.notify(str(exc), severity="error")
                 return
             if plan is None:             # no daemon answered, the server is gone: what it said, whole
-                self.say(f"{node}: {result.name}: {why}", "warning")
-                self.present(f"{result.name} on {node}: {result.summary}", lambda: self._show_check(result, seq))
+                self.app.say(f"{node}: {result.name}: {why}", "warning")
+                self.app.present(f"{result.name} on {node}: {result.summary}", lambda: self.app.checks.show(result, seq))
                 return
-            self.present(f"{plan.title} on {node}", lambda: self._confirm(plan, source))
+            self.app.present(f"{plan.title} on {node}", lambda: self.confirm(plan, source))
         return then
 
-    async def action_act(self, rung: str) -> None:
-        source, snap = self._current()
+    async def act(self, rung: str) -> None:
+        source, snap = self.app.current()
         if source is None or snap is None:
-            self.notify("no reading of this node yet", severity="warning")
+            self.app.notify("no reading of this node yet", severity="warning")
             return
         pids = gpus = None
         if rung in ("sigterm", "sigkill"):
-            pids = self.selected_pids()
+            pids = self.app.selected_pids()
             if not pids:
-                self.notify("select or tag processes first (space tags)", severity="warning")
+                self.app.notify("select or tag processes first (space tags)", severity="warning")
                 return
         elif rung in ("kill-holders", "reset", "clear-blockers"):
-            gpu = self.selected_gpu
+            gpu = self.app.selected_gpu
             if gpu is None:
-                self.notify("select a GPU first (tab to the GPU table)", severity="warning")
+                self.app.notify("select a GPU first (tab to the GPU table)", severity="warning")
                 return
             gpus = [gpu]
         if rung in WHOLE_FIRST and not source.whole_is_fresh():
             # every holder, not only those the probe watches (a hidden one may have come since
             # the last whole read): the node reads all its processes first
-            self.notify(f"{source.name}: reading every process first…", timeout=3)
+            self.app.notify(f"{source.name}: reading every process first…", timeout=3)
         try:
-            plan = await self.engine.call(lambda: self.session.plan(source.name, rung, pids=pids or (),
+            plan = await self.app.engine.call(lambda: self.app.session.plan(source.name, rung, pids=pids or (),
                                                                     gpus=gpus or (), seen=snap))
         except ValueError as exc:
-            self.notify(str(exc), severity="error")
+            self.app.notify(str(exc), severity="error")
             return
-        if self._current()[0] is not source:
+        if self.app.current()[0] is not source:
             return                   # the operator moved to another node meanwhile: nothing to confirm
-        self._confirm(plan, source)
+        self.confirm(plan, source)
 
-    def action_signal_menu(self) -> None:
+    def signal_menu(self) -> None:
         """F9: choose a signal (SIGTERM first) for the selected/tagged processes -> Confirm."""
         from console.actions.plan import plan_action
         from console.ui.signal_menu import SignalMenu
-        source, snap = self._current()
+        source, snap = self.app.current()
         if source is None or snap is None:
-            self.notify("no reading of this node yet", severity="warning")
+            self.app.notify("no reading of this node yet", severity="warning")
             return
-        pids = self.selected_pids()
+        pids = self.app.selected_pids()
         if not pids:
-            self.notify("select or tag processes first (space tags)", severity="warning")
+            self.app.notify("select or tag processes first (space tags)", severity="warning")
             return
         node = source.name
 
         def chosen(sig: str | None) -> None:
             if sig is None:
                 return
-            source, snap = self._current()
+            source, snap = self.app.current()
             if source is None or snap is None or source.name != node:
-                self.notify(f"{node} is no longer the node in view: nothing runs", severity="warning")
+                self.app.notify(f"{node} is no longer the node in view: nothing runs", severity="warning")
                 return
             try:
                 plan = plan_action(snap, "signal", pids=pids, signal=sig)
             except ValueError as exc:
-                self.notify(str(exc), severity="error")
+                self.app.notify(str(exc), severity="error")
                 return
-            self._confirm(plan, source)
-        self.push_screen(SignalMenu(pids, node), chosen)
+            self.confirm(plan, source)
+        self.app.push_screen(SignalMenu(pids, node), chosen)
 
-    def _confirm(self, plan, source: Source) -> None:
+    def custom_command(self) -> None:
+        """A command line of the operator's own: typed, then planned as an action -> Confirm."""
+        from console.actions.plan import plan_custom
+        from console.ui.prompts import TextPrompt
+        app = self.app
+        source, _ = app.current()
+        if source is None:
+            return
+        node = source.name
+
+        def got(line: str | None) -> None:
+            if line is None:
+                return
+            source, snap = app.current()
+            if source is None or source.name != node:
+                app.notify(f"{node} is no longer the node in view: nothing runs", severity="warning")
+                return
+            try:
+                plan = plan_custom(node, line, snap)
+            except ValueError as exc:
+                app.notify(str(exc), severity="error")
+                return
+            self.confirm(plan, source)
+        app.push_screen(TextPrompt(f"Your own command on {printable(node, 40)}",
+                                   placeholder="e.g. nvidia-smi -q -d PIDS",
+                                   hint="an action: Confirm shows it first; refused under --read-only, "
+                                        "recorded only under --dry-run"), got)
+
+    def confirm(self, plan, source: Source) -> None:
         """Confirm (exact commands, every target), then the guarded execute; nothing runs unanswered."""
         if not plan.commands:
             why = "; ".join(plan.refusals) or "nothing to do"
-            self.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
+            self.app.notify(f"{plan.title}: nothing to run — {why}", severity="warning", timeout=8)
             return
         from console.ui.confirm import ConfirmScreen
-        self.read_whole_table(source)       # every process fresh while the operator reads Confirm
+        self.app.read_whole_table(source)       # every process fresh while the operator reads Confirm
 
         def answered(answer: str | None) -> None:
             if answer:
-                self._execute(plan, source, typed=answer if plan.typed_confirmation else None)
+                self.execute(plan, source, typed=answer if plan.typed_confirmation else None)
             else:
-                self.notify("cancelled: nothing ran")
-        self.push_screen(ConfirmScreen(plan, read_only=self.read_only, dry_run=self.dry_run), answered)
+                self.app.notify("cancelled: nothing ran")
+        self.app.push_screen(ConfirmScreen(plan, read_only=self.app.read_only, dry_run=self.app.dry_run), answered)
 
-    def _execute(self, plan, source: Source, *, typed: str | None = None) -> None:
+    def execute(self, plan, source: Source, *, typed: str | None = None) -> None:
         """The session's executor (console/session/core.py); its events say what happened."""
         async def work() -> None:
-            outcome = await self.engine.call(lambda: self.session.execute(plan, typed=typed))
+            outcome = await self.app.engine.call(lambda: self.app.session.execute(plan, typed=typed))
             if custom_output(outcome):          # never over an open prompt
-                self.present(f"{plan.title} on {plan.node}: output", lambda: self._show_output(outcome))
-        self.run_worker(work(), group="actions", exclusive=False)
+                self.app.present(f"{plan.title} on {plan.node}: output", lambda: self.show_output(outcome))
+        self.app.run_worker(work(), group="actions", exclusive=False)
 
-
-    def _show_output(self, outcome) -> None:
+    def show_output(self, outcome) -> None:
         """What a command of the operator's own printed (as a check's result is shown)."""
         from rich.text import Text
 
@@ -168,4 +194,4 @@ class EscalationKeys:
                     style="dim")
         for line in outcome.output.splitlines()[:200]:
             body.append(printable(line) + "\n")
-        self.push_screen(DetailScreen(body))
+        self.app.push_screen(DetailScreen(body))

@@ -39,7 +39,7 @@ def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
         for title, rung, hint in keys.PALETTE_ONLY:
             out.append((title, partial(app.action_act, rung), hint))
     for check in CHECKS.values():
-        out.append((f"Check: {check.name}", partial(app._ask_params, check.name), check.description))
+        out.append((f"Check: {check.name}", partial(app.checks.ask_params, check.name), check.description))
     # a command of one's own is an action (Confirm, --read-only, --dry-run), as from the picker
     out.append((f"Check: {CUSTOM_RUNG}", app.action_custom_command, CUSTOM_DESCRIPTION))
     return out
