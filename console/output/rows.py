@@ -128,17 +128,21 @@ def _tree(snap: NodeSnapshot, show_all: bool, needle: str) -> _Tree:
     return dataclasses.replace(tree, roots=tuple(roots))
 
 
-#: the rows the last walk of each node's view made, by PID: the next walk reuses a row whose
-#: process is the same object at the same depth (most of a real-size node's, poll after poll)
-_LAST_ROWS: dict[tuple[str, bool], dict[int, ProcRow]] = {}
+class RowMemory:
+    """The rows the last walk of each node's view made, by PID: the next walk reuses a row whose
+    process is the same object at the same depth (most of a real-size node's, poll after poll).
+    Kept by the view that draws the rows (the process panel, the follower's), one each."""
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[str, bool], dict[int, ProcRow]] = {}
 
 
-def _walk(tree: _Tree, name: str, limit: int | None) -> list[ProcRow]:
+def _walk(tree: _Tree, name: str, limit: int | None, memory: RowMemory | None) -> list[ProcRow]:
     """The first ``limit`` rows (None: all), depth first; children are sorted as they are reached,
     so the cost follows the rows made, not the processes held."""
     rows: list[ProcRow] = []
     visited: set[int] = set()
-    last = _LAST_ROWS.get((name, tree.show_all), {})
+    last = memory.last.get((name, tree.show_all), {}) if memory is not None else {}
     made: dict[int, ProcRow] = {}
 
     def row(p: Proc, depth: int) -> ProcRow:
@@ -165,12 +169,14 @@ def _walk(tree: _Tree, name: str, limit: int | None) -> list[ProcRow]:
             if p.pid not in visited:
                 visited.add(p.pid)
                 rows.append(row(p, 0))
-    _LAST_ROWS[(name, tree.show_all)] = made
+    if memory is not None:
+        memory.last[(name, tree.show_all)] = made
     return rows
 
 
 def proc_view(snap: NodeSnapshot, *, show_all: bool = False, text_filter: str = "",
-              limit: int | None = PROC_ROW_LIMIT, keep: int | None = None) -> ProcView:
+              limit: int | None = PROC_ROW_LIMIT, keep: int | None = None,
+              memory: RowMemory | None = None) -> ProcView:
     """One node's processes as an indented tree, the subtrees holding the most GPU memory
     first, cut after ``limit`` rows (None: every row).
 
@@ -186,7 +192,7 @@ def proc_view(snap: NodeSnapshot, *, show_all: bool = False, text_filter: str = 
     needle = text_filter.lower()
     tree = memo(snap, f"proc-tree:{show_all}:{needle}", lambda s: _tree(s, show_all, needle))
     # once per snapshot and view: a redraw of the same reading (a tag, a resize) walks nothing
-    rows = list(memo(snap, f"proc-rows:{show_all}:{needle}:{limit}", lambda s: tuple(_walk(tree, s.name, limit))))
+    rows = list(memo(snap, f"proc-rows:{show_all}:{needle}:{limit}", lambda s: tuple(_walk(tree, s.name, limit, memory))))
     if keep is not None and rows and len(rows) < len(tree.procs) and all(r.proc.pid != keep for r in rows):
         kept = next((p for p in tree.procs if p.pid == keep), None)
         if kept is not None:

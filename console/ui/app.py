@@ -538,6 +538,9 @@ class IncidentApp(LiteralNotify, App[int]):
         findings = self.query_one("#findings", DataTable)
         self._title_findings(fitted and findings.styles.height is not None)
 
+    def on_finding_table_scrolled(self, _event: FindingTable.Scrolled) -> None:
+        self._title_findings(True)
+
     def _title_findings(self, fitted: bool) -> None:
         findings = self.query_one("#findings", DataTable)
         snap = self.snapshots.get(self.current_node)
@@ -689,8 +692,8 @@ class IncidentApp(LiteralNotify, App[int]):
         table = self.query_one("#procs", ProcTable)
         selected = self.selected_process_key
         keep = int(selected.rsplit(":", 1)[1]) if selected and selected.startswith(f"{self.current_node}:") else None
-        view = (proc_view(snap, show_all=self.show_all, text_filter=self.proc_filter, keep=keep)
-                if snap is not None else None)
+        view = (proc_view(snap, show_all=self.show_all, text_filter=self.proc_filter, keep=keep,
+                          memory=table.row_memory) if snap is not None else None)
         rows = sorted_rows(view.rows, self.proc_sort) if view is not None else ()
         listed: list[tuple[str, object]] = [(r.key, r) for r in rows]
         if view is not None and view.hidden:

@@ -27,7 +27,7 @@ from console.incident.mirror import LiveState, ask_for_state, read_states, want_
 from console.incident.safefiles import UnsafeFile
 from console.model import NodeSnapshot
 from console.output.memory_series import marks_of, series_from_data
-from console.output.rows import proc_view
+from console.output.rows import RowMemory, proc_view
 from console.ui import keys, tables
 from console.ui.memory_chart import MemoryChart
 from console.ui.panels import FitsGpus, fit_main_panels
@@ -68,6 +68,7 @@ class LiveFollowApp(FollowApp):
         self._state_busy = False
         self._clock = clock
         self._rewrap_pending = False              # a draw before the first layout asked for another
+        self._row_memory = RowMemory()            # the process rows of the last state, reused
 
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="tv-header")
@@ -248,7 +249,7 @@ class LiveFollowApp(FollowApp):
             actions = [a for a in self.state.actions if a.node in (None, snap.name)]
             chart.show(series_from_data(self.state.memory.get(snap.name, {}), marks_of(actions)))
         procs = self.query_one("#procs", DataTable)
-        view = proc_view(snap) if snap is not None else None
+        view = proc_view(snap, memory=self._row_memory) if snap is not None else None
         rows = {r.key: tables.proc_cells(r, sm=False) for r in view.rows} if view is not None else {}
         if view is not None and view.hidden:
             rows[tables.MORE_KEY] = tables.more_cells(view.hidden, sm=False)

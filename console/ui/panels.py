@@ -4,6 +4,9 @@ go to the first/last row in every table."""
 from __future__ import annotations
 
 from textual import events
+from textual.message import Message
+
+from console.output.rows import RowMemory
 
 from console.ui import keys, layout, tables
 from console.ui.text import LiteralTable
@@ -84,19 +87,25 @@ class GpuTable(FitsGpus, PanelTable):
 
 class ProcTable(VirtualTable):
     """The process panel: a real-size node's 2,000 rows drawn only where they show
-    (console/ui/virtual_table.py)."""
+    (console/ui/virtual_table.py). ``row_memory``: its rows of the last poll, reused where the
+    process did not change (console/output/rows.py)."""
     BINDINGS = keys.bindings("tables") + keys.bindings("procs")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.row_memory = RowMemory()
 
 
 class FindingTable(PanelTable):
     BINDINGS = keys.bindings("findings")
 
+    class Scrolled(Message):
+        """The findings moved in the panel: its title says again which way the others are."""
+
     def watch_scroll_y(self, old: float, new: float) -> None:
-        """The title's arrows say where the findings out of view are (IncidentApp._title_findings)."""
         super().watch_scroll_y(old, new)
-        title = getattr(self.app, "_title_findings", None)
-        if title is not None and self.styles.height is not None:
-            title(True)
+        if self.styles.height is not None:
+            self.post_message(self.Scrolled())
 
 
 def fit_main_panels(root, with_nodes: bool) -> bool:
