@@ -16,7 +16,6 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable
 
 from console.clock import REAL_CLOCK, Clock
-from console.diagnosis import text as t
 from console.diagnosis.history import memo
 from console.model import FleetNode, NodeSnapshot
 from console.session import Session
@@ -35,6 +34,7 @@ from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import Reasoning
 from console.ui.slurm_line import SlurmLine
+from console.ui.status_line import StatusFacts, StatusLine, status_text, with_mode_and_incident
 from console.ui.theme_install import install_themes
 from console.output.fleet_rows import opened_text
 from console.output.rows import SORTS, proc_view, sorted_rows
@@ -154,7 +154,6 @@ class IncidentApp(LiteralNotify, App[int]):
         self.reasoning = Reasoning(self)
         self._selected_initially: set[str] = set()
         self.redraw_interval_s = REDRAW_INTERVAL_S
-        self._status_drawn: Text | None = None
         self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
         self._redraw_timer = None
         self._last_redraw = float("-inf")
@@ -194,7 +193,7 @@ class IncidentApp(LiteralNotify, App[int]):
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
-        yield LiteralStatic(id="status")
+        yield StatusLine(id="status")
         yield SlurmLine(self.slurm, id="slurm")   # shown where Slurm knows the node (ui/slurm_line.py)
         with Vertical(id="main"):
             if self.multi_node:
@@ -557,70 +556,15 @@ class IncidentApp(LiteralNotify, App[int]):
         set_title(findings, title + " · enter: details and commands · x: next step")
 
     def _render_status(self) -> None:
-        line = Text()
-        if self.multi_node:
-            snaps = [self.snapshots.get(s.name) for s in self.sources]
-            failing = sum(1 for s in snaps if s is not None and s.error)
-            waiting = sum(1 for s in snaps if s is None)
-            count = len(self.sources)
-            line.append(f"{count} node{'' if count == 1 else 's'}" if count else "no node open yet", style="bold")
-            if failing:
-                line.append(f"  {failing} failing", style="bold red")
-            if waiting:
-                line.append(f"  {waiting} connecting", style="dim")
-            line.append("  · viewing ")
-            line.append(printable(self.current_node, 40), style="bold")
-            stale = self.stale_s(self.current_node)
-            if stale is not None:
-                line.append(f" ⚠ last reading {stale:.0f} s ago", style="bold yellow")
-            current = self.snapshots.get(self.current_node)
-            if current is not None and current.error:
-                line.append(" ✖ " + printable(current.error, 80), style="bold red")
-        else:
-            snap = self.snapshots.get(self.current_node)
-            line.append(printable(self.current_node, 30), style="bold")
-            if snap is None:
-                line.append(" connecting…", style="dim")
-            elif snap.error:
-                line.append(" ✖ " + printable(snap.error, 120), style="bold red")
-            elif (stale := self.stale_s(self.current_node)) is not None:
-                line.append(f"  ⚠ last reading {stale:.0f} s ago: the poll stopped returning", style="bold yellow")
-            else:
-                used = sum(g.memory_used_mib or 0 for g in snap.gpus)
-                line.append(f"  {len(snap.gpus)} GPUs  {t.mib(used)} used")
-                if snap.probe_ms is not None:
-                    line.append(f"  probe {snap.probe_ms:.0f}ms", style="dim")
-                if snap.warnings:
-                    first = snap.warnings[0]
-                    line.append(f"  ⚠ {printable(first, 60)}", style="yellow")
-                    if len(snap.warnings) > 1 or len(first) > 60:     # the rest, whole: in m
-                        line.append(f" (m: {len(snap.warnings)} whole)" if len(snap.warnings) > 1 else " (m: whole)",
-                                    style="dim")
-        if self.proc_filter:
-            line.append(f"  filter: {printable(self.proc_filter, 30)}", style="bold cyan")
-        if self.tagged:
-            line.append(f"  {len(self.tagged)} tagged", style="bold cyan")
-        self.work.status(line)              # checks running, results waiting (ui/activity.py)
-        mode = self._mode_text()
-        if mode:
-            line.append("  " + mode, style="bold yellow")
-        ident = self.incident_id
-        if ident:
-            width = max(0, self.size.width - 2)
-            right = Text(f"incident {printable(ident, 40)}", style="dim")
-            if line.cell_len + right.cell_len + 2 > width:
-                right = Text(printable(ident, 40), style="dim")
-            room = width - right.cell_len - 2
-            if room >= 20:
-                line.truncate(room, overflow="ellipsis")
-                line.append(" " * (width - line.cell_len - right.cell_len))
-                line.append_text(right)
-        if line != self._status_drawn:      # only on a change
-            # the line is padded to the screen's width: the same width again needs no new
-            # layout (a whole-screen render, ~12 ms, twice a second at 256 nodes)
-            same = self._status_drawn is not None and line.cell_len == self._status_drawn.cell_len
-            self._status_drawn = line
-            self.query_one("#status", LiteralStatic).update(line, layout=not same)
+        """The status line at the top (ui/status_line.py): checks running and results waiting
+        (ui/activity.py) after what the node says, then the mode and the incident's ID."""
+        line = status_text(StatusFacts(
+            nodes=[s.name for s in self.sources], snapshots=self.snapshots, viewing=self.current_node,
+            multi_node=self.multi_node, stale_s=self.stale_s(self.current_node), proc_filter=self.proc_filter,
+            tagged=len(self.tagged)))
+        self.work.status(line)
+        line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width)
+        self.query_one("#status", StatusLine).show(line)
 
     @property
     def incident_id(self) -> str | None:

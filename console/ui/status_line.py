@@ -1,0 +1,108 @@
+"""The status line at the top of the node console: the node (or, with several, how many, how
+many fail or connect, which is viewed), its GPUs and memory, whether its poll stopped returning,
+its first warning (the rest whole in ``m``), the process filter and tags, work in progress and
+results waiting, the mode (read-only, dry-run) and, at the right, the incident's ID.
+
+``status_text`` builds the line from what it is given (no App, no Textual); ``StatusLine``
+draws it only when it changed, and without a new layout when its width did not."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from rich.text import Text
+
+from console.diagnosis import text as t
+from console.model import NodeSnapshot
+from console.ui.text import LiteralStatic, printable
+
+
+@dataclass(frozen=True)
+class StatusFacts:
+    nodes: Sequence[str]                           # every node's name, in the node list's order
+    snapshots: Mapping[str, NodeSnapshot | None]   # the readings drawn
+    viewing: str                                   # the node in view
+    multi_node: bool
+    stale_s: float | None                          # how long the node in view has not answered
+    proc_filter: str = ""
+    tagged: int = 0
+
+
+def status_text(f: StatusFacts) -> Text:
+    line = Text()
+    snap = f.snapshots.get(f.viewing)
+    if f.multi_node:
+        snaps = [f.snapshots.get(n) for n in f.nodes]
+        failing = sum(1 for s in snaps if s is not None and s.error)
+        waiting = sum(1 for s in snaps if s is None)
+        count = len(f.nodes)
+        line.append(f"{count} node{'' if count == 1 else 's'}" if count else "no node open yet", style="bold")
+        if failing:
+            line.append(f"  {failing} failing", style="bold red")
+        if waiting:
+            line.append(f"  {waiting} connecting", style="dim")
+        line.append("  · viewing ")
+        line.append(printable(f.viewing, 40), style="bold")
+        if f.stale_s is not None:
+            line.append(f" ⚠ last reading {f.stale_s:.0f} s ago", style="bold yellow")
+        if snap is not None and snap.error:
+            line.append(" ✖ " + printable(snap.error, 80), style="bold red")
+    else:
+        line.append(printable(f.viewing, 30), style="bold")
+        if snap is None:
+            line.append(" connecting…", style="dim")
+        elif snap.error:
+            line.append(" ✖ " + printable(snap.error, 120), style="bold red")
+        elif f.stale_s is not None:
+            line.append(f"  ⚠ last reading {f.stale_s:.0f} s ago: the poll stopped returning", style="bold yellow")
+        else:
+            used = sum(g.memory_used_mib or 0 for g in snap.gpus)
+            line.append(f"  {len(snap.gpus)} GPUs  {t.mib(used)} used")
+            if snap.probe_ms is not None:
+                line.append(f"  probe {snap.probe_ms:.0f}ms", style="dim")
+            if snap.warnings:
+                first = snap.warnings[0]
+                line.append(f"  ⚠ {printable(first, 60)}", style="yellow")
+                if len(snap.warnings) > 1 or len(first) > 60:     # the rest, whole: in m
+                    line.append(f" (m: {len(snap.warnings)} whole)" if len(snap.warnings) > 1 else " (m: whole)",
+                                style="dim")
+    if f.proc_filter:
+        line.append(f"  filter: {printable(f.proc_filter, 30)}", style="bold cyan")
+    if f.tagged:
+        line.append(f"  {f.tagged} tagged", style="bold cyan")
+    return line
+
+
+def with_mode_and_incident(line: Text, mode: str, incident_id: str | None, width: int) -> Text:
+    """The mode after what the line says; the incident's ID at the right edge (its word
+    "incident" dropped first, the line cut with … before the ID is)."""
+    if mode:
+        line.append("  " + mode, style="bold yellow")
+    if incident_id:
+        width = max(0, width - 2)
+        right = Text(f"incident {printable(incident_id, 40)}", style="dim")
+        if line.cell_len + right.cell_len + 2 > width:
+            right = Text(printable(incident_id, 40), style="dim")
+        room = width - right.cell_len - 2
+        if room >= 20:
+            line.truncate(room, overflow="ellipsis")
+            line.append(" " * (width - line.cell_len - right.cell_len))
+            line.append_text(right)
+    return line
+
+
+class StatusLine(LiteralStatic):
+    """Draws a status line only when it changed: the line is padded to the screen's width, so
+    the same width again needs no new layout (a whole-screen render, ~12 ms, twice a second at
+    256 nodes)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._drawn: Text | None = None
+
+    def show(self, line: Text) -> None:
+        if line == self._drawn:
+            return
+        same = self._drawn is not None and line.cell_len == self._drawn.cell_len
+        self._drawn = line
+        self.update(line, layout=not same)
