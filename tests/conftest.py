@@ -85,10 +85,33 @@ async def wait_for(pilot, predicate, tries: int = 1000, describe=None) -> None:
     repaint at every step (most of an App test's CPU when it waited for a poll or a command)."""
     from tests.polling import BOUND_S
     deadline = time.monotonic() + max(BOUND_S, tries * APP_STEP_S)
-    while not predicate():
+    while not (predicate() and _front_ready(pilot.app)):
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached" + (f"; screen:\n{describe(pilot.app)}" if describe else ""))
         await asyncio.sleep(APP_STEP_S)
+
+def screen_text(app) -> str:
+    """What the App's screen in front shows, as plain text: every table's rows and every text."""
+    from textual.widgets import DataTable, Static
+    parts = []
+    for w in app.screen.query("*"):
+        if isinstance(w, DataTable):
+            for row in w.ordered_rows:
+                parts.append(" ".join(str(c) for c in w.get_row(row.key)))
+        elif isinstance(w, Static):
+            parts.append(str(w.render()))
+    return "\n".join(parts)
+
+
+def _front_ready(app) -> bool:
+    """The screen in front is composed and mounted: a window just pushed (Confirm, a result)
+    has its text to read. A busy machine mounts it a while after ``app.screen`` names it, and
+    a test that waited only for the name read an empty window."""
+    try:
+        return app.screen.is_mounted
+    except Exception:  # noqa: BLE001 - no screen (the App ended): nothing to wait for
+        return True
+
 
 #: modules whose tests read this machine's whole process table (the local source, the real
 #: probe) or leave kernel state every such reader sees (real zombies, D-state threads, orphans,

@@ -21,8 +21,7 @@ WORKER = 72294                      # sglang::scheduler_TP1 on the seed node
 KILL = f"kill -9 {WORKER}"
 
 
-async def wait_for(pilot, predicate, tries=1000):
-    await conftest.wait_for(pilot, predicate, tries)
+wait_for = conftest.wait_for
 
 
 def ran(src: SimSource, line: str) -> bool:

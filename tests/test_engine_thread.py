@@ -12,7 +12,7 @@ from console.session import Session
 from console.session.engine import Engine, Mailbox
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp
-from test_ui_app import wait_for
+from conftest import wait_for
 
 
 async def test_events_from_another_thread_arrive_in_order_on_the_loop():

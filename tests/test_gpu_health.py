@@ -143,7 +143,7 @@ async def _first_screen(scenario: str, size: tuple[int, int], shown=lambda text:
     from console.clock import FakeClock
     from console.sources.sim import SimSource
     from console.ui.app import IncidentApp, NodeUpdated
-    from test_ui_app import wait_for
+    from conftest import wait_for
     from test_ui_room import lines
     app = IncidentApp([SimSource(name="demo", scenario=scenario, clock=FakeClock())], autostart=False)
     async with app.run_test(size=size) as pilot:

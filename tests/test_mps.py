@@ -196,7 +196,7 @@ async def test_x_in_demo_mps_lists_the_clients_then_confirm_shows_terminate_clie
     pytest.importorskip("textual")
     from console.incident import timeline
     from console.ui.app import IncidentApp, NodeUpdated
-    from test_ui_app import wait_for
+    from conftest import wait_for
     tl = timeline.open_incident(incident_dir, "mps-ui")
     app = IncidentApp([SimSource(name="demo", scenario="mps", clock=FakeClock())], timeline=tl, autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -219,7 +219,7 @@ async def test_read_only_lists_the_clients_but_refuses_terminate_client(incident
     pytest.importorskip("textual")
     from console.incident import timeline
     from console.ui.app import IncidentApp, NodeUpdated
-    from test_ui_app import wait_for
+    from conftest import wait_for
     tl = timeline.open_incident(incident_dir, "mps-ro")
     source = SimSource(name="demo", scenario="mps", clock=FakeClock())
     app = IncidentApp([source], timeline=tl, autostart=False, read_only=True)

@@ -12,7 +12,7 @@ from console.model import ActionRecord, Proc, TimelineEntry
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp
 from test_diagnose_builders import T0, snap
-from test_ui_app import wait_for
+from conftest import wait_for
 
 PERSISTENCED = ActionRecord(rung="clear-blockers", ts=T0 - 60, node="demo", gpus=(3,),
                             family=((1563, 1, "nvidia-persiste"),))

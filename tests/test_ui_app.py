@@ -10,8 +10,7 @@ from console.sources.sim import SimSource  # noqa: E402
 from console.ui.app import IncidentApp  # noqa: E402
 
 
-async def wait_for(pilot, predicate, tries=500):
-    await conftest.wait_for(pilot, predicate, tries)
+wait_for = conftest.wait_for
 
 
 def palette_offers(app, title: str) -> bool:
@@ -21,17 +20,7 @@ def palette_offers(app, title: str) -> bool:
                for lst in app.screen.query(OptionList) for i in range(lst.option_count))
 
 
-def screen_text(app) -> str:
-    """What the terminal shows, as plain text."""
-    from textual.widgets import DataTable, Static
-    parts = []
-    for w in app.screen.query("*"):
-        if isinstance(w, DataTable):
-            for row in w.ordered_rows:
-                parts.append(" ".join(str(c) for c in w.get_row(row.key)))
-        elif isinstance(w, Static):
-            parts.append(str(w.render()))
-    return "\n".join(parts)
+screen_text = conftest.screen_text
 
 
 async def test_demo_shows_seed_gpus_and_selects_top_holder(incident_dir):

@@ -12,7 +12,7 @@ from console.clock import FakeClock  # noqa: E402
 from console.probe import QUERY_MEMORY  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
 from console.ui.app import IncidentApp  # noqa: E402
-from test_ui_app import wait_for  # noqa: E402
+from conftest import wait_for  # noqa: E402
 
 
 class GatedSim(SimSource):
@@ -91,15 +91,17 @@ async def test_the_holders_and_states_results_lead_with_their_summary_and_show_c
     async with app.run_test(size=(120, 36)) as pilot:
         snap = await app.monitors[0].poll_once()
         app.checks.show(await run_check(source, "holders", snap), 7)
-        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and "holders on demo" in app.screen.text)
         text = app.screen.text
         assert "\\x0a" not in text and "\n  echo '::gi-check:: begin fds'" in text
         lines = text.splitlines()
         holder = next(i for i, line in enumerate(lines) if line.startswith("  PID 72230 root: sglang::scheduler_TP0"))
         assert holder < next(i for i, line in enumerate(lines) if line.startswith("$ "))
         await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, DetailScreen))
         app.checks.show(await run_check(source, "states", snap, pids=(72230,)), 8)
-        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.query("Static"))
+        # the new window, whole (not the one closing, nor one with only its key line yet)
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and "states on demo" in app.screen.text)
         assert "  PID 72230 sglang::schedul: S, 64 threads (64 S)" in app.screen.text
 
 
@@ -172,7 +174,7 @@ async def test_w_waits_as_long_as_memory_usually_takes_here_after_what_was_done(
         said = lambda: "\n".join(s.text for s in app.activity.history())  # noqa: E731
         await wait_for(pilot, lambda: "memory usually comes back within" in said())
         assert "(after SIGTERM, 3 times): waiting 26 s" in said()
-        assert "no memory came back within 26 s" in said()
+        await wait_for(pilot, lambda: "no memory came back within 26 s" in said())
         from console.ui.details import DetailScreen
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))     # the wait's result window
     tl.close()

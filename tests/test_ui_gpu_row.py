@@ -10,7 +10,7 @@ pytest.importorskip("textual")
 from console.clock import FakeClock  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
 from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
-from test_ui_app import wait_for  # noqa: E402
+from conftest import wait_for  # noqa: E402
 
 
 async def test_at_80x24_with_many_nodes_every_panel_keeps_its_rows_and_the_chart_scrolls_with_the_gpus():

@@ -56,8 +56,7 @@ def keys_shown(app) -> list[str]:
     return procs_table(app).row_keys
 
 
-async def wait_for(pilot, predicate, tries=1000):
-    await conftest.wait_for(pilot, predicate, tries)
+wait_for = conftest.wait_for
 
 
 def console() -> IncidentApp:

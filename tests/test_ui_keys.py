@@ -14,8 +14,7 @@ from console.ui import keys, tables  # noqa: E402
 from console.ui.app import IncidentApp  # noqa: E402
 
 
-async def wait_for(pilot, predicate, tries=500):
-    await conftest.wait_for(pilot, predicate, tries)
+wait_for = conftest.wait_for
 
 
 def said(app) -> str:

@@ -17,7 +17,7 @@ from console.incident.mirror import (WANT_SUFFIX, ask_for_state, read_state, rea
 from console.sources.sim import SimSource  # noqa: E402
 from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
 from console.ui.mirror_view import LiveFollowApp  # noqa: E402
-from test_ui_app import screen_text, wait_for  # noqa: E402
+from conftest import screen_text, wait_for  # noqa: E402
 
 
 async def drive(incident_dir, scenario="seed", *, act=None):

@@ -22,8 +22,7 @@ from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
 from tests.test_ui_sync_table import proc, shown, wanted  # noqa: E402
 
 
-async def wait_for(pilot, predicate, tries=500):
-    await conftest.wait_for(pilot, predicate, tries)
+wait_for = conftest.wait_for
 
 
 async def simulated_nodes(count: int, scenario: str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from console.clock import FakeClock
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp
-from test_ui_app import wait_for
+from conftest import wait_for
 
 
 async def test_o_orders_the_processes_by_memory_then_pid_then_user_then_the_tree_again():

@@ -6,7 +6,7 @@ from console.clock import FakeClock
 from console.model import NodeSnapshot
 from console.sources.sim import SimSource
 from console.ui.app import IncidentApp, NodeUpdated
-from test_ui_app import screen_text, wait_for
+from conftest import screen_text, wait_for
 
 LONG = ("probe section 'xid' cut short: dmesg printed more than the probe keeps; the last Xid lines "
         "may be missing [/bold] and this tail must be readable")
