@@ -12,6 +12,7 @@ from textual import events, on
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.widgets import DataTable
 
@@ -100,6 +101,12 @@ ACTIVITY_LINES = 3
 
 
 class IncidentApp(LiteralNotify, App[int]):
+    #: the view's state; each watcher draws what it changes
+    current_node: reactive[str] = reactive("", init=False)     # the node in view
+    proc_filter: reactive[str] = reactive("", init=False)      # the process panel's filter (/)
+    show_all: reactive[bool] = reactive(False, init=False)     # every process, not GPU-related only (a)
+    proc_sort: reactive[str] = reactive("tree", init=False)    # the process panel's order (o: rows.SORTS)
+
     CSS_PATH = "app.tcss"
     TITLE = "gpu-incident"
     COMMANDS = App.COMMANDS | {IncidentCommands}
@@ -140,10 +147,7 @@ class IncidentApp(LiteralNotify, App[int]):
         self.fleet_screen = FleetScreen(fleet) if fleet is not None else None
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.current_node = self.sources[0].name if self.sources else ""
-        self.show_all = False
-        self.proc_sort = "tree"           # the process panel's order (o: rows.SORTS)
         self._quit_asked_at = float("-inf")     # q with work running: when it was said
-        self.proc_filter = ""
         self.tagged: set[str] = set()
         self.activity = activity.Activity(clock)
         self.work = activity.Work()                 # checks running, results waiting for a window
@@ -239,7 +243,7 @@ class IncidentApp(LiteralNotify, App[int]):
             watched = [s.name for s in self.sources] + ([self.fleet.name] if self.fleet_mode else [])
             self.incident.note(None, "console started watching " + ", ".join(watched))
         self.refresh_node_view()
-        self._watch_current()
+        self._diagnose_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
         self.screen_change_signal.subscribe(self, self._screen_changed)    # results that waited (present)
         if self.stale_after_s is None:
@@ -397,15 +401,40 @@ class IncidentApp(LiteralNotify, App[int]):
 
     @on(NodeTable.RowHighlighted, "#nodes")
     def _node_chosen(self, event: NodeTable.RowHighlighted) -> None:
-        name = event.key
-        if name and name != self.current_node:
-            self.current_node = name
-            self._watch_current()
-            self._render_status()          # "viewing NODE" follows the cursor at once
+        if event.key:
+            self.current_node = event.key
+
+    def watch_current_node(self) -> None:
+        """Another node in view: it is diagnosed every poll, "viewing NODE" and its panels and
+        Slurm line follow at once."""
+        if self._panels_up:
+            self._diagnose_current()
+            self._render_status()
             self.refresh_node_view()
             self.slurm_line.refresh_reading()
 
-    def _watch_current(self) -> None:
+    def watch_proc_filter(self) -> None:
+        if self._panels_up:
+            self._render_status()
+            self.refresh_procs()
+
+    def watch_show_all(self, show_all: bool) -> None:
+        if show_all:
+            self.read_whole_table()
+        if self._panels_up:
+            self.refresh_procs()
+
+    def watch_proc_sort(self) -> None:
+        if self._panels_up:
+            self.refresh_procs()
+
+    @property
+    def _panels_up(self) -> bool:
+        """The node console's panels are there to draw on (mounted, in front: not the fleet
+        screen, not while the console winds down)."""
+        return bool(self.is_running and self.screen_stack and self.query("#status"))
+
+    def _diagnose_current(self) -> None:
         """The node on screen is diagnosed every poll; the others may keep the findings of
         unchanged input for a while (console/monitor.py)."""
         self.engine.do(self.session.view, self.current_node)
@@ -499,17 +528,14 @@ class IncidentApp(LiteralNotify, App[int]):
         else:
             source = known
             self.say(f"{name} is in the node list already: showing it")
-        self.current_node = name
-        self._watch_current()
         self.fleet_screen.mark_opened(node.hostname)
         if self.on_fleet_screen:
             self.pop_screen()
         self._render_nodes({name: None})
+        self.current_node = name                  # its panels (watch_current_node)
         table = self.query_one("#nodes", NodeTable)
         table.user_moved = True
         table.move_cursor(row=table.get_row_index(name), animate=False)
-        self._render_status()
-        self.refresh_node_view()
         return source
 
     # ------------------------------------------------------------------ room on the screen
@@ -819,8 +845,6 @@ class IncidentApp(LiteralNotify, App[int]):
         def got(text: str | None) -> None:
             if text is not None:
                 self.proc_filter = text.strip()
-                self._render_status()
-                self.refresh_procs()
         self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
                                     value=self.proc_filter), got)
 
@@ -829,8 +853,6 @@ class IncidentApp(LiteralNotify, App[int]):
         if self.proc_filter:
             self.proc_filter = ""
             self.say("process filter cleared")
-            self._render_status()
-            self.refresh_procs()
         elif self.fleet_mode:
             self.action_fleet()
 
@@ -853,16 +875,12 @@ class IncidentApp(LiteralNotify, App[int]):
         self.push_screen(HelpScreen(keys.help_rows(self.keymap, fleet=self.fleet_mode, read_only=self.read_only)))
 
     def action_toggle_all(self) -> None:
-        self.show_all = not self.show_all
-        if self.show_all:
-            self.read_whole_table()
-        self.refresh_procs()
+        self.show_all = not self.show_all          # watch_show_all: every process read, drawn
 
     def action_sort(self) -> None:
         """o: the process panel's next order (tree, GPU memory, PID, user); the cursor stays on its
         process."""
         self.proc_sort = SORTS[(SORTS.index(self.proc_sort) + 1) % len(SORTS)]
-        self.refresh_procs()
         self.say(f"processes: {'as a tree' if self.proc_sort == 'tree' else 'by ' + self.proc_sort} (o: next order)")
 
     def read_whole_table(self, source: Source | None = None) -> None:
