@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+import conftest
+
 pytest.importorskip("textual")
 
 from textual.color import Color  # noqa: E402
@@ -103,16 +105,16 @@ async def test_what_the_console_draws_is_readable(name):
                       autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
         app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
-        await pilot.pause()
+        gpus = app.query_one("#gpus", DataTable)
+        # the footer is composed again at its first size: its keys, and the node's GPUs, once drawn
+        await conftest.wait_for(pilot, lambda: app.screen.query(FooterKey) and gpus.row_count)
         keys = list(app.screen.query(FooterKey))
-        assert keys
         for key in keys:
             style = key.get_component_rich_style("footer-key--key")
             ground = key.styles.background if style.bgcolor is None else Color.from_rich_color(style.bgcolor)
             ground = Color.parse(app.theme_variables["footer-background"]) if ground.a == 0 else ground
             fg = Color.from_rich_color(style.color)
             assert contrast(fg, ground) >= MINIMUM, (key.key, fg.hex, ground.hex)
-        gpus = app.query_one("#gpus", DataTable)
         memory = gpus.get_row(gpus.ordered_rows[0].key)[1]            # "76109MiB / 97887MiB", yellow
         assert "yellow" in str(memory.style)
         drawn = Color(*app.ansi_theme.ansi_colors[3])      # how Textual draws "yellow" now
