@@ -163,7 +163,6 @@ class IncidentApp(LiteralNotify, App[int]):
         self._last_redraw = float("-inf")
         self._arrived: dict[str, float] = {}       # when each node's last reading came (monotonic)
         self._stale: set[str] = set()              # nodes drawn as stale
-        self._node_widths: dict[str, dict[str, int]] = {}   # each node's row's widths (tables.node_widths)
         #: no reading for this long and the node is drawn stale, with its age (on_mount: three
         #: intervals, and never less than a poll's deadline and its slack)
         self.stale_after_s: float | None = None
@@ -380,24 +379,9 @@ class IncidentApp(LiteralNotify, App[int]):
         self._render_status()
 
     def _render_nodes(self, updated) -> None:
-        """Nodes in trouble first (tables.node_order); the cursor stays on its node, or, until
-        the operator moves it, on the first row: the node in the most trouble. ``updated``: the
-        names whose snapshots changed since the last redraw (their columns' widths are worked
-        out again); only the rows in view are made (NodeTable)."""
-        nodes = self.query_one("#nodes", NodeTable)
-        widths = self._node_widths
-        for name in updated:
-            widths[name] = tables.node_widths(name, self.snapshots.get(name), self.stale_s(name))
-        order = sorted(self.sources, key=lambda s: tables.node_order(s.name, self.snapshots.get(s.name)))
-        wide = {key: max((w[key] for w in widths.values() if key in w), default=0)
-                for _label, key in tables.NODE_COLUMNS[:-1]}
-        nodes.set_rows([(s.name, s.name) for s in order], self._node_row, wide)
-        if not nodes.user_moved and nodes.row_count and nodes.cursor_row != 0:
-            nodes.move_cursor(row=0, animate=False)
-
-    def _node_row(self, name: str) -> tuple:
-        """A node's row as drawn (only for the rows in view)."""
-        return tables.node_cells(name, self.snapshots.get(name), self.stale_s(name))
+        """The node table (NodeTable.show_nodes); ``updated``: the nodes whose readings changed."""
+        self.query_one("#nodes", NodeTable).show_nodes([s.name for s in self.sources], self.snapshots,
+                                                       self.stale_s, updated)
 
     @on(NodeTable.RowHighlighted, "#nodes")
     def _node_chosen(self, event: NodeTable.RowHighlighted) -> None:

@@ -3,9 +3,12 @@ t/k/space/F9 belong to the process panel, F/R/B to the GPU panel, x to the findi
 go to the first/last row in every table."""
 from __future__ import annotations
 
+from typing import Callable, Iterable, Mapping, Sequence
+
 from textual import events
 from textual.message import Message
 
+from console.model import NodeSnapshot
 from console.output.rows import RowMemory
 
 from console.ui import keys, layout, tables
@@ -25,6 +28,10 @@ class NodeTable(VirtualTable):
     BINDINGS = keys.bindings("tables")
 
     user_moved = False
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._node_widths: dict[str, dict[str, int]] = {}   # each node's row's widths (tables.node_widths)
 
     def _moved(self) -> None:
         self.user_moved = True
@@ -56,6 +63,22 @@ class NodeTable(VirtualTable):
     def on_click(self, event: events.Click) -> None:
         """(VirtualTable's own click handler runs after this one: Textual calls each class's.)"""
         self._moved()
+
+    def show_nodes(self, names: Sequence[str], snapshots: Mapping[str, NodeSnapshot | None],
+                   stale_s: Callable[[str], float | None], updated: Iterable[str]) -> None:
+        """Nodes in trouble first (tables.node_order); the cursor stays on its node, or, until
+        the operator moves it, on the first row: the node in the most trouble. ``updated``: the
+        names whose snapshots changed since the last redraw (their columns' widths are worked
+        out again); only the rows in view are made."""
+        widths = self._node_widths
+        for name in updated:
+            widths[name] = tables.node_widths(name, snapshots.get(name), stale_s(name))
+        order = sorted(names, key=lambda n: tables.node_order(n, snapshots.get(n)))
+        wide = {key: max((w[key] for w in widths.values() if key in w), default=0)
+                for _label, key in tables.NODE_COLUMNS[:-1]}
+        self.set_rows([(n, n) for n in order], lambda n: tables.node_cells(n, snapshots.get(n), stale_s(n)), wide)
+        if not self.user_moved and self.row_count and self.cursor_row != 0:
+            self.move_cursor(row=0, animate=False)
 
 
 class FitsGpus(LiteralTable):
