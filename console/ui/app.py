@@ -17,7 +17,6 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable
 
 from console.clock import REAL_CLOCK, Clock
-from console.diagnosis.history import memo
 from console.model import FleetNode, NodeSnapshot
 from console.session import Session
 from console.session import events as ev
@@ -38,7 +37,7 @@ from console.ui.slurm_line import SlurmLine
 from console.ui.status_line import StatusFacts, StatusLine, status_text, with_mode_and_incident
 from console.ui.theme_install import install_themes
 from console.output.fleet_rows import opened_text
-from console.output.rows import SORTS, proc_view, sorted_rows
+from console.output.rows import SORTS
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
 
 
@@ -156,7 +155,6 @@ class IncidentApp(LiteralNotify, App[int]):
         self.checks = CheckRuns(self)
         self.escalation = Escalation(self)
         self.reasoning = Reasoning(self)
-        self._selected_initially: set[str] = set()
         self.redraw_interval_s = REDRAW_INTERVAL_S
         self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
         self._redraw_timer = None
@@ -640,39 +638,10 @@ class IncidentApp(LiteralNotify, App[int]):
         tables.sync_gpu_table(self.query_one("#gpus", DataTable), snap)
 
     def _render_procs(self, snap: NodeSnapshot | None) -> None:
-        """At most rows.PROC_ROW_LIMIT rows (console/output/rows.py) and a last one counting the
-        rest; only the rows in view are drawn (console/ui/virtual_table.py): a 2,000-process
-        view costs a frame what 30 rows do. The selected process stays."""
-        table = self.query_one("#procs", ProcTable)
-        selected = self.selected_process_key
-        keep = int(selected.rsplit(":", 1)[1]) if selected and selected.startswith(f"{self.current_node}:") else None
-        view = (proc_view(snap, show_all=self.show_all, text_filter=self.proc_filter, keep=keep,
-                          memory=table.row_memory) if snap is not None else None)
-        rows = sorted_rows(view.rows, self.proc_sort) if view is not None else ()
-        listed: list[tuple[str, object]] = [(r.key, r) for r in rows]
-        if view is not None and view.hidden:
-            listed.append((tables.MORE_KEY, view.hidden))
-        tagged = self.tagged
-
-        def make(row) -> tuple:
-            return tables.more_cells(row) if isinstance(row, int) else tables.proc_cells(row, row.key in tagged)
-        widths = (memo(snap, f"proc-widths:{self.show_all}:{self.proc_filter}:{self.proc_sort}:{keep}:{bool(tagged)}",
-                       lambda _s: tables.proc_widths(rows, tagged)) if snap is not None else {})
-        table.set_rows(listed, make, widths)
-        total = view.total if view is not None else 0
-        hint = ("a: GPU-related only" if self.show_all else "a: all") + (
-            f", by {self.proc_sort} (o)" if self.proc_sort != "tree" else "")
-        if view is not None and view.hidden:
-            what = f"all {total:,}" if self.show_all else f"{view.matched:,} GPU-related"
-            set_title(table, f"processes: {len(rows)} of {what} shown (/ filters, {hint})")
-        else:
-            what = "all" if self.show_all else "GPU-related"
-            set_title(table, f"processes: {view.matched if view else 0} {what} of {total} ({hint}, enter: details)")
-        if snap is not None and snap.name not in self._selected_initially and rows:
-            top = max(rows, key=lambda r: (r.proc.gpu_memory_total_mib, r.proc.holds_devices))
-            if top.proc.gpu_memory_total_mib > 0 or top.proc.holds_devices:
-                table.move_cursor(row=table.get_row_index(top.key), animate=False)
-                self._selected_initially.add(snap.name)
+        """The process panel (ProcTable.show_procs) as the view's state says."""
+        self.query_one("#procs", ProcTable).show_procs(snap, self.current_node, show_all=self.show_all,
+                                                       text_filter=self.proc_filter, order=self.proc_sort,
+                                                       tagged=self.tagged)
 
     @on(ProcTable.RowSelected)
     def _show_proc_detail(self, event: ProcTable.RowSelected) -> None:

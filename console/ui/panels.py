@@ -3,16 +3,17 @@ t/k/space/F9 belong to the process panel, F/R/B to the GPU panel, x to the findi
 go to the first/last row in every table."""
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from textual import events
 from textual.message import Message
 
 from console.model import NodeSnapshot
-from console.output.rows import RowMemory
+from console.diagnosis.history import memo
+from console.output.rows import RowMemory, proc_view, sorted_rows
 
 from console.ui import keys, layout, tables
-from console.ui.text import LiteralTable
+from console.ui.text import LiteralTable, set_title
 from console.ui.virtual_table import VirtualTable
 
 
@@ -117,6 +118,42 @@ class ProcTable(VirtualTable):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.row_memory = RowMemory()
+        self._selected_initially: set[str] = set()     # nodes whose top holder got the cursor once
+
+    def show_procs(self, snap: NodeSnapshot | None, node: str, *, show_all: bool, text_filter: str, order: str,
+                   tagged: AbstractSet[str]) -> None:
+        """At most rows.PROC_ROW_LIMIT rows (console/output/rows.py) and a last one counting the
+        rest; only the rows in view are drawn (console/ui/virtual_table.py): a 2,000-process
+        view costs a frame what 30 rows do. The selected process stays; a node's top holder gets
+        the cursor the first time it has one."""
+        selected = self.selected_key                    # (the row counting the hidden ones has no PID)
+        keep = (int(selected.rsplit(":", 1)[1]) if selected and selected != tables.MORE_KEY
+                and selected.startswith(f"{node}:") else None)
+        view = (proc_view(snap, show_all=show_all, text_filter=text_filter, keep=keep, memory=self.row_memory)
+                if snap is not None else None)
+        rows = sorted_rows(view.rows, order) if view is not None else ()
+        listed: list[tuple[str, object]] = [(r.key, r) for r in rows]
+        if view is not None and view.hidden:
+            listed.append((tables.MORE_KEY, view.hidden))
+
+        def make(row) -> tuple:
+            return tables.more_cells(row) if isinstance(row, int) else tables.proc_cells(row, row.key in tagged)
+        widths = (memo(snap, f"proc-widths:{show_all}:{text_filter}:{order}:{keep}:{bool(tagged)}",
+                       lambda _s: tables.proc_widths(rows, tagged)) if snap is not None else {})
+        self.set_rows(listed, make, widths)
+        total = view.total if view is not None else 0
+        hint = ("a: GPU-related only" if show_all else "a: all") + (f", by {order} (o)" if order != "tree" else "")
+        if view is not None and view.hidden:
+            what = f"all {total:,}" if show_all else f"{view.matched:,} GPU-related"
+            set_title(self, f"processes: {len(rows)} of {what} shown (/ filters, {hint})")
+        else:
+            what = "all" if show_all else "GPU-related"
+            set_title(self, f"processes: {view.matched if view else 0} {what} of {total} ({hint}, enter: details)")
+        if snap is not None and snap.name not in self._selected_initially and rows:
+            top = max(rows, key=lambda r: (r.proc.gpu_memory_total_mib, r.proc.holds_devices))
+            if top.proc.gpu_memory_total_mib > 0 or top.proc.holds_devices:
+                self.move_cursor(row=self.get_row_index(top.key), animate=False)
+                self._selected_initially.add(snap.name)
 
 
 class FindingTable(PanelTable):
