@@ -100,8 +100,8 @@ ACTIVITY_LINES = 3
 
 
 class IncidentApp(LiteralNotify, App[int]):
-    #: the view's state; each watcher draws what it changes (``var``: a change repaints nothing
-    #: else — a ``reactive`` on the App repainted the whole screen, +15-35 ms on a key at 256 nodes)
+    #: the view's state; each watcher draws what it changes (``var``: nothing else is repainted;
+    #: a ``reactive`` on the App would also repaint the whole screen at every change)
     current_node: var[str] = var("", init=False)     # the node in view
     proc_filter: var[str] = var("", init=False)      # the process panel's filter (/)
     show_all: var[bool] = var(False, init=False)     # every process, not GPU-related only (a)
