@@ -137,7 +137,7 @@ async def test_following_the_step_ends_the_exited_client_only_and_frees_its_memo
                               f"(PIDs {MPS_SERVING_PID}, {MPS_EXITED_PID})")
     plan, _ = after_check(step, snap, result.data)
     assert plan.rung == "mps-terminate" and plan.destructive
-    assert plan.commands == (f"echo terminate_client {MPS_SERVER_PID} {MPS_EXITED_PID} | nvidia-cuda-mps-control",)
+    assert plan.commands == (f"echo terminate_client {MPS_SERVER_PID} {MPS_EXITED_PID} | timeout 10 nvidia-cuda-mps-control",)
     assert [t.pid for t in plan.targets] == [MPS_EXITED_PID] and "still counted as a client" in plan.targets[0].why
     assert any(f"other client ({MPS_SERVING_PID}) go" in n for n in plan.notes)
     outcome = await execute(plan, src, monitor=monitor, timeline=tl)
@@ -176,7 +176,7 @@ async def test_quit_is_the_later_rung_only_once_terminate_client_brought_nothing
     f = next(f for f in snap.findings if f.kind == "mps-server")
     assert f.rung == "mps-quit" and "brought nothing back" in f.next_step
     plan = step_for(f, snap).plan
-    assert plan.commands == ("echo quit | nvidia-cuda-mps-control",)
+    assert plan.commands == ("echo quit | timeout 10 nvidia-cuda-mps-control",)
     assert {t.pid for t in plan.targets} == {MPS_CONTROL_PID, MPS_SERVER_PID}
     assert any("every client" in n for n in plan.notes)
     outcome = await execute(plan, src, monitor=monitor)
@@ -205,7 +205,7 @@ async def test_x_in_demo_mps_lists_the_clients_then_confirm_shows_terminate_clie
         await pilot.press("x")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")
         text = app.screen.text
-        assert f"$ echo terminate_client {MPS_SERVER_PID} {MPS_EXITED_PID} | nvidia-cuda-mps-control" in text
+        assert f"$ echo terminate_client {MPS_SERVER_PID} {MPS_EXITED_PID} | timeout 10 nvidia-cuda-mps-control" in text
         assert "kill" not in text and f"serves 2 clients (PIDs {MPS_SERVING_PID}, {MPS_EXITED_PID})" in text
         assert [e.kind for e in tl.entries][-1] == "check"         # the listing is in the timeline first
         await pilot.press("y")

@@ -51,7 +51,7 @@ DAEMONS = [
     (proc(1570, "/usr/bin/gnome-shell"), "systemctl stop display-manager"),
     (proc(1580, "/usr/bin/nvidia-persistenced --user nvidia-persistenced",
           cgroup="/system.slice/nvidia-persistenced.service"), "systemctl stop nvidia-persistenced"),
-    (proc(1590, "nvidia-cuda-mps-control -d"), "echo quit | nvidia-cuda-mps-control"),
+    (proc(1590, "nvidia-cuda-mps-control -d"), "echo quit | timeout 10 nvidia-cuda-mps-control"),
 ]
 
 
@@ -70,7 +70,7 @@ def test_each_blocker_is_listed_by_b_with_its_exact_stop_command(daemon, command
 def test_b_stops_them_all_in_order_then_nvidia_drm_then_persistence_mode():
     snap = node([d for d, _ in DAEMONS], pm=True, modeset=True)
     plan = plan_action(snap, "clear-blockers", gpus=[0])
-    assert plan.commands == ("systemctl stop display-manager", "echo quit | nvidia-cuda-mps-control",
+    assert plan.commands == ("systemctl stop display-manager", "echo quit | timeout 10 nvidia-cuda-mps-control",
                              "systemctl stop dcgm-exporter", "systemctl stop nvidia-dcgm", "systemctl stop nvsm",
                              "systemctl stop nvidia-imex", "systemctl stop nvidia-fabricmanager",
                              "systemctl stop nvidia-persistenced", "modprobe -r nvidia_drm", "nvidia-smi -pm 0 -i 0")

@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping
 from console.checks import parse as cp
 from console.checks import parse_mps
 from console.diagnosis import text as t
-from console.diagnosis.who import BLOCKER_DAEMONS, MPS_CONTROL, mps_line
+from console.diagnosis.who import BLOCKER_DAEMONS, MPS_CONTROL, MPS_TIMEOUT_S, mps_line
 from console.clock import REAL_CLOCK
 from console.model import CommandResult, NodeSnapshot
 from console.probe import DEFAULT_DEVICE_GLOB, QUERY_MEMORY, build_script
@@ -203,13 +203,9 @@ def _stack_cmd(a: dict) -> str:
             f"echo ::py-spy::; timeout 10 py-spy dump --pid {pid} 2>&1")
 
 
-#: how the control program is asked (a wedged MPS server can keep it from answering)
-MPS_TIMEOUT_S = 10
-
-
 def mps_ask(words: str) -> str:
-    """One command to the MPS control daemon, as a shell reads it."""
-    return mps_line(words, MPS_TIMEOUT_S)
+    """One command to the MPS control daemon, as a shell reads it (under who.MPS_TIMEOUT_S)."""
+    return mps_line(words)
 
 
 def _mps_cmd(a: dict) -> str:

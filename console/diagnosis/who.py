@@ -62,9 +62,14 @@ DISPLAY_MANAGER_STOP = "systemctl stop display-manager"
 MPS_CONTROL = "nvidia-cuda-mps-control"
 
 
-def mps_line(words: str, timeout_s: int | None = None) -> str:
-    """One command to the MPS control daemon on its stdin, as a shell reads it (``timeout_s``:
-    under ``timeout``, where a wedged MPS server could keep it from answering)."""
+#: how long one command to the MPS control daemon may take: a wedged MPS server can keep it from
+#: ever answering (every command to it, the read-only check's and the actions', runs under timeout)
+MPS_TIMEOUT_S = 10
+
+
+def mps_line(words: str, timeout_s: int | None = MPS_TIMEOUT_S) -> str:
+    """One command to the MPS control daemon on its stdin, as a shell reads it, under ``timeout``
+    (``timeout_s`` None: bare, as the advice names it)."""
     return f"echo {words} | " + (f"timeout {timeout_s} " if timeout_s else "") + MPS_CONTROL
 #: in the order B stops them: the display servers and the clients first, the persistence daemon last
 BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
