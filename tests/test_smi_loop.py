@@ -18,6 +18,14 @@ from tests.polling import eventually, until
 from tests.test_ssh import node_a, options  # noqa: F401 (fixture)
 
 
+def _alive(pid: int) -> bool:
+    """Running (not a zombie); a process that ends while looked at is not."""
+    try:
+        return psutil.Process(pid).status() != "zombie"
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _starts(node, since: int) -> list[str]:
     return node.smi.calls()[since:]
 
@@ -73,8 +81,7 @@ async def test_the_loops_start_once_and_a_steady_poll_starts_no_nvidia_smi(sshd,
         pids = list(src.loop_pids)
         await src.close()
         await per_poll.close()
-    gone = await eventually(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
-                                            for p in pids), bound_s=10)
+    gone = await eventually(lambda: not any(_alive(p) for p in pids), bound_s=10)
     assert gone, "closing the console ends its nvidia-smi loops"
 
 
@@ -116,7 +123,7 @@ async def test_reset_blocker_and_holder_plans_stop_the_loops_first_and_say_so(ss
         loops = list(src.loop_pids)
         await session.stop_smi_loop(src)
         assert src._loop_paused and await eventually(
-            lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in loops),
+            lambda: not any(_alive(p) for p in loops),
             bound_s=10), "the loops were stopped"
         since = len(node_a.smi.calls())
         after = await src.poll()
@@ -225,7 +232,7 @@ def _assert_loops_end(tmp_path, path: str, sh: str, kill, bound_s: float, orphan
         shell.wait()
 
         def gone() -> bool:
-            return not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in mine)
+            return not any(_alive(p) for p in mine)
         assert until(gone, bound_s), [psutil.Process(p).cmdline() for p in mine if psutil.pid_exists(p)]
     finally:
         if shell.poll() is None:
