@@ -90,6 +90,7 @@ async def wait_for(pilot, predicate, tries: int = 1000, describe=None) -> None:
             raise AssertionError("condition not reached" + (f"; screen:\n{describe(pilot.app)}" if describe else ""))
         await asyncio.sleep(APP_STEP_S)
 
+
 def screen_text(app) -> str:
     """What the App's screen in front shows, as plain text: every table's rows and every text."""
     from textual.widgets import DataTable, Static

@@ -167,3 +167,29 @@ def test_custom_is_no_longer_a_check():
     assert "custom" not in CHECKS
     with pytest.raises(ValueError, match="unknown check"):
         render("custom", command=KILL)
+
+
+async def test_a_command_typed_for_a_node_no_longer_in_view_runs_nowhere():
+    """The prompt was open while the operator moved to another node: nothing runs on either,
+    no Confirm, and the console says why."""
+    from textual.widgets import Input
+
+    from console.ui.app import NodeUpdated
+    from console.ui.confirm import ConfirmScreen
+    clock = FakeClock()
+    first, second = SimSource(name="gpu01", scenario="seed", clock=clock), SimSource(name="gpu02", scenario="seed",
+                                                                                      clock=clock)
+    app = IncidentApp([first, second], autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for monitor in app.monitors:
+            app.post_message(NodeUpdated(await monitor.poll_once()))
+        await wait_for(pilot, lambda: {"gpu01", "gpu02"} <= set(app.snapshots))
+        app.current_node = "gpu01"
+        app.escalation.custom_command()
+        await wait_for(pilot, lambda: app.screen.query(Input))
+        app.current_node = "gpu02"                      # the node table's cursor moved meanwhile
+        app.screen.query_one(Input).value = KILL
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "gpu01 is no longer the node in view: nothing runs" in toasts(app))
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert not ran(first, KILL) and not ran(second, KILL)

@@ -737,7 +737,7 @@ class IncidentApp(LiteralNotify, App[int]):
         """Work in progress (None: done): whole in the line above the footer, ``short`` (what
         and how far, never cut mid-number) in the status line at the top."""
         self.work.set(key, text, short)
-        if self.is_running and self.screen_stack and self.query("#status"):   # not while the app winds down
+        if self._panels_up:
             self._render_status()
             self._render_activity()
 
@@ -859,5 +859,4 @@ class IncidentApp(LiteralNotify, App[int]):
     @property
     def selected_process_key(self) -> str | None:
         """The process row under the cursor (None on the row that counts the hidden ones)."""
-        key = self.query_one("#procs", ProcTable).selected_key
-        return None if key == tables.MORE_KEY else key
+        return self.query_one("#procs", ProcTable).selected_process

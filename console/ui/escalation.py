@@ -90,7 +90,7 @@ class Escalation:
             self.app.notify(f"{source.name}: reading every process first…", timeout=3)
         try:
             plan = await self.app.engine.call(lambda: self.app.session.plan(source.name, rung, pids=pids or (),
-                                                                    gpus=gpus or (), seen=snap))
+                                                                            gpus=gpus or (), seen=snap))
         except ValueError as exc:
             self.app.notify(str(exc), severity="error")
             return
@@ -115,9 +115,8 @@ class Escalation:
         def chosen(sig: str | None) -> None:
             if sig is None:
                 return
-            source, snap = self.app.current()
-            if source is None or snap is None or source.name != node:
-                self.app.notify(f"{node} is no longer the node in view: nothing runs", severity="warning")
+            source, snap = self._still_in_view(node, need_reading=True)
+            if source is None or snap is None:
                 return
             try:
                 plan = plan_action(snap, "signal", pids=pids, signal=sig)
@@ -140,9 +139,8 @@ class Escalation:
         def got(line: str | None) -> None:
             if line is None:
                 return
-            source, snap = app.current()
-            if source is None or source.name != node:
-                app.notify(f"{node} is no longer the node in view: nothing runs", severity="warning")
+            source, snap = self._still_in_view(node)
+            if source is None:
                 return
             try:
                 plan = plan_custom(node, line, snap)
@@ -154,6 +152,15 @@ class Escalation:
                                    placeholder="e.g. nvidia-smi -q -d PIDS",
                                    hint="an action: Confirm shows it first; refused under --read-only, "
                                         "recorded only under --dry-run"), got)
+
+    def _still_in_view(self, node: str, need_reading: bool = False):
+        """(source, snapshot) of the node in view when it is still ``node`` (a prompt was open
+        meanwhile) and, with ``need_reading``, has a reading; else (None, None), said."""
+        source, snap = self.app.current()
+        if source is None or source.name != node or (need_reading and snap is None):
+            self.app.notify(f"{node} is no longer the node in view: nothing runs", severity="warning")
+            return None, None
+        return source, snap
 
     def confirm(self, plan, source: Source) -> None:
         """Confirm (exact commands, every target), then the guarded execute; nothing runs unanswered."""

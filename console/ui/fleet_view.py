@@ -130,7 +130,6 @@ class FleetScreen(Screen):
 
     def __init__(self, setup: FleetSetup) -> None:
         super().__init__()
-        self.setup = setup
         self.source = setup.name
         self.monitor = FleetMonitor(setup.source, name=setup.name, interval=setup.interval,
                                     on_update=self._arrived)

@@ -199,9 +199,9 @@ def _binding(k: Key, action: str, *, show: bool | None = None) -> Binding:
 
 def bindings(scope: str = "app") -> list[Binding]:
     """The bindings of one scope: ``app`` for the App; a panel's for that panel's table (its
-    actions run on the app); the fleet table's run on its screen; ``tables`` for every table (the table's own actions); any other
-    scope is one screen's or widget's (confirm, details, prompt, verdict, signal-menu, help,
-    replay, follow, table-moves), its own actions."""
+    actions run on the app); the fleet table's (they run on its screen); ``tables`` for every
+    table (the table's own actions); any other scope is one screen's or widget's (confirm,
+    details, prompt, verdict, signal-menu, help, replay, follow, table-moves), its own actions."""
     out = []
     for k in KEYS:
         if k.scope == scope:

@@ -8,10 +8,9 @@ from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 from textual import events
 from textual.message import Message
 
-from console.model import NodeSnapshot
 from console.diagnosis.history import memo
+from console.model import NodeSnapshot
 from console.output.rows import RowMemory, proc_view, sorted_rows
-
 from console.ui import keys, layout, tables
 from console.ui.text import LiteralTable, set_title
 from console.ui.virtual_table import VirtualTable
@@ -120,15 +119,20 @@ class ProcTable(VirtualTable):
         self.row_memory = RowMemory()
         self._selected_initially: set[str] = set()     # nodes whose top holder got the cursor once
 
+    @property
+    def selected_process(self) -> str | None:
+        """The process row under the cursor (None on the row that counts the hidden ones)."""
+        key = self.selected_key
+        return None if key == tables.MORE_KEY else key
+
     def show_procs(self, snap: NodeSnapshot | None, node: str, *, show_all: bool, text_filter: str, order: str,
                    tagged: AbstractSet[str]) -> None:
         """At most rows.PROC_ROW_LIMIT rows (console/output/rows.py) and a last one counting the
         rest; only the rows in view are drawn (console/ui/virtual_table.py): a 2,000-process
         view costs a frame what 30 rows do. The selected process stays; a node's top holder gets
         the cursor the first time it has one."""
-        selected = self.selected_key                    # (the row counting the hidden ones has no PID)
-        keep = (int(selected.rsplit(":", 1)[1]) if selected and selected != tables.MORE_KEY
-                and selected.startswith(f"{node}:") else None)
+        selected = self.selected_process
+        keep = int(selected.rsplit(":", 1)[1]) if selected and selected.startswith(f"{node}:") else None
         view = (proc_view(snap, show_all=show_all, text_filter=text_filter, keep=keep, memory=self.row_memory)
                 if snap is not None else None)
         rows = sorted_rows(view.rows, order) if view is not None else ()
