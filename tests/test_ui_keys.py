@@ -69,6 +69,29 @@ async def test_the_footer_shows_the_keys_of_the_panel_in_focus():
         await wait_for(pilot, lambda: "Next step" in footer() and "TERM" not in footer())
 
 
+async def test_a_window_opened_and_closed_leaves_the_footer_as_it_was_without_composing_it_again():
+    """Textual composes a footer again whenever its screen's keys are announced, and a window
+    opened over the screen and closed announces them twice: each time every key was mounted
+    anew and the whole screen laid out (about half of what opening the check picker cost). The
+    footer now composes only when what it shows changes; a focus move still changes it."""
+    from textual.widgets import OptionList
+    from textual.widgets._footer import FooterKey
+    app = seed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#procs").row_count > 0 and app.screen.query(FooterKey))
+        await pilot.pause()
+        before = list(app.screen.query(FooterKey))
+        for _ in range(2):
+            await pilot.press("c")
+            await wait_for(pilot, lambda: app.screen.query(OptionList))
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not app.screen.query(OptionList) and app.screen.query(FooterKey))
+            await pilot.pause()
+        assert list(app.screen.query(FooterKey)) == before          # the same widgets: not composed again
+        app.query_one("#gpus").focus()
+        await wait_for(pilot, lambda: "Reset GPU" in {fk.description for fk in app.screen.query(FooterKey)})
+
+
 async def test_x_on_the_findings_panel_does_the_highlighted_findings_step_through_confirm():
     from console.ui.confirm import ConfirmScreen
     app = seed_app("renamed-workers")

@@ -3,6 +3,7 @@
 goes to a status line instead of toasts over the findings, and several nodes come sorted by
 trouble. Driven as a user would (Textual pilot) against the simulator; what is asserted is
 what the terminal shows (the compositor's lines)."""
+import asyncio
 import dataclasses
 
 import pytest
@@ -13,6 +14,7 @@ pytest.importorskip("textual")
 
 from console.clock import FakeClock  # noqa: E402
 from console.model import Finding  # noqa: E402
+from console.monitor import diagnosed  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
 from console.ui import layout, tables  # noqa: E402
 from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
@@ -280,6 +282,32 @@ async def test_several_nodes_come_sorted_by_trouble_with_the_worst_chosen_and_fo
         app.post_message(NodeUpdated(worse))
         await wait_for(pilot, lambda: nodes.row_keys[1] == "a-graceful")
         assert app.current_node == "d-reset" and tables.selected_key(nodes) == "d-reset"
+
+
+async def test_the_gpu_panel_shows_only_the_node_in_view_when_a_node_with_fewer_gpus_comes_into_view(monkeypatch):
+    """At 80x24 the memory chart gives way to a GPU table that needs the room. A node of eight
+    GPUs, then a dead one chosen: the GPU panel stays the dead node's, frame after frame (the
+    chart's refit used to draw the node it was made for, and the two nodes' refits undid each
+    other on every frame: the panel flickered between them and the screen never idled)."""
+    from textual.widgets import DataTable
+    clock = FakeClock()
+    sources = [SimSource(name=n, scenario="reset-required", clock=clock) for n in ("gpu03", "gpu04")]
+    app = IncidentApp(sources, autostart=False)
+    app.redraw_interval_s = 0                   # each update drawn as it comes
+    async with app.run_test(size=(80, 24)) as pilot:
+        eight = diagnosed(await sources[1].poll())
+        app.post_message(NodeUpdated(eight))
+        app.post_message(NodeUpdated(failing("gpu03")))              # dead: first in the order, chosen
+        nodes = app.query_one("#nodes")
+        await wait_for(pilot, lambda: len(app.snapshots) == 2 and nodes.row_keys == ["gpu03", "gpu04"]
+                       and app.current_node == "gpu03" and app.query_one("#gpus", DataTable).row_count == 0)
+        await pilot.pause()
+        shown = []
+        real = tables.sync_gpu_table
+        monkeypatch.setattr(tables, "sync_gpu_table", lambda table, snap: (shown.append(snap), real(table, snap)))
+        await asyncio.sleep(0.5)                    # nothing new comes: nothing to draw
+        assert len(shown) <= 2 and all(s is None or s.name == "gpu03" for s in shown), \
+            f"the GPU panel was drawn {len(shown)} times in half a second, for {sorted({s.name for s in shown if s})}"
 
 
 async def test_twelve_nodes_all_show_at_120x36():

@@ -635,8 +635,15 @@ class IncidentApp(LiteralNotify, App[int]):
 
     def _render_gpus(self, snap: NodeSnapshot | None) -> None:
         if tables.fit_gpu_chart(self.query_one("#gpu-row"), self.query_one("#gpu-chart"), snap):
-            self.call_after_refresh(self._render_gpus, snap)      # at the table's new width
+            self.call_after_refresh(self._refit_gpus)      # at the table's new width
         tables.sync_gpu_table(self.query_one("#gpus", DataTable), snap)
+
+    def _refit_gpus(self) -> None:
+        """The GPU panel again once the chart beside it gave way: the node in view *then* (a call
+        holding the snapshot it was made for drew that node again after another came into view,
+        and the two refits undid each other on every frame: the panel flickered between the
+        nodes and the screen never idled)."""
+        self._render_gpus(self.snapshots.get(self.current_node))
 
     def _render_procs(self, snap: NodeSnapshot | None) -> None:
         """The process panel (ProcTable.show_procs) as the view's state says."""

@@ -31,7 +31,28 @@ def fitted(items: list[tuple[int, int]], width: int) -> set[int]:
 
 
 class FittedFooter(Footer):
+    """Composed again only when what it shows would change: Textual recomposes a footer whenever
+    its screen's bindings are announced again (a window opened over the screen or closed, a focus
+    move), and a recompose mounts every key anew and lays the whole screen out again (~10 ms at
+    80x24, twice for every window opened and closed)."""
+
+    _shown: tuple = ()
+
+    def _showing(self) -> tuple:
+        """What compose would show now: the screen's shown keys, their state, and the width."""
+        bindings = tuple((binding.key, binding.action, binding.description, enabled, tooltip)
+                         for (_, binding, enabled, tooltip) in self.screen.active_bindings.values()
+                         if binding.show)
+        return bindings, self.size.width or self.app.size.width
+
+    def bindings_changed(self, screen) -> None:  # noqa: ANN001 - Textual's signal hands the Screen
+        if self._bindings_ready and self.is_attached and screen is self.screen and self._showing() == self._shown:
+            return
+        super().bindings_changed(screen)
+
     def compose(self) -> ComposeResult:
+        if self._bindings_ready:
+            self._shown = self._showing()
         widgets = list(super().compose())
         bound = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
         others = [w for w in widgets if w not in bound]

@@ -242,7 +242,8 @@ class LiveFollowApp(FollowApp):
     def _render_node(self, snap: NodeSnapshot | None, hidden: int) -> None:
         # health and names fitted to the width, as the driver's GPU panel
         if tables.fit_gpu_chart(self.query_one("#gpu-row"), self.query_one("#gpu-chart"), snap):
-            self.call_after_refresh(tables.sync_gpu_table, self.query_one("#gpus", DataTable), snap)
+            gpus = self.query_one("#gpus", DataTable)      # again at its new width, with what it shows then
+            self.call_after_refresh(lambda: tables.sync_gpu_table(gpus, tables.last_gpu_snapshot(gpus)))
         tables.sync_gpu_table(self.query_one("#gpus", DataTable), snap)
         chart = self.query_one("#gpu-chart", MemoryChart)
         if snap is not None and self.state is not None:
