@@ -30,11 +30,11 @@ def fitted(items: list[tuple[int, int]], width: int) -> set[int]:
     return keep
 
 
-class FittedFooter(Footer):
-    """Composed again only when what it shows would change: Textual recomposes a footer whenever
-    its screen's bindings are announced again (a window opened over the screen or closed, a focus
-    move), and a recompose mounts every key anew and lays the whole screen out again (~10 ms at
-    80x24, twice for every window opened and closed)."""
+class QuietFooter(Footer):
+    """A footer composed again only when what it shows would change: Textual recomposes a
+    footer whenever its screen's bindings are announced again (a window opened over the screen
+    or closed, a focus move), and a recompose mounts every key anew and lays the whole screen
+    out again (~10 ms at 80x24, twice for every window opened and closed)."""
 
     _shown: tuple = ()
 
@@ -53,6 +53,11 @@ class FittedFooter(Footer):
     def compose(self) -> ComposeResult:
         if self._bindings_ready:
             self._shown = self._showing()
+        yield from super().compose()
+
+
+class FittedFooter(QuietFooter):
+    def compose(self) -> ComposeResult:
         widgets = list(super().compose())
         bound = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
         others = [w for w in widgets if w not in bound]

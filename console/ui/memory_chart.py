@@ -33,8 +33,11 @@ class MemoryChart(Widget):
         self.first = 0          # the first GPU row shown: the GPU table's scroll (rows stay in line)
 
     def show(self, series: MemorySeries) -> None:
+        """A new layout only when the number of GPUs changed (the chart is a row a GPU): a
+        hidden chart's height is 0, and asking for one at every poll laid out the whole screen."""
+        layout = len(series.gpus) != len(self.series.gpus) or (self.display and not self.size.height)
         self.series = series
-        self.refresh(layout=len(series.gpus) + 1 != self.size.height)
+        self.refresh(layout=layout)
 
     def scroll_to_row(self, first: int) -> None:
         """Start at the table's first visible GPU row, as the GPU table scrolled."""

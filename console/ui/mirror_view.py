@@ -21,7 +21,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 
 from console.incident.mirror import LiveState, ask_for_state, read_states, want_path
 from console.incident.safefiles import UnsafeFile
@@ -29,7 +29,9 @@ from console.model import NodeSnapshot
 from console.output.memory_series import marks_of, series_from_data
 from console.output.rows import RowMemory, proc_view
 from console.ui import keys, tables
+from console.ui.footer import QuietFooter
 from console.ui.memory_chart import MemoryChart
+from console.ui.status_line import StatusLine
 from console.ui.panels import FitsGpus, fit_main_panels
 from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
 from console.ui.timeline_view import FollowApp
@@ -75,7 +77,7 @@ class LiveFollowApp(FollowApp):
         yield LiteralStatic(id="tv-notice")
         with Horizontal(id="live-split"):
             with Vertical(id="main"):
-                yield LiteralStatic(id="live-status")
+                yield StatusLine(id="live-status")
                 yield LiteralTable(id="nodes", cursor_type="row")
                 with Horizontal(id="gpu-row"):
                     yield FitsGpus(id="gpus", cursor_type="row")
@@ -86,7 +88,7 @@ class LiveFollowApp(FollowApp):
                 yield LiteralTable(id="tv-list", cursor_type="row", zebra_stripes=False)
                 with VerticalScroll(id="tv-detail"):
                     yield LiteralStatic(id="tv-detail-body")
-        yield Footer()
+        yield QuietFooter()
 
     # ------------------------------------------------------------------ layout
     @property
@@ -206,6 +208,13 @@ class LiveFollowApp(FollowApp):
         self.notify(f"read-only: {what} is the driver's key here — {who} drives this incident; "
                     "ask them, or open your own console on the node", severity="warning", timeout=6)
 
+    def _show_status(self, status: Text) -> None:
+        """The line cut and padded to its width: the same width each poll needs no new layout
+        (StatusLine), and the age in it changes every second."""
+        line = self.query_one("#live-status", StatusLine)
+        status.truncate(max(1, line.size.width or self.size.width), overflow="ellipsis", pad=True)
+        line.show(status)
+
     def render_state(self) -> None:
         if not self.is_running or not self.query("#live-status"):
             return          # a read that lands while the view closes
@@ -213,7 +222,7 @@ class LiveFollowApp(FollowApp):
         status = Text(no_wrap=True, overflow="ellipsis")
         if state is None:
             status.append(printable(self.state_problem or "waiting for the live state…"), style="bold yellow")
-            self.query_one("#live-status", LiteralStatic).update(status)
+            self._show_status(status)
             return
         age = state.age(self._clock())
         status.append(f"live: {printable(state.by, 40)}'s console", style="bold")
@@ -229,7 +238,7 @@ class LiveFollowApp(FollowApp):
         if self.state_problem:
             status.append("  ⚠ " + printable(self.state_problem, 80), style="yellow")
         status.append("  read-only", style="dim")
-        self.query_one("#live-status", LiteralStatic).update(status)
+        self._show_status(status)
         nodes = self.query_one("#nodes", DataTable)
         nodes.display = len(state.nodes) > 1
         if nodes.display:

@@ -16,8 +16,9 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 
+from console.ui.footer import QuietFooter
 from console.ui.theme_install import install_themes
 from console.model import TimelineEntry
 from console.incident.tail import TimelineTail, check_readable, read_all
@@ -42,7 +43,7 @@ class _TimelineViewApp(LiteralNotify, App[int]):
         yield LiteralTable(id="tv-list", cursor_type="row", zebra_stripes=False)
         with VerticalScroll(id="tv-detail"):
             yield LiteralStatic(id="tv-detail-body")
-        yield Footer()
+        yield QuietFooter()
 
     @property
     def table(self) -> DataTable:
