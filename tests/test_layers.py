@@ -75,3 +75,30 @@ def test_every_package_is_in_the_wheel():
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "console").rglob("__init__.py")}
     assert found - listed == set(), f"add to [tool.setuptools] packages: {sorted(found - listed)}"
     assert "console.themes" in listed
+
+
+def textual_private_imports(tree: Path) -> list[str]:
+    """Imports of a Textual module whose name says it is private (``textual._x``,
+    ``textual.widgets._footer``), as ``path:line module``."""
+    import ast
+    found = []
+    for path in sorted(tree.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "textual" and any(p.startswith("_") for p in parts[1:]):
+                    found.append(f"{path.relative_to(tree.parent)}:{node.lineno} {name}")
+    return found
+
+
+def test_no_module_imports_a_private_textual_module(tmp_path):
+    """Textual's private modules change without notice: the console uses its public names only
+    (the one shim over DataTable's private caches, ui/widening_table.py, subclasses a public
+    widget). A deliberate private import is caught."""
+    assert textual_private_imports(ROOT / "console") == []
+    stray = tmp_path / "console"
+    stray.mkdir()
+    (stray / "footer.py").write_text("from textual.widgets._footer import FooterKey\n")
+    assert textual_private_imports(stray) == ["console/footer.py:1 textual.widgets._footer"]

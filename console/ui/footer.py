@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
 
 from console.ui import keys
 
@@ -59,7 +58,9 @@ class QuietFooter(Footer):
 class FittedFooter(QuietFooter):
     def compose(self) -> ComposeResult:
         widgets = list(super().compose())
-        bound = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
+        # a key is what has an action (Textual's FooterKey, not exported: no private import)
+        bound = [w for w in widgets if isinstance(getattr(w, "action", None), str)
+                 and not w.has_class("-command-palette")]
         others = [w for w in widgets if w not in bound]
         width = (self.size.width or self.app.size.width) - (_PALETTE_CELLS if others else 0)
         items = [(keys.rank_of_action(w.action), len(w.key_display) + len(w.description) + _KEY_EXTRA)
