@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import textwrap
 import time
 from typing import Sequence
@@ -85,8 +84,6 @@ class HelpScreen(ModalScreen[None]):
 STALE_CHECK_S = 2.0
 #: a redraw that comes due while a key holds the engine is tried again this much later
 HELD_REDRAW_S = 0.02
-#: how long the loop keeps the interpreter while Textual's input or output thread waits for it
-SWITCH_INTERVAL_S = 0.001
 
 
 #: the fleet screen's name (installed in fleet mode)
@@ -221,9 +218,6 @@ class IncidentApp(LiteralNotify, App[int]):
             self.keys_loop = asyncio.get_running_loop()      # the driver holds the engine on a key (early_hold)
         self.session.subscribe(Mailbox(asyncio.get_running_loop(), self._session_event, self._urgent).put
                                if self.engine.running else self._session_event)
-        # Textual reads keys and writes frames in threads of its own; while the loop works
-        # (256 polls a second) each waits for the interpreter: 1 ms, not Python's 5 ms
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
         if self.multi_node:
             tables.add_columns(self.query_one("#nodes", NodeTable), tables.NODE_COLUMNS)
             self._render_nodes([s.name for s in self.sources])
