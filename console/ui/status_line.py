@@ -88,6 +88,8 @@ def with_mode_and_incident(line: Text, mode: str, incident_id: str | None, width
             line.truncate(room, overflow="ellipsis")
             line.append(" " * (width - line.cell_len - right.cell_len))
             line.append_text(right)
+    else:       # cut and padded to the width all the same: a new probe time needs no new layout
+        line.truncate(max(1, width - 2), overflow="ellipsis", pad=True)
     return line
 
 
