@@ -94,11 +94,15 @@ async def wait_for(pilot, predicate, tries: int = 1000, describe=None) -> None:
 def screen_text(app) -> str:
     """What the App's screen in front shows, as plain text: every table's rows and every text."""
     from textual.widgets import DataTable, Static
+
+    from console.ui.virtual_table import VirtualTable
     parts = []
     for w in app.screen.query("*"):
         if isinstance(w, DataTable):
             for row in w.ordered_rows:
                 parts.append(" ".join(str(c) for c in w.get_row(row.key)))
+        elif isinstance(w, VirtualTable):
+            parts.extend(" ".join(str(c) for c in w.get_row(key)) for key in w.row_keys)
         elif isinstance(w, Static):
             parts.append(str(w.render()))
     return "\n".join(parts)

@@ -237,3 +237,36 @@ async def test_a_follower_adds_a_note_and_a_hypothesis_under_their_own_name(inci
     assert [e.kind for e in mine] == ["hypothesis", "note"]
     assert all(e.by.startswith("bob@") and e.node == "demo" for e in mine), [(e.by, e.node) for e in mine]
     assert not any(e.by.startswith("bob@") for e in entries if e.kind == "action")
+
+
+async def test_the_follower_shows_sm_where_the_driver_does_and_enter_on_a_process_gives_its_details(incident_dir):
+    """The follower's process panel is the driver's (a VirtualTable with the same columns): a
+    worker's SM% is there where the panel has the room (the driver's rule: the process names
+    keep 40 cells), gives way at 80 columns, and enter on a process shows its details."""
+    import dataclasses
+
+    from console.ui.details import DetailScreen
+
+    async def busy(pilot, app):
+        worker = next(p for p in app.snapshots["demo"].processes if p.cmdline.endswith("scheduler_TP0"))
+        snap = app.snapshots["demo"]
+        procs = tuple(dataclasses.replace(p, gpu_sm_pct=97) if p is worker else p for p in snap.processes)
+        app.post_message(NodeUpdated(dataclasses.replace(snap, processes=procs)))
+        await wait_for(pilot, lambda: app.snapshots["demo"].proc(worker.pid).gpu_sm_pct == 97)
+    path, _ = await drive(incident_dir, act=busy)
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    async with app.run_test(size=(200, 40)) as pilot:
+        procs = app.query_one("#procs")
+        await wait_for(pilot, lambda: procs.row_count > 3 and procs.size.width > 0)
+        tp0 = next(k for k in procs.row_keys if "scheduler_TP0" in str(procs.get_cell(k, "name")))
+        assert str(procs.get_cell(tp0, "sm")) == "97"
+        assert "sm" in [procs.column_keys[i] for i in procs.shown_columns()]
+        procs.focus()
+        procs.move_cursor(row=procs.get_row_index(tp0))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen) and "scheduler_TP0" in screen_text(app))
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        procs = app.query_one("#procs")
+        await wait_for(pilot, lambda: procs.row_count > 3 and procs.size.width > 0)
+        assert "sm" not in [procs.column_keys[i] for i in procs.shown_columns()]

@@ -35,6 +35,7 @@ from console.ui.status_line import StatusLine
 from console.ui.panels import FitsGpus, fit_main_panels
 from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
 from console.ui.timeline_view import FollowApp
+from console.ui.virtual_table import VirtualTable
 
 WIDE = 150          # at least this many columns: panels and entries side by side
 #: the keys that act in the driving console (console/ui/keys.py ids): the mirror names who drives
@@ -82,7 +83,7 @@ class LiveFollowApp(FollowApp):
                 with Horizontal(id="gpu-row"):
                     yield FitsGpus(id="gpus", cursor_type="row")
                     yield MemoryChart(id="gpu-chart")
-                yield LiteralTable(id="procs", cursor_type="row")
+                yield VirtualTable(id="procs")      # the driver's columns, SM% where it shows it
                 yield LiteralTable(id="findings", cursor_type="row", show_header=False)
             with Vertical(id="live-entries"):
                 yield LiteralTable(id="tv-list", cursor_type="row", zebra_stripes=False)
@@ -110,7 +111,7 @@ class LiveFollowApp(FollowApp):
 
     def on_mount(self) -> None:
         tables.add_columns(self.query_one("#nodes", DataTable), tables.NODE_COLUMNS)
-        tables.add_columns(self.query_one("#procs", DataTable), tables.MIRROR_PROC_COLUMNS)
+        tables.add_proc_columns(self.query_one("#procs", VirtualTable))
         self.query_one("#findings", DataTable).add_column("Finding", key="finding")
         self.query_one("#nodes").display = False
         self._layout()
@@ -258,12 +259,14 @@ class LiveFollowApp(FollowApp):
         if snap is not None and self.state is not None:
             actions = [a for a in self.state.actions if a.node in (None, snap.name)]
             chart.show(series_from_data(self.state.memory.get(snap.name, {}), marks_of(actions)))
-        procs = self.query_one("#procs", DataTable)
+        procs = self.query_one("#procs", VirtualTable)
         view = proc_view(snap, memory=self._row_memory) if snap is not None else None
-        rows = {r.key: tables.proc_cells(r, sm=False) for r in view.rows} if view is not None else {}
+        rows = list(view.rows) if view is not None else []
+        listed: list[tuple[str, object]] = [(r.key, r) for r in rows]
         if view is not None and view.hidden:
-            rows[tables.MORE_KEY] = tables.more_cells(view.hidden, sm=False)
-        tables.sync_table(procs, rows)
+            listed.append((tables.MORE_KEY, view.hidden))
+        procs.set_rows(listed, lambda row: tables.more_cells(row) if isinstance(row, int) else tables.proc_cells(row),
+                       tables.proc_widths(rows, set()))
         shown = view.matched if view is not None else 0
         more = f", {hidden:,} others not mirrored" if hidden else ""
         set_title(procs, f"processes: {shown} GPU-related{more} (read-only)")
@@ -283,10 +286,13 @@ class LiveFollowApp(FollowApp):
             self.chosen_node = name
             self.render_state()
 
+    @on(VirtualTable.RowSelected, "#procs")
+    def _proc_detail(self, event: VirtualTable.RowSelected) -> None:
+        self._detail_of("procs", event.key)
+
     @on(DataTable.RowSelected)
     def _detail(self, event: DataTable.RowSelected) -> None:
-        """Enter: the same details the console shows — never its "x" (no next step is taken here)."""
-        from console.ui.details import DetailScreen, finding_detail, gpu_detail, proc_detail
+        from console.ui.details import DetailScreen
         from console.ui.timeline_render import detail
         table = event.data_table.id
         if table == "tv-list":            # an entry, whole (the side panel is off on a narrow screen)
@@ -294,8 +300,12 @@ class LiveFollowApp(FollowApp):
             if 0 <= index < len(self.entries):
                 self.push_screen(DetailScreen(detail(self.entries, index, len(self.entries), "so far")))
             return
+        self._detail_of(table, event.row_key.value if event.row_key is not None else None)
+
+    def _detail_of(self, table: str | None, key: str | None) -> None:
+        """Enter: the same details the console shows — never its "x" (no next step is taken here)."""
+        from console.ui.details import DetailScreen, finding_detail, gpu_detail, proc_detail
         snap = self.state.node(self.viewing()) if self.state is not None else None
-        key = event.row_key.value if event.row_key is not None else None
         if snap is None or key is None or table not in ("gpus", "procs", "findings"):
             return
         body = None

@@ -36,9 +36,6 @@ PROC_COLUMNS = (("PID", "pid"), ("S", "state"), ("D", "d"), ("GPU MiB", "mib"), 
                 ("Process", "name"))
 PROC_OPTIONAL = frozenset({"sm"})
 PROC_NAME_LEAST = 40
-#: the follower's process table (a DataTable: no column gives way at its edge): without SM%
-#: (the details, enter, say it)
-MIRROR_PROC_COLUMNS = tuple(c for c in PROC_COLUMNS if c[1] not in PROC_OPTIONAL)
 
 
 def add_columns(table, columns: tuple[tuple[str, str], ...]) -> None:
@@ -339,8 +336,8 @@ def mem_cell(p) -> str:
     return mem
 
 
-def proc_cells(r: ProcRow, tagged: bool = False, *, sm: bool = True) -> tuple:
-    """A process row's cells, in PROC_COLUMNS' order (``sm`` False: MIRROR_PROC_COLUMNS')."""
+def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
+    """A process row's cells, in PROC_COLUMNS' order."""
     p = r.proc
     mem = mem_cell(p)
     indent = "  " * r.depth
@@ -348,7 +345,7 @@ def proc_cells(r: ProcRow, tagged: bool = False, *, sm: bool = True) -> tuple:
     return (Text(f"*{p.pid}" if tagged else str(p.pid), style="bold reverse" if tagged else ""),
             Text(p.state, style=STATE_STYLE.get(p.state, "")),
             Text(str(p.threads_in_d) if p.threads_in_d else "", style="bold red"),
-            mem, *((sm_cell(p),) if sm else ()),
+            mem, sm_cell(p),
             literal(p.user or "?", limit=10), literal(name, limit=200))
 
 
@@ -356,10 +353,10 @@ def proc_cells(r: ProcRow, tagged: bool = False, *, sm: bool = True) -> tuple:
 MORE_KEY = "more-processes"
 
 
-def more_cells(hidden: int, *, sm: bool = True) -> tuple:
+def more_cells(hidden: int) -> tuple:
     """The row that stands for the processes the table does not hold (enter on it: filter);
     short enough for 80 columns (the panel's title says of how many)."""
-    return (Text("…", style="dim"), "", "", "", *(("",) if sm else ()), "",
+    return (Text("…", style="dim"), "", "", "", "", "",
             Text(f"{hidden:,} more not shown (/ filters)", style="italic"))
 
 
