@@ -31,8 +31,8 @@ from console.output.rows import RowMemory, proc_view
 from console.ui import keys, tables
 from console.ui.footer import QuietFooter
 from console.ui.memory_chart import MemoryChart
-from console.ui.status_line import StatusLine
 from console.ui.panels import FitsGpus, fit_main_panels
+from console.ui.status_line import StatusLine
 from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
 from console.ui.timeline_view import FollowApp
 from console.ui.virtual_table import VirtualTable
