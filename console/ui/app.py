@@ -654,33 +654,26 @@ class IncidentApp(LiteralNotify, App[int]):
         self._show_detail_of(event.data_table.id, event.row_key.value if event.row_key is not None else None)
 
     def _show_detail_of(self, table: str | None, key: str | None) -> None:
-        """Enter on a finding, process or GPU: everything about it, nothing cut."""
-        from console.ui.details import DetailScreen, finding_detail, gpu_detail, proc_detail
+        """Enter on a finding, process or GPU: everything about it, nothing cut (details.row_detail);
+        on a finding whose step is a rung its window offers x."""
+        from console.ui.details import DetailScreen, row_detail
         snap = self.snapshots.get(self.current_node)
         if snap is None or key is None:
             return
-        body = None
         if table == "procs" and key == tables.MORE_KEY:
             self.action_filter()         # the hidden processes are found by filtering
             return
-        if table == "procs":
-            proc = snap.proc(int(key.rsplit(":", 1)[1]))
-            body = proc_detail(proc, snap) if proc else None
-        elif table == "gpus" and ":lost:" not in key:
-            gpu = snap.gpu(int(key.rsplit(":", 1)[1]))
-            body = gpu_detail(gpu, snap) if gpu else None
-        elif table == "findings":
-            finding = self.selected_finding
-            if finding is not None:
-
-                def chosen(answer: str | None) -> None:
-                    if answer == "apply":
-                        self.escalation.apply_finding(finding)
-                self.push_screen(DetailScreen(finding_detail(finding, snap), can_apply=finding.rung is not None),
-                                 chosen)
+        body, finding = row_detail(table, key, snap)
+        if body is None:
             return
-        if body is not None:
+        if finding is None:
             self.push_screen(DetailScreen(body))
+            return
+
+        def chosen(answer: str | None) -> None:
+            if answer == "apply":
+                self.escalation.apply_finding(finding)
+        self.push_screen(DetailScreen(body, can_apply=finding.rung is not None), chosen)
 
     @property
     def selected_finding(self):

@@ -205,6 +205,24 @@ def _mig_lines(out: Text, g: Gpu, snap: NodeSnapshot) -> None:
                    "(a remote node); the local console reads them through NVML.\n", style="dim")
 
 
+def row_detail(table: str | None, key: str, snap: NodeSnapshot) -> tuple[Text | None, Finding | None]:
+    """What enter on a row of a panel shows (the driving console's and the follower's): the
+    detail of the process, GPU or finding the row's key names, and the finding itself (its
+    window offers its step); (None, None) for the row counting hidden processes, a lost GPU, or
+    a key no longer in the snapshot."""
+    from console.ui.tables import MORE_KEY, finding_key
+    if table == "procs" and key != MORE_KEY:
+        proc = snap.proc(int(key.rsplit(":", 1)[1]))
+        return (proc_detail(proc, snap) if proc else None), None
+    if table == "gpus" and ":lost:" not in key:
+        gpu = snap.gpu(int(key.rsplit(":", 1)[1]))
+        return (gpu_detail(gpu, snap) if gpu else None), None
+    if table == "findings":
+        found = next((f for f in snap.findings if finding_key(f) == key), None)
+        return (finding_detail(found, snap) if found else None), found
+    return None, None
+
+
 class DetailScreen(ModalScreen[str | None]):
     """Dismisses with None, or with "apply" when the operator asks for the finding's next step
     (x; only offered for a finding whose step is a rung: the Confirm screen still comes first).

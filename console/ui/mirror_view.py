@@ -303,21 +303,13 @@ class LiveFollowApp(FollowApp):
         self._detail_of(table, event.row_key.value if event.row_key is not None else None)
 
     def _detail_of(self, table: str | None, key: str | None) -> None:
-        """Enter: the same details the console shows — never its "x" (no next step is taken here)."""
-        from console.ui.details import DetailScreen, finding_detail, gpu_detail, proc_detail
+        """Enter: the same details the console shows (details.row_detail) — never its "x" (no
+        next step is taken here)."""
+        from console.ui.details import DetailScreen, row_detail
         snap = self.state.node(self.viewing()) if self.state is not None else None
-        if snap is None or key is None or table not in ("gpus", "procs", "findings"):
+        if snap is None or key is None:
             return
-        body = None
-        if table == "procs" and key != tables.MORE_KEY:
-            proc = snap.proc(int(key.rsplit(":", 1)[1]))
-            body = proc_detail(proc, snap) if proc else None
-        elif table == "gpus" and ":lost:" not in key:
-            gpu = snap.gpu(int(key.rsplit(":", 1)[1]))
-            body = gpu_detail(gpu, snap) if gpu else None
-        elif table == "findings":
-            found = [f for f in snap.findings if tables.finding_key(f) == key]
-            body = finding_detail(found[0], snap) if found else None
+        body, _finding = row_detail(table, key, snap)
         if body is not None:
             self.push_screen(DetailScreen(body, can_apply=False))
 
