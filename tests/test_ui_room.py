@@ -95,6 +95,44 @@ async def test_seven_findings_are_all_in_view_at_120x36_and_nothing_blank_above_
         await wait_for(pilot, lambda: "in view (↓)" in screen(app))
 
 
+def test_lines_to_spare_show_the_first_findings_next_step_whole_then_its_summary_never_more_than_the_room():
+    from console.model import NodeSnapshot
+    long = "word " * 60
+    findings = (Finding(kind="holder", severity="info", summary="first " + long, next_step="do " + long),
+                Finding(kind="xid", severity="low", summary="second " + long, next_step="then " + long))
+    snap = NodeSnapshot(name="n", taken_at=0.0, findings=findings)
+
+    def lines(rows) -> list[int]:
+        return [tables.cell_lines(cells) for cells in rows.values()]
+    assert lines(tables.finding_rows(snap, 80)) == [2, 2]                   # no room given: two lines each
+    assert lines(tables.finding_rows(snap, 80, room=4)) == [2, 2]
+    first = tables.finding_rows(snap, 80, room=7)
+    assert lines(first) == [5, 2]                                     # the three to spare: the first's step
+    text = list(first.values())[0][0].plain
+    assert text.count("→") == 1 and text.split("→")[1].rstrip().endswith("…")   # cut where more follows
+    assert lines(tables.finding_rows(snap, 80, room=15)) == [10, 5]         # the first whole before the second
+    assert lines(tables.finding_rows(snap, 80, room=40)) == [10, 10]        # both whole: the rest stays blank
+    whole = list(tables.finding_rows(snap, 80, room=60).values())[0][0].plain
+    assert "…" not in whole and whole.split().count("word") == 120        # both parts whole
+
+
+async def test_findings_fill_the_lines_their_panel_has_to_spare_and_the_panels_do_not_move():
+    """At 120x36 the seed's two findings have lines to spare: the first one's next step and
+    summary show whole (no …); the panels keep the rows the short findings gave them."""
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: "gives them the chance to stop their own workers" in screen(app))
+        procs = app.query_one("#procs").styles.height.value
+        findings = app.query_one("#findings")
+        assert findings.base_lines == 4 and tables.content_lines(findings) > 4
+        await pilot.resize_terminal(80, 24)                     # no line to spare: cut again
+        await wait_for(pilot, lambda: tables.content_lines(app.query_one("#findings")) == 4)
+        assert "gives them the chance" not in screen(app)
+        await pilot.resize_terminal(120, 36)
+        await wait_for(pilot, lambda: "gives them the chance to stop their own workers" in screen(app))
+        assert app.query_one("#procs").styles.height.value == procs
+
+
 async def test_at_200x50_the_process_panel_holds_no_blank_rows_and_every_finding_shows():
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())])
     async with app.run_test(size=(200, 50)) as pilot:

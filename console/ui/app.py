@@ -433,11 +433,25 @@ class IncidentApp(LiteralNotify, App[int]):
         self._render_gpus(snap)
         self.query_one("#gpu-chart", MemoryChart).show(self.memory_series(self.current_node))
         self._render_procs(snap)
-        width = max(20, self.size.width - 4)        # a scroll bar may take two
-        findings = self.query_one("#findings", DataTable)
-        tables.sync_table(findings, tables.finding_rows(snap, width))
+        self._render_findings(snap)
         self.slurm_line.redraw()
         self.fit_panels()
+
+    def _render_findings(self, snap: NodeSnapshot | None) -> None:
+        """A line of summary and one of next step each; where the panel has lines to spare, the
+        findings cut short are shown whole (tables.finding_rows). The panel's share of the screen
+        is worked out from the short rows (``base_lines``), so the wrap never moves the panels."""
+        width = max(20, self.size.width - 4)        # a scroll bar may take two
+        findings = self.query_one("#findings", FindingTable)
+        short = tables.finding_rows(snap, width)
+        findings.base_lines = sum(tables.cell_lines(cells) for cells in short.values())
+        room = findings.size.height
+        tables.sync_table(findings, tables.finding_rows(snap, width, room) if room > findings.base_lines else short)
+
+    def on_finding_table_resized(self, _event: FindingTable.Resized) -> None:
+        """The panel got its height (panels.fit_main_panels): the findings fill it again."""
+        if self._panels_up:
+            self._render_findings(self.snapshots.get(self.current_node))
 
     def refresh_procs(self) -> None:
         """Only the process panel (a, o, a filter: nothing else on screen changes), and the

@@ -162,9 +162,18 @@ class ProcTable(VirtualTable):
 
 class FindingTable(PanelTable):
     BINDINGS = keys.bindings("findings")
+    #: the lines its rows take cut to a line of summary and one of next step: its share of the
+    #: screen (fit_main_panels), whatever they take wrapped into lines it has to spare
+    base_lines: int | None = None
 
     class Scrolled(Message):
         """The findings moved in the panel: its title says again which way the others are."""
+
+    class Resized(Message):
+        """The panel's height changed: the findings fill the lines it has."""
+
+    def on_resize(self) -> None:
+        self.post_message(self.Resized())
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
@@ -187,7 +196,10 @@ def fit_main_panels(root, with_nodes: bool) -> bool:
         # node on screen stays in view (] and [ step through the others) and its holders show
         panels.append(layout.Panel("nodes", tables.content_lines(root.query_one("#nodes")) + 1, least=5, share=0.5,
                                    floor=3))
-    panels += [layout.Panel("findings", tables.content_lines(root.query_one("#findings")) + 1, least=3, share=0.5),
+    findings = root.query_one("#findings")
+    need = getattr(findings, "base_lines", None)
+    panels += [layout.Panel("findings", (need if need is not None else tables.content_lines(findings)) + 1,
+                            least=3, share=0.5),
                layout.Panel("gpus", tables.content_lines(root.query_one("#gpus")), least=3, share=0.5),
                layout.Panel("procs", tables.content_lines(root.query_one("#procs")) + 1, least=5)]
     if room <= 0:

@@ -1,6 +1,7 @@
 """Row contents of the console's tables and the by-key table update (Textual DataTable)."""
 from __future__ import annotations
 
+import textwrap
 import weakref
 
 from rich.text import Text
@@ -372,24 +373,52 @@ def finding_order(findings) -> list:
     return sorted(findings, key=lambda f: f.rung is None)
 
 
-def finding_rows(snap: NodeSnapshot | None, width: int) -> dict[str, tuple]:
+def finding_rows(snap: NodeSnapshot | None, width: int, room: int = 0) -> dict[str, tuple]:
     """By what to do next (``finding_order``): a line of summary and a line of next step each
-    (Enter shows all)."""
+    (Enter shows all). ``room``: the lines the panel has; what the rows leave of it goes to the
+    findings cut short, the first first (its next step, then its summary): a finding takes all
+    it needs before the next gets any."""
     rows: dict[str, tuple] = {}
     if snap is None:
         rows["waiting"] = (Text(" waiting for the first poll…", style="dim"),)
         return rows
     if snap.error:
         rows["error"] = (Text("ERROR    " + printable(snap.error, width - 9), style="bold red"),)
-    for f in finding_order(snap.findings):
+    order = finding_order(snap.findings)
+    spare = room - sum(2 if f.next_step else 1 for f in order) - len(rows)
+    for f in order:
+        summary, step = [printable(f.summary, width - 9)], [printable(f.next_step, width - 9)] if f.next_step else []
+        if spare > 0:
+            # the lines to spare, to the next step first (what to do), then to the summary
+            whole_step = _wrapped(f.next_step, width - 9) if f.next_step else []
+            whole_summary = _wrapped(f.summary, width - 9)
+            more_step = min(spare, len(whole_step) - len(step))
+            more_summary = min(spare - more_step, len(whole_summary) - 1)
+            if more_step > 0:
+                step = _first(whole_step, len(step) + more_step, width - 9)
+            if more_summary > 0:
+                summary = _first(whole_summary, 1 + more_summary, width - 9)
+            spare -= more_step + more_summary
         cell = Text(f"{f.severity.upper():<8} ", style=SEVERITY_STYLE.get(f.severity, ""))
-        cell.append(printable(f.summary, width - 9))
-        if f.next_step:
-            cell.append("\n       → " + printable(f.next_step, width - 9), style="italic")
+        cell.append("\n         ".join(summary))
+        if step:
+            cell.append("\n       → " + "\n         ".join(step), style="italic")
         rows[finding_key(f)] = (cell,)
     if not rows:
         rows["none"] = (Text(" no findings", style="dim"),)
     return rows
+
+
+def _first(lines: list[str], n: int, width: int) -> list[str]:
+    """The first ``n`` of wrapped ``lines``, the last of them ending in … where more follows."""
+    if n >= len(lines):
+        return lines
+    return lines[:n - 1] + [lines[n - 1][:max(0, width - 1)] + "…"]
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """``text`` made printable and wrapped at ``width`` (a word longer than that is cut)."""
+    return textwrap.wrap(printable(text), max(1, width), break_long_words=True, break_on_hyphens=False) or [""]
 
 
 def cell_lines(cells: tuple) -> int:
@@ -474,6 +503,13 @@ def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, col
     return sent[key][1]
 
 
+def _lines_changed(table: DataTable, sent: dict, key: str, row: object, cells: tuple) -> bool:
+    """Whether a row's cells now take another number of lines than those it holds."""
+    hit = sent.get(key)
+    current = hit[1] if hit is not None and hit[0] is row else tuple(table.get_row(key))
+    return cell_lines(tuple(c for c in current if c is not None)) != cell_lines(cells)
+
+
 #: Textual removes a row in time proportional to the table (and moves its cursor each time):
 #: when more rows go than this, and most of the table, it is refilled instead
 REFILL_AT = 8
@@ -520,6 +556,10 @@ def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
     position: dict[int, int] = {}
     for i, (key, cells) in enumerate(wanted.items()):
         row = present.get(key)
+        if row is not None and getattr(row, "auto_height", False) and _lines_changed(table, sent, key, row, cells):
+            table.remove_row(key)           # a measured row keeps the height it was added with
+            sent.pop(key, None)
+            row = None
         if row is not None:
             held = _send(table, sent, key, row, cells, columns)
             position[id(held[0])] = i
