@@ -270,3 +270,13 @@ async def test_the_follower_shows_sm_where_the_driver_does_and_enter_on_a_proces
         procs = app.query_one("#procs")
         await wait_for(pilot, lambda: procs.row_count > 3 and procs.size.width > 0)
         assert "sm" not in [procs.column_keys[i] for i in procs.shown_columns()]
+
+
+async def test_the_followers_findings_fill_the_lines_to_spare_as_the_drivers_do(incident_dir):
+    """The follower's findings panel is the driver's (panels.FindingsPanel): at 120x40 the seed's
+    first next step, cut at 120 columns, shows whole in the lines the panel has to spare."""
+    path, _ = await drive(incident_dir)
+    app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "gives them the chance to stop their own workers" in screen_text(app))
+        assert app.query_one("#findings").base_lines == 4

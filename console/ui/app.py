@@ -28,7 +28,7 @@ from console.ui.check_runs import CheckRuns
 from console.ui.escalation import Escalation
 from console.ui.fleet_view import FleetScreen, FleetSetup, FleetUpdated
 from console.ui.footer import FittedFooter
-from console.ui.panels import FindingTable, GpuTable, NodeTable, ProcTable, fit_main_panels
+from console.ui.panels import FindingsPanel, FindingTable, GpuTable, NodeTable, ProcTable, fit_main_panels
 from console.ui.memory_chart import MemoryChart
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import Reasoning
@@ -438,17 +438,10 @@ class IncidentApp(LiteralNotify, App[int]):
         self.fit_panels()
 
     def _render_findings(self, snap: NodeSnapshot | None) -> None:
-        """A line of summary and one of next step each; where the panel has lines to spare, the
-        findings cut short are shown whole (tables.finding_rows). The panel's share of the screen
-        is worked out from the short rows (``base_lines``), so the wrap never moves the panels."""
-        width = max(20, self.size.width - 4)        # a scroll bar may take two
-        findings = self.query_one("#findings", FindingTable)
-        short = tables.finding_rows(snap, width)
-        findings.base_lines = sum(tables.cell_lines(cells) for cells in short.values())
-        room = findings.size.height
-        tables.sync_table(findings, tables.finding_rows(snap, width, room) if room > findings.base_lines else short)
+        """The findings, into the lines their panel has (panels.FindingsPanel.show)."""
+        self.query_one("#findings", FindingTable).show(snap, max(20, self.size.width - 4))   # a scroll bar may take two
 
-    def on_finding_table_resized(self, _event: FindingTable.Resized) -> None:
+    def on_findings_panel_resized(self, _event: FindingsPanel.Resized) -> None:
         """The panel got its height (panels.fit_main_panels): the findings fill it again."""
         if self._panels_up:
             self._render_findings(self.snapshots.get(self.current_node))

@@ -31,7 +31,7 @@ from console.output.rows import RowMemory, proc_view
 from console.ui import keys, tables
 from console.ui.footer import QuietFooter
 from console.ui.memory_chart import MemoryChart
-from console.ui.panels import FitsGpus, fit_main_panels
+from console.ui.panels import FindingsPanel, FitsGpus, fit_main_panels
 from console.ui.status_line import StatusLine
 from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
 from console.ui.timeline_view import FollowApp
@@ -84,7 +84,7 @@ class LiveFollowApp(FollowApp):
                     yield FitsGpus(id="gpus", cursor_type="row")
                     yield MemoryChart(id="gpu-chart")
                 yield VirtualTable(id="procs")      # the driver's columns, SM% where it shows it
-                yield LiteralTable(id="findings", cursor_type="row", show_header=False)
+                yield FindingsPanel(id="findings", cursor_type="row", show_header=False)
             with Vertical(id="live-entries"):
                 yield LiteralTable(id="tv-list", cursor_type="row", zebra_stripes=False)
                 with VerticalScroll(id="tv-detail"):
@@ -270,13 +270,18 @@ class LiveFollowApp(FollowApp):
         shown = view.matched if view is not None else 0
         more = f", {hidden:,} others not mirrored" if hidden else ""
         set_title(procs, f"processes: {shown} GPU-related{more} (read-only)")
-        findings = self.query_one("#findings", DataTable)
+        findings = self.query_one("#findings", FindingsPanel)
         if findings.size.width:
-            tables.sync_table(findings, tables.finding_rows(snap, max(20, findings.size.width - 2)))
+            findings.show(snap, max(20, findings.size.width - 2))
         elif not self._rewrap_pending:              # not laid out yet: drawn once it is
             self._rewrap_pending = True
             self.call_after_refresh(self._rewrap)
         set_title(findings, f"findings: {len(snap.findings) if snap is not None else 0} (enter: details)")
+
+    def on_findings_panel_resized(self, _event: FindingsPanel.Resized) -> None:
+        """The findings panel got its height: the findings fill its lines again."""
+        if self.state is not None:
+            self.render_state()
 
     # ------------------------------------------------------------------ looking (never acting)
     @on(DataTable.RowHighlighted, "#nodes")

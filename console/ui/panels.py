@@ -160,20 +160,33 @@ class ProcTable(VirtualTable):
                 self._selected_initially.add(snap.name)
 
 
-class FindingTable(PanelTable):
-    BINDINGS = keys.bindings("findings")
+class FindingsPanel(LiteralTable):
+    """The findings, a line of summary and one of next step each, and where the panel has lines
+    to spare the findings cut short shown whole (``show``). The driving console's (FindingTable,
+    with x) and the follower's (read-only)."""
     #: the lines its rows take cut to a line of summary and one of next step: its share of the
     #: screen (fit_main_panels), whatever they take wrapped into lines it has to spare
     base_lines: int | None = None
-
-    class Scrolled(Message):
-        """The findings moved in the panel: its title says again which way the others are."""
 
     class Resized(Message):
         """The panel's height changed: the findings fill the lines it has."""
 
     def on_resize(self) -> None:
         self.post_message(self.Resized())
+
+    def show(self, snap: NodeSnapshot | None, width: int) -> None:
+        """The findings at ``width`` (tables.finding_rows), into the lines the panel has now."""
+        short = tables.finding_rows(snap, width)
+        self.base_lines = sum(tables.cell_lines(cells) for cells in short.values())
+        room = self.size.height
+        tables.sync_table(self, tables.finding_rows(snap, width, room) if room > self.base_lines else short)
+
+
+class FindingTable(FindingsPanel):
+    BINDINGS = keys.bindings("tables") + keys.bindings("findings")
+
+    class Scrolled(Message):
+        """The findings moved in the panel: its title says again which way the others are."""
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
