@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from console.model import Finding, Gpu, NodeSnapshot, Proc, recovery_words
 from console.output import health
 from console.output.rows import fmt_mib, gpu_holders
-from console.ui.tables import SEVERITY_STYLE
+from console.ui.tables import MORE_KEY, SEVERITY_STYLE, finding_key
 from console.ui import pinned
 from console.ui.text import LiteralStatic, printable
 from console.ui import keys
@@ -210,7 +210,6 @@ def row_detail(table: str | None, key: str, snap: NodeSnapshot) -> tuple[Text | 
     detail of the process, GPU or finding the row's key names, and the finding itself (its
     window offers its step); (None, None) for the row counting hidden processes, a lost GPU, or
     a key no longer in the snapshot."""
-    from console.ui.tables import MORE_KEY, finding_key
     if table == "procs" and key != MORE_KEY:
         proc = snap.proc(int(key.rsplit(":", 1)[1]))
         return (proc_detail(proc, snap) if proc else None), None

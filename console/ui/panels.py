@@ -176,10 +176,8 @@ class FindingsPanel(LiteralTable):
 
     def show(self, snap: NodeSnapshot | None, width: int) -> None:
         """The findings at ``width`` (tables.finding_rows), into the lines the panel has now."""
-        short = tables.finding_rows(snap, width)
-        self.base_lines = sum(tables.cell_lines(cells) for cells in short.values())
-        room = self.size.height
-        tables.sync_table(self, tables.finding_rows(snap, width, room) if room > self.base_lines else short)
+        self.base_lines = tables.finding_lines(snap)
+        tables.sync_table(self, tables.finding_rows(snap, width, self.size.height))
 
 
 class FindingTable(FindingsPanel):
@@ -209,10 +207,9 @@ def fit_main_panels(root, with_nodes: bool) -> bool:
         # node on screen stays in view (] and [ step through the others) and its holders show
         panels.append(layout.Panel("nodes", tables.content_lines(root.query_one("#nodes")) + 1, least=5, share=0.5,
                                    floor=3))
-    findings = root.query_one("#findings")
-    need = getattr(findings, "base_lines", None)
-    panels += [layout.Panel("findings", (need if need is not None else tables.content_lines(findings)) + 1,
-                            least=3, share=0.5),
+    findings = root.query_one("#findings", FindingsPanel)
+    need = findings.base_lines if findings.base_lines is not None else tables.content_lines(findings)
+    panels += [layout.Panel("findings", need + 1, least=3, share=0.5),
                layout.Panel("gpus", tables.content_lines(root.query_one("#gpus")), least=3, share=0.5),
                layout.Panel("procs", tables.content_lines(root.query_one("#procs")) + 1, least=5)]
     if room <= 0:

@@ -385,7 +385,7 @@ def finding_rows(snap: NodeSnapshot | None, width: int, room: int = 0) -> dict[s
     if snap.error:
         rows["error"] = (Text("ERROR    " + printable(snap.error, width - 9), style="bold red"),)
     order = finding_order(snap.findings)
-    spare = room - sum(2 if f.next_step else 1 for f in order) - len(rows)
+    spare = room - finding_lines(snap)
     for f in order:
         summary, step = [printable(f.summary, width - 9)], [printable(f.next_step, width - 9)] if f.next_step else []
         if spare > 0:
@@ -407,6 +407,14 @@ def finding_rows(snap: NodeSnapshot | None, width: int, room: int = 0) -> dict[s
     if not rows:
         rows["none"] = (Text(" no findings", style="dim"),)
     return rows
+
+
+def finding_lines(snap: NodeSnapshot | None) -> int:
+    """The lines ``finding_rows`` takes with no room given: a line of summary and one of next
+    step each, a line for the node's error, one line when there is nothing to show."""
+    if snap is None:
+        return 1
+    return ((1 if snap.error else 0) + sum(2 if f.next_step else 1 for f in snap.findings)) or 1
 
 
 def _first(lines: list[str], n: int, width: int) -> list[str]:
@@ -486,12 +494,7 @@ def _wider(table: DataTable, col: str, value: object) -> bool:
 def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, columns: list) -> tuple:
     """Bring an existing row to ``cells``, sending only the cells that differ from what it
     holds; returns the cells it holds now (unchanged ones are the objects it already had)."""
-    hit = sent.get(key)
-    if hit is not None and hit[0] is row and len(hit[1]) == len(columns):
-        current = hit[1]
-    else:                                   # not sent from here: read it back
-        current = tuple(table.get_row(key))
-        sent[key] = (row, current)
+    current = _held(table, sent, key, row, columns)
     if current == cells:                    # the usual case: nothing changed
         return current
     held = list(current)
@@ -503,11 +506,14 @@ def _send(table: DataTable, sent: dict, key: str, row: object, cells: tuple, col
     return sent[key][1]
 
 
-def _lines_changed(table: DataTable, sent: dict, key: str, row: object, cells: tuple) -> bool:
-    """Whether a row's cells now take another number of lines than those it holds."""
+def _held(table: DataTable, sent: dict, key: str, row: object, columns: list) -> tuple:
+    """The cells a row holds: as sent from here, or read back (and remembered) when not."""
     hit = sent.get(key)
-    current = hit[1] if hit is not None and hit[0] is row else tuple(table.get_row(key))
-    return cell_lines(tuple(c for c in current if c is not None)) != cell_lines(cells)
+    if hit is not None and hit[0] is row and len(hit[1]) == len(columns):
+        return hit[1]
+    current = tuple(table.get_row(key))
+    sent[key] = (row, current)
+    return current
 
 
 #: Textual removes a row in time proportional to the table (and moves its cursor each time):
@@ -556,7 +562,8 @@ def sync_table(table: DataTable, wanted: dict[str, tuple]) -> None:
     position: dict[int, int] = {}
     for i, (key, cells) in enumerate(wanted.items()):
         row = present.get(key)
-        if row is not None and getattr(row, "auto_height", False) and _lines_changed(table, sent, key, row, cells):
+        if row is not None and getattr(row, "auto_height", False) \
+                and cell_lines(_held(table, sent, key, row, columns)) != cell_lines(cells):
             table.remove_row(key)           # a measured row keeps the height it was added with
             sent.pop(key, None)
             row = None
