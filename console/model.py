@@ -267,6 +267,17 @@ class Proc:
     # process utilisation locally): the busiest of its GPUs, in %; None where not reported
     # (not asked yet, not supported, no sample, not a process the driver lists)
     gpu_sm_pct: int | None = None
+    # CPU time the process has used, in clock ticks (/proc/PID/stat utime + stime, fields 14 and
+    # 15; psutil's cpu_times locally, in ticks of 1/100 s): a job whose ticks rise is computing
+    cpu_ticks: int | None = None
+    # the executable (readlink /proc/PID/exe; " (deleted)" kept where the kernel says so): read
+    # for GPU holders only, None where unread or unreadable (another user's, without root). A
+    # role rests on it, not on the name: a renamed process keeps its executable
+    exe: str | None = None
+    # a SIGKILL sent but not taken (bit 9 of /proc/PID/status ShdPnd or SigPnd): read for GPU
+    # holders and processes with a thread in D; None where unread. Pending while the process sits
+    # in D (or in R inside the driver): no further signal helps
+    sigkill_pending: bool | None = None
 
     @property
     def holds_devices(self) -> bool:
@@ -312,6 +323,16 @@ class DriverProc:
 
 
 @dataclass(frozen=True)
+class PciGpu:
+    """An NVIDIA GPU the kernel module knows (a directory of /proc/driver/nvidia/gpus/, named by its
+    bus id), and whether the device still answers on the PCI bus: its config space's first bytes
+    read (True), read all ones, "rev ff" in lspci (False: fallen off the bus), or could not be
+    read (None)."""
+    bus_id: str
+    present: bool | None = None
+
+
+@dataclass(frozen=True)
 class Finding:
     kind: str
     severity: str
@@ -349,6 +370,15 @@ class NodeSnapshot:
     # /dev/nvidia-nvswitch* device files: an NVSwitch system (its NVLink peers need the fabric
     # manager, or must be reset together); None when not read
     nvswitches: int | None = None
+    # the NVIDIA GPUs the kernel module knows (/proc/driver/nvidia/gpus, the PCI bus): what the
+    # GPU count nvidia-smi/NVML gives is compared with; None when not read
+    pci_gpus: tuple[PciGpu, ...] | None = None
+    # did the driver's process list answer (nvidia-smi --query-compute-apps exit 0, NVML's
+    # process calls)? False: it failed, so no list of who holds memory; None: not asked
+    driver_list_ok: bool | None = None
+    # when the node booted (epoch seconds, /proc/stat btime): kernel-log lines carry seconds
+    # since boot; None when not read
+    boot_time: float | None = None
 
     def proc(self, pid: int) -> Proc | None:
         for p in self.processes:
