@@ -223,11 +223,16 @@ def test_hidden_holder_with_a_cuda_context_is_killed_explicitly():
     assert commands_for(f.rung, late, *step_args(f)) == ["kill -s KILL 81234"]
 
 
-def test_nvml_monitor_is_a_low_hidden_holder():
+def test_an_nvml_monitor_is_no_hidden_holder_but_one_named_so_with_memory_is_a_job():
+    """A monitor reads NVML and makes no context (issue 30: monitors were "hidden holders" to signal)."""
     mon = Proc(pid=4400, ppid=812, state="S", user="bob", name="nvtop", cmdline="nvtop",
-               device_files=("/dev/nvidiactl", "/dev/nvidia0"))
-    f = only(diagnose(snap([mon], used=(4,) * 8, driver=())), "hidden-holder")
-    assert f.severity == "low" and "block a GPU reset" in f.summary
+               device_files=("/dev/nvidiactl", "/dev/nvidia0"), exe="/usr/bin/nvtop")
+    assert not [f for f in diagnose(snap([mon], used=(4,) * 8, driver=())) if 4400 in f.pids]
+    # the same name on a python that the driver charges 70 GiB: a job under another name
+    fake = replace(mon, exe="/usr/bin/python3.11")
+    dp = DriverProc(pid=4400, gpu_index=0, gpu_uuid=uuid(0), used_memory_mib=70000, name="nvtop")
+    f = only(diagnose(snap([fake], used=(70004,) + (4,) * 7, driver=(dp,))), "holder")
+    assert f.pids == (4400,) and f.evidence["processes"][0]["role"] == "workload"
 
 
 # ---------------------------------------------------------------- foreign pid

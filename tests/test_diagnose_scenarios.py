@@ -84,7 +84,12 @@ async def test_following_the_advice_frees_the_memory_within_the_shortest_path_pl
         assert len(taken) < budget, f"{scenario}: not freed after {taken} (truth {node.ground_truth.shortest_path})"
         snap = await monitor.poll_once()
         top = top_step(snap.findings)
-        assert top is not None, [(f.kind, f.summary) for f in snap.findings]
+        if top is None:
+            # nothing stuck: x names the running job and leaves it; the operator stops it with t
+            job = next((f for f in snap.findings if f.kind == "holder" and f.rung is None), None)
+            assert job is not None, [(f.kind, f.summary) for f in snap.findings]
+            assert job.next_step.startswith(("Nothing stuck", "A normal job")) and "`t`" in job.next_step
+            top = replace(job, rung="sigterm")
         assert top.rung in RUNGS
         pids, gpus = step_args(top)
         assert 1 not in pids and not set(pids) & set(snap.own_pids)

@@ -4,7 +4,8 @@ over the real sshd — on a node whose NVIDIA driver does not answer (this machi
 - a real D-state: a ``vfork()`` parent waits, uninterruptibly, for a child that never execs;
 - real device holders: a private character device made with ``mknod`` under a temp dir, and
   ``--device-glob`` pointing at it, held open by real processes;
-- a real orphan: a worker whose launcher exits is reparented to a ``PR_SET_CHILD_SUBREAPER``.
+- a real orphan: a worker whose launcher (its process group's leader) is SIGKILLed is reparented to a
+  ``PR_SET_CHILD_SUBREAPER``; its group's leader is gone and it computes nothing: orphaned.
 
 Processes are started by the test and ended by their PIDs.
 """
@@ -92,13 +93,14 @@ HOLDER = """
 # a subreaper that starts a launcher, which starts a worker holding the device, then waits for
 # a line on stdin to let the launcher exit (the worker is then reparented to the subreaper)
 LAUNCHER = """
-import os, subprocess, sys
+import os, signal, subprocess, sys
+os.setpgid(0, 0)                     # a launcher started from a shell leads its job's process group
 w = subprocess.Popen([sys.executable, "-c", "import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
                       "print('open', flush=True); time.sleep(600)", sys.argv[1]], stdout=subprocess.PIPE)
 w.stdout.readline()                  # the worker holds the device before anyone looks
 print(w.pid, flush=True)
 sys.stdin.readline()
-os._exit(0)
+os.kill(os.getpid(), signal.SIGKILL)  # the launcher dies; its worker lives on in its group
 """
 
 SUBREAPER = """

@@ -429,7 +429,7 @@ def _blockers_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
     if pm:
         what.append(f"persistence mode on {t.gpus(pm)}")
     title = "Clear the reset blockers" + (f": {' and '.join(what)}" if what else "")
-    notes = [note for p in daemons if (note := who.stop_of(p).note)]
+    notes = [note for p in daemons if (note := who.stop_of(p, snap.hostname or snap.name).note)]
     notes += _container_notes(snap, daemons)
     if daemons or modeset:
         names = list(dict.fromkeys([*(who.program_of(p) for p in daemons), *(["nvidia_drm"] if modeset else [])]))

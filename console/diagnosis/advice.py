@@ -19,6 +19,7 @@ from console.diagnosis.who import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S
 from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.context import IN_D, Situation
+from console.diagnosis.liveness import pending_since
 
 KILL_RUNGS = ("sigkill", "kill-holders")
 
@@ -77,6 +78,9 @@ def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who:
     n = len(procs)
     are, have, were = t.verb(n, "is", "are"), t.verb(n, "has", "have"), t.verb(n, "was", "were")
     they, their = t.verb(n, "it", "they"), t.verb(n, "its", "their")
+    pending = [p for p in procs if p.sigkill_pending and p.state != "Z"]
+    if pending:
+        return _pending_step(sit, pending, gpus, who, kill)
     stuck = [p for p in procs if in_d(p)]
     if stuck:
         defunct = all(p.state == "Z" for p in stuck)
@@ -119,6 +123,33 @@ def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who:
         return Step("sigkill", f"SIGKILL {who}: {they} ignored SIGTERM for {t.seconds(age)}.", pids, gpus)
     return Step("sigterm", f"SIGTERM {who}{purpose}: a clean exit frees GPU memory fastest, and gives "
                            f"{t.verb(n, 'it', 'them')} the chance to stop {their} own workers.", pids, gpus)
+
+
+#: what to do once a SIGKILL has been pending too long: no signal helps any more
+CAPTURE_THEN_REBOOT = ("Drain the node (D under Slurm) so no new job lands on it, capture the evidence "
+                       "(c: stack, states, kernel-log), then reboot")
+
+
+def _pending_step(sit: Situation, pending: Sequence[Proc], gpus: tuple[int, ...], who: str, kill) -> Step:
+    """Processes with a SIGKILL sent but not taken (/proc/PID/status ShdPnd/SigPnd): signalling
+    again cannot help. Inside the teardown window (or while memory comes back) wait; then drain,
+    capture, reboot."""
+    pids = tuple(p.pid for p in pending)
+    n = len(pending)
+    start = min(pending_since(sit, p) or sit.snap.taken_at for p in pending)
+    if kill is not None:
+        start = min(start, kill.ts)
+    age = sit.age(start)
+    where = t.wchans(pending) if any(in_d(p) for p in pending) else "running inside the driver"
+    desc = (f"{who} {t.verb(n, 'has', 'have')} a SIGKILL pending that {t.verb(n, 'it', 'they')} cannot take "
+            f"({where})")
+    shrinking = sit.shrinking(gpus)
+    if age < TEARDOWN_WINDOW_S or shrinking:
+        why = "memory is coming back" if shrinking else f"the driver may still let go ({t.seconds(age)} so far)"
+        return Step("wait", f"Wait, do not signal again: {desc}; {why}.", pids, gpus,
+                    _patience(TEARDOWN_WINDOW_S, age))
+    return Step("reboot", f"Stop signalling: {desc} for {t.seconds(age)}, so no signal can end "
+                          f"{t.verb(n, 'it', 'them')}. {CAPTURE_THEN_REBOOT}.", (), gpus)
 
 
 def _term_grace(who: str, n: int, age: float, pids: tuple[int, ...], gpus: tuple[int, ...]) -> Step:

@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 
 from console.diagnosis import who
 from console.diagnosis.who import TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, is_protected, label
+from console.diagnosis.roles import Role, role_of
 from console.model import ActionRecord, NodeSnapshot, Proc
 from console.diagnosis import text
 from console.diagnosis.history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map,
@@ -82,6 +83,11 @@ class Situation:
             value = self._memo[what] = build()
             return value
 
+    def per_proc(self, what: str, proc: Proc, build):
+        """build(proc), once per process object of this call (for the modules that judge one
+        process at a time: roles, liveness)."""
+        return self._per_proc(what, proc, build)
+
     def _per_proc(self, what: str, proc: Proc, build):
         """build(proc), once per process object of this call."""
         table = self._memo.setdefault(what, {})
@@ -130,6 +136,21 @@ class Situation:
 
     def names(self, procs: Sequence[Proc]) -> str:
         return text.names(procs, self.name)
+
+    def driver_gpus(self) -> dict[int, set[int]]:
+        """{pid: GPUs the driver lists it on}, for the driver's processes that are here."""
+        return self._driver()[2]
+
+    def role(self, proc: Proc) -> Role:
+        """What the process is (console/diagnosis/roles.py): a workload, the node's
+        infrastructure, a GPU monitor, this console — with the evidence."""
+        return self._per_proc("role", proc, lambda p: role_of(
+            p, own=p.pid in self.snap.own_pids, kernel=p.pid == 2 or p.ppid == 2,
+            listed_mib=self._driver()[1].get(p.pid, 0)))
+
+    def workload(self, proc: Proc) -> bool:
+        """A holder that is a job (or unconfirmed): not the node's own, not this console."""
+        return not self.role(proc).infrastructure
 
     def driver_pids(self) -> set[int]:
         if self._listed is None:

@@ -88,6 +88,9 @@ class Track(NamedTuple):
     ppid: int | None
     parent: float | None            # since when ``ppid`` has been the parent
     former_ppid: int | None = None  # the parent before that, when the change was seen (reparented)
+    cpu_ticks: int | None = None    # its CPU time at the latest poll (how fast it rises: is it computing?)
+    cpu_at: float | None = None     # ... and that poll's time
+    pending: float | None = None    # since when a SIGKILL has been pending (sent, not taken)
 
 
 def _conditions(p: Proc) -> tuple[bool, bool, bool]:
@@ -133,17 +136,20 @@ def advance(tracks: dict[int, Track], snap: NodeSnapshot,
         old = tracks.get(p.pid)
         if old is None or not same_process(old, p):
             out[p.pid] = Track(p.start_ticks, p.create_time, t if z else None, t if d else None,
-                               t if v else None, p.ppid, t, None)
+                               t if v else None, p.ppid, t, None, p.cpu_ticks, t, t if p.sigkill_pending else None)
             continue
         zs = (t if old.zombie is None else old.zombie) if z else None
         ds = (t if old.in_d is None else old.in_d) if d else None
         vs = (t if old.devices is None else old.devices) if v else None
         ps = old.parent if old.ppid == p.ppid else t
         former = old.former_ppid if old.ppid == p.ppid else old.ppid
-        if zs is old.zombie and ds is old.in_d and vs is old.devices and ps is old.parent:
+        pend = (t if old.pending is None else old.pending) if p.sigkill_pending else None
+        if zs is old.zombie and ds is old.in_d and vs is old.devices and ps is old.parent \
+                and old.cpu_ticks == p.cpu_ticks and pend is old.pending:
             out[p.pid] = old                  # nothing changed: share the tuple
         else:
-            out[p.pid] = Track(old.start_ticks, old.create_time, zs, ds, vs, p.ppid, ps, former)
+            out[p.pid] = Track(old.start_ticks, old.create_time, zs, ds, vs, p.ppid, ps, former,
+                               p.cpu_ticks, t, pend)
     return out, (procs, pids)
 
 
@@ -151,7 +157,9 @@ def track_of(cur: Proc, newest_first: Iterable[NodeSnapshot]) -> Track:
     """The streaks of process ``cur`` over full snapshots, newest first, in one pass (the
     caller passes only the polls it may look back on)."""
     zombie = in_d = devices = parent = former = None
+    cpu_ticks = cpu_at = pending = None
     open_ = [True, True, True, True]
+    pending_open = True
     ppid = None
     first = True
     for h in newest_first:
@@ -160,6 +168,12 @@ def track_of(cur: Proc, newest_first: Iterable[NodeSnapshot]) -> Track:
             break
         if first:
             ppid, first = old.ppid, False
+            cpu_ticks, cpu_at = old.cpu_ticks, h.taken_at
+        if pending_open:
+            if old.sigkill_pending:
+                pending = h.taken_at
+            else:
+                pending_open = False
         z, d, v = _conditions(old)
         t = h.taken_at
         if open_[0]:
@@ -183,9 +197,10 @@ def track_of(cur: Proc, newest_first: Iterable[NodeSnapshot]) -> Track:
             else:
                 former = old.ppid
                 open_[3] = False
-        if not any(open_):
+        if not any(open_) and not pending_open:
             break
-    return Track(cur.start_ticks, cur.create_time, zombie, in_d, devices, ppid, parent, former)
+    return Track(cur.start_ticks, cur.create_time, zombie, in_d, devices, ppid, parent, former,
+                 cpu_ticks, cpu_at, pending)
 
 
 def streak_start(track: Track | None, cur: Proc, what: str, ppid: int | None = None) -> float | None:

@@ -8,10 +8,7 @@ from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.advice import Step, finding, in_d, kill_step, reset_step, signal_step
 from console.diagnosis.context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
-
-#: parents that adopt orphans instead of PID 1 (PR_SET_CHILD_SUBREAPER users)
-SUBREAPERS = ("systemd", "containerd-shim", "containerd-shim-runc-v2", "tini", "docker-init",
-              "dumb-init", "catatonit", "conmon", "s6-svscan", "runsv")
+from console.diagnosis.liveness import DETACHED, ORPHANED, SUBREAPERS, UNKILLABLE, liveness, process_evidence
 _DRIVER_WCHAN = ("uvm_", "_nv", "nv_", "nvidia", "os_", "rm_", "gsp")   # NVIDIA driver functions
 #: programs that start jobs without being part of them: a job's tree ends below these
 SESSION_PROGRAMS = frozenset({"bash", "sh", "dash", "zsh", "fish", "ksh", "tcsh", "csh", "sshd", "tmux",
@@ -108,27 +105,18 @@ def dstate(sit: Situation) -> list[Finding]:
     return out
 
 
-def _is_subreaper(sit: Situation, ppid: int) -> bool:
-    if ppid == 1:
-        return True
-    parent = sit.proc(ppid)
-    if parent is None:
-        return False
-    return parent.name in SUBREAPERS or label(parent) in SUBREAPERS or parent.name.startswith("containerd-shim")
-
-
 def orphans(sit: Situation) -> list[Finding]:
-    """Live GPU holders whose launcher is gone (adopted by PID 1 or a subreaper)."""
+    """Live GPU workloads whose job is gone: re-parented, with positive evidence that the job
+    around them ended (console/diagnosis/liveness.py). A detached job — nohup, setsid, a
+    container's init, a service — is not one."""
     groups: dict[int, list[Proc]] = defaultdict(list)
     for p in sit.gpu_holders():
-        if p.state in ("Z", "X") or in_d(p) or not sit.touchable(p):
-            continue
-        former = sit.former_parent(p.pid)
-        reparented = former is not None and former != p.ppid and sit.proc(former) is None
-        if not (_is_subreaper(sit, p.ppid) or reparented):
+        if p.state in ("Z", "X") or in_d(p) or not sit.touchable(p) or not sit.workload(p):
             continue
         # a launcher that still runs its workers is their parent, not an orphan of anyone's
         if p.pid in sit.gpu_parents():
+            continue
+        if liveness(sit, p).verdict != ORPHANED:
             continue
         groups[p.ppid].append(p)
     out = []
@@ -138,12 +126,15 @@ def orphans(sit: Situation) -> list[Finding]:
         held = _mib(sit, procs)
         since = min(sit.since(p.pid, PARENT, ppid) for p in procs)
         parent = "PID 1" if ppid == 1 else _parent_words(sit, ppid)
+        why = liveness(sit, procs[0]).why
         summary = (f"{t.plural(len(procs), 'GPU process', 'GPU processes')} ({sit.names(procs)}) "
-                   f"lost their launcher: adopted by {parent}; {t.mib(held)} on {t.gpus(gpus)}")
+                   f"lost their launcher: adopted by {parent}; {t.mib(held)} on {t.gpus(gpus)}"
+                   + (f" ({'; '.join(why[1:3])})" if len(why) > 1 else ""))
         who = t.plural(len(procs), "orphaned worker") if len(procs) > 1 else f"PID {pids[0]} ({label(procs[0])})"
         step = signal_step(sit, procs, gpus, who)
         out.append(finding("orphan", "high" if held > 0 else "low", summary, step, pids, gpus,
-                            {"pids": pids, "gpus": sorted(gpus), "mib": held, "parent": ppid}, since))
+                            {"pids": pids, "gpus": sorted(gpus), "mib": held, "parent": ppid,
+                             "processes": process_evidence(sit, procs)}, since))
     return out
 
 
@@ -158,7 +149,8 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
     suspects: list[Proc] = []
     others: list[Proc] = []
     for p in sit.snap.processes:
-        if not p.holds_devices or p.pid in listed or p.state == "Z" or not sit.touchable(p):
+        if not p.holds_devices or p.pid in listed or p.state == "Z" or not sit.touchable(p) \
+                or not sit.workload(p):      # the node's own programs and monitors hold devices all the time
             continue
         on = sit.gpus_of(p)
         if on & ghost_gpus or (not on and ghost_gpus):
@@ -187,7 +179,8 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
         step = kill_step(sit, procs, gpus, sit.names(procs), why)
         out.append(finding("hidden-holder", severity, summary, step, pids, gpus,
                            {"pids": pids, "gpus": sorted(gpus), "device_files": files,
-                            "containers": t.container_places(procs)}, since))
+                            "containers": t.container_places(procs),
+                            "processes": process_evidence(sit, procs)}, since))
     return out
 
 
@@ -345,12 +338,15 @@ def _mps_freed_since(sit: Situation, gpus: list[int], ts: float) -> bool:
 
 
 def holders(sit: Situation, covered: set[int]) -> list[Finding]:
-    """Live GPU holders no other finding is about: normal work, but where to start if the
-    memory must come back (SIGTERM the job's launcher and its GPU processes)."""
+    """Live GPU workloads no other finding is about: normal work. A job that computes, or runs
+    detached (nohup, setsid, a container's init, a service), gets no signal advice — `t` stops it
+    if the operator wants; an idle one is where to start if the memory must come back (SIGTERM
+    the job's launcher and its GPU processes)."""
     jobs: dict[int, list[Proc]] = defaultdict(list)
     roots: dict[int, Proc] = {}
     for p in sit.gpu_holders():
-        if (p.pid in covered or p.state in ("Z", "X") or in_d(p) or not sit.touchable(p)):
+        if (p.pid in covered or p.state in ("Z", "X") or in_d(p) or not sit.touchable(p)
+                or not sit.workload(p)):
             continue
         root = _job_root(sit, p)
         roots[root.pid] = root
@@ -371,12 +367,30 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
                        f"{t.plural(len(workers), 'GPU process', 'GPU processes')} ({sit.names(workers)}) "
                        f"holding {t.mib(held)} on {t.gpus(gpus)}")
             who = f"PID {root.pid} and its {t.plural(len(workers), 'GPU process', 'GPU processes')}"
-        step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
+        lives = [liveness(sit, p) for p in members]
+        busy = next((lv for lv in lives if lv.computing), None)
+        detached = next((lv for lv in lives if lv.verdict == DETACHED), None)
         idle, severity, idle_words = _idle(sit, gpus)
+        targeted = sit.last_action(("sigterm", "sigkill", "kill-holders"), pids) is not None
+        unkillable = [lv for lv in lives if lv.verdict == UNKILLABLE]
+        if unkillable:
+            severity = "high" if held > 0 else "low"
+            summary += f"; PID {unkillable[0].pid} does not die ({unkillable[0].why[0]})"
+        if targeted or unkillable:            # the operator chose to stop it: the ladder goes on from there
+            step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
+        elif busy is not None:
+            step = Step(None, f"Nothing stuck: PID {busy.pid} is computing ({'; '.join(busy.why[:2])}); "
+                              f"`t` stops {who} anyway (Confirm first).", (), tuple(gpus))
+            severity, idle_words = "info", ""
+        elif detached is not None:
+            step = Step(None, f"A normal job, detached ({'; '.join(detached.why[:2])}): nothing says it is stuck; "
+                              f"`t` stops {who} if its memory must come back (Confirm first).", (), tuple(gpus))
+        else:
+            step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
         summary += idle_words
         out.append(finding("holder", severity, summary, step, pids, gpus,
                            {"pids": pids, "gpus": sorted(gpus), "mib": held, "root": root.pid,
-                            "idle_s": round(idle)}))
+                            "idle_s": round(idle), "processes": process_evidence(sit, members)}))
     return out
 
 

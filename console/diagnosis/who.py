@@ -6,13 +6,13 @@ plans with them, checks and the UI name processes with them. Pure; reads only th
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Sequence, Iterable
 
 from console.model import NodeSnapshot, Proc
 from console.probe import guarded_kill_command
-from console.sources.parse import program_name
+from console.diagnosis.roles import (BLOCKER_DAEMONS, DISPLAY_MANAGER_STOP, MPS_CONTROL, MPS_TIMEOUT_S,  # noqa: F401
+                                     BlockerDaemon, blocker_daemon, daemon_role, label, mps_line, program_of)
 
 # ---------------------------------------------------------------- time windows the advice turns on
 WAIT_S = 10.0               # one "wait" step when the evidence suggests no other length
@@ -23,69 +23,9 @@ TEARDOWN_WINDOW_S = 120.0
 FREED_MIB = 1024            # a GPU at or below this is free (driver reservations, idle contexts)
 
 
-# ---------------------------------------------------------------- names
+# ---------------------------------------------------------------- names and the node's own daemons
+# (their home is console/diagnosis/roles.py: a role rests on evidence, not on the name)
 
-def program_of(proc: Proc) -> str:
-    """The program a process runs: argv[0]'s basename, else its (possibly truncated) comm."""
-    return program_name(proc.cmdline) if proc.cmdline.strip() else proc.name
-
-
-def label(proc: Proc) -> str:
-    """A readable name: comm is cut at 15 characters, renamed workers show in argv."""
-    words = proc.cmdline.split()
-    if words and len(proc.name) >= 15:
-        for word in (words[0], os.path.basename(words[0])):
-            if word.startswith(proc.name):
-                return word
-    return proc.name or (words[0] if words else "?")
-
-
-# ---------------------------------------------------------------- reset blockers
-
-@dataclass(frozen=True)
-class BlockerDaemon:
-    """A program whose hold on the GPUs makes `nvidia-smi -r` refuse ("In use by another client")."""
-    program: str                # argv[0] basename (a prefix of it where ``prefix``)
-    what: str                   # a few words
-    stop: str | None            # the command that usually stops it; None: none known (its PID is sent TERM)
-    unit: str | None = None     # the systemd unit it usually runs as (the blockers check asks systemctl)
-    needs_device: bool = False  # a blocker only while it holds /dev/nvidia* (a display server)
-    prefix: bool = False        # every program whose name starts with ``program`` (NVSM's services)
-    #: the users the real daemon runs as (None: any, a display server runs as the session's user);
-    #: a process of another user merely named like it is no blocker, and B never stops the real
-    #: service because of it
-    users: tuple[str, ...] | None = ("root",)
-
-
-DISPLAY_MANAGER_STOP = "systemctl stop display-manager"
-#: the MPS control daemon: it is asked on its stdin (its servers are never signalled)
-MPS_CONTROL = "nvidia-cuda-mps-control"
-
-
-#: how long one command to the MPS control daemon may take: a wedged MPS server can keep it from
-#: ever answering (every command to it, the read-only check's and the actions', runs under timeout)
-MPS_TIMEOUT_S = 10
-
-
-def mps_line(words: str, timeout_s: int | None = MPS_TIMEOUT_S) -> str:
-    """One command to the MPS control daemon on its stdin, as a shell reads it, under ``timeout``
-    (``timeout_s`` None: bare, as the advice names it)."""
-    return f"echo {words} | " + (f"timeout {timeout_s} " if timeout_s else "") + MPS_CONTROL
-#: in the order B stops them: the display servers and the clients first, the persistence daemon last
-BLOCKER_DAEMONS: tuple[BlockerDaemon, ...] = (
-    *(BlockerDaemon(prog, "display server", DISPLAY_MANAGER_STOP, needs_device=True, users=None)
-      for prog in ("Xorg", "X", "Xwayland", "gnome-shell")),
-    BlockerDaemon(MPS_CONTROL, "MPS control daemon", mps_line("quit")),
-    BlockerDaemon("nvidia-cuda-mps-server", "MPS server", mps_line("quit")),
-    BlockerDaemon("dcgm-exporter", "DCGM exporter", None),
-    BlockerDaemon("nv-hostengine", "DCGM host engine", "systemctl stop nvidia-dcgm", unit="nvidia-dcgm"),
-    BlockerDaemon("nvsm", "NVSM", "systemctl stop nvsm", unit="nvsm", prefix=True),
-    BlockerDaemon("nvidia-imex", "IMEX daemon", "systemctl stop nvidia-imex", unit="nvidia-imex"),
-    BlockerDaemon("nv-fabricmanager", "fabric manager", "systemctl stop nvidia-fabricmanager",
-                  unit="nvidia-fabricmanager"),
-    BlockerDaemon("nvidia-persistenced", "persistence daemon", "systemctl stop nvidia-persistenced",
-                  unit="nvidia-persistenced", users=("root", "nvidia-persistenced")),   # --user drops to it
-)
 def restore_commands(snap: NodeSnapshot, stopped: Sequence[str] = (), gpus: Sequence[int] = ()) -> list[str]:
     """What puts back what B (clear-blockers) turned off and is still off: persistence mode on
     ``gpus`` (every GPU when empty) where it reads off, and each of the ``stopped`` programs
@@ -110,53 +50,28 @@ MODESET_STOP = "modprobe -r nvidia_drm"
 FABRIC_MANAGER = "nv-fabricmanager"
 
 
-def _matches(d: BlockerDaemon, prog: str, comm: str) -> bool:
-    if d.prefix:
-        return prog.startswith(d.program) or comm.startswith(d.program)
-    return prog == d.program or (bool(comm) and comm == d.program[:15])
-
-
-_UNSET = object()
-
-
-def blocker_daemon(proc: Proc | None) -> BlockerDaemon | None:
-    """The reset-blocker daemon a process is, or None. Worked out once per Proc object (the
-    parser hands back the same object while a process's lines do not change: a poll costs the
-    new and changed processes only)."""
-    if proc is None:
-        return None
-    known = proc.__dict__.get("_blocker_daemon", _UNSET)
-    if known is not _UNSET:
-        return known
-    prog = program_of(proc)
-    found = None
-    for d in BLOCKER_DAEMONS:
-        if _matches(d, prog, proc.name) and (proc.holds_devices or not d.needs_device) \
-                and (d.users is None or proc.user is None or proc.user in d.users):
-            found = d
-            break
-    proc.__dict__["_blocker_daemon"] = found       # a frozen dataclass: its fields stay as they are
-    return found
-
-
 @dataclass(frozen=True)
 class BlockerStop:
     command: str | None     # the exact line that stops it here; None: nothing can be run for it here
     note: str = ""          # why not, or what to know before
 
 
-def stop_of(proc: Proc) -> BlockerStop:
+def stop_of(proc: Proc, node: str = "NODE") -> BlockerStop:
     """How to stop this blocker daemon on its node, exactly: its systemd unit (read from its
     cgroup), its docker / podman container, the daemon's usual command, or SIGTERM to its PID
     (start time checked). One run by Kubernetes (or another container runtime) has no command
     here: systemctl cannot stop it and its DaemonSet would start it again."""
     d = blocker_daemon(proc)
+    snap_host = node
     name = f"{label(proc)} (PID {proc.pid})"
     cg = proc.cgroup
     if cg is not None and cg.kubernetes:
+        how = (f"`kubectl label node {snap_host} {d.operator_label}=false --overwrite` makes its pod leave, "
+               f"`=true` brings it back" if d is not None and d.operator_label else
+               "for the GPU operator: label the node so its pod leaves")
         return BlockerStop(None, f"{name} runs in Kubernetes ({cg.describe()}): systemctl cannot stop it and "
-                                 "its DaemonSet would start it again; stop it through Kubernetes (for the GPU "
-                                 "operator: label the node so its pod leaves) — nothing is run for it here")
+                                 "a SIGKILL only makes its DaemonSet start it again; stop it through Kubernetes "
+                                 f"({how}) — nothing is run for it here")
     if cg is not None and cg.in_container:
         if cg.runtime in ("docker", "podman") and cg.container_id:
             return BlockerStop(f"{cg.runtime} stop {cg.container_id[:12]}",
