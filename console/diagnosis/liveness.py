@@ -78,7 +78,7 @@ class Liveness:
                 "cpu_pct": None if self.cpu_ticks_per_s is None else round(100 * self.cpu_ticks_per_s / USER_HZ, 1),
                 "computing": self.computing, "launcher_signalled": self.launcher_signalled,
                 "sigkill_pending": self.sigkill_pending, "pending_for_s": self.pending_for_s,
-                "state": self.state, "why": list(self.why)}
+                "state": self.state, "liveness_why": list(self.why)}
 
     def words(self) -> str:
         return f"{self.verdict}: " + "; ".join(self.why) if self.why else self.verdict
@@ -247,3 +247,18 @@ def process_evidence(sit: Situation, procs) -> list[dict[str, Any]]:
               **liveness(sit, p).evidence()}
         out.append(ev)
     return out
+
+
+def evidence_words(ev: dict[str, Any]) -> str:
+    """One process's evidence (process_evidence) in words, for the finding's details: 'PID 5000
+    python3 (alice): a workload (job); detached: re-parented to PID 1; it leads its own process group'."""
+    def clean(v: object) -> str:
+        return " ".join(str(v).split())[:200]
+    head = f"PID {ev.get('pid')} {clean(ev.get('name') or '?')}" + (f" ({clean(ev['user'])})" if ev.get("user") else "")
+    role = f"{ev.get('role', '?')} ({clean(ev.get('role_what') or '')})"
+    role_why = [clean(w) for w in (ev.get("role_why") or [])][:4]
+    if role_why:
+        role += " — " + ", ".join(role_why)
+    live = clean(ev.get("liveness") or "?")
+    why = [clean(w) for w in (ev.get("liveness_why") or [])][:6]
+    return f"{head}: {role}; {live}" + (": " + "; ".join(why) if why else "")

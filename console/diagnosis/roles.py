@@ -165,7 +165,7 @@ class Role:
         return self.kind in (INFRASTRUCTURE, MONITOR, CONSOLE, KERNEL)
 
     def evidence(self) -> dict[str, Any]:
-        return {"role": self.kind, "what": self.what, "why": list(self.why)}
+        return {"role": self.kind, "role_what": self.what, "role_why": list(self.why)}
 
     def words(self) -> str:
         """'Kubernetes device plugin (node infrastructure: runs as root, in Kubernetes pod 9d1e2c3b…)'."""

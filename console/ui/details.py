@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
+from console.diagnosis.liveness import evidence_words
 from console.model import Finding, Gpu, NodeSnapshot, Proc, recovery_words
 from console.output import health
 from console.output.rows import fmt_mib, gpu_holders
@@ -52,9 +53,16 @@ def finding_detail(f: Finding, snap: NodeSnapshot) -> Text:
     if f.gpus:
         _field(out, "GPUs", " ".join(map(str, f.gpus)))
     if f.evidence:
+        procs = f.evidence.get("processes")
+        if isinstance(procs, list) and procs:
+            out.append("\nWhy the console thinks so\n", style="bold")
+            for ev in procs:
+                if isinstance(ev, dict):
+                    out.append("  " + printable(evidence_words(ev)) + "\n")
         out.append("\nEvidence\n", style="bold")
         for k, v in f.evidence.items():
-            _field(out, f"  {k}", v)
+            if k != "processes":
+                _field(out, f"  {k}", v)
     return out
 
 

@@ -1,0 +1,215 @@
+"""Verdicts from evidence (issue 30), on hand-built snapshots: a holder's role rests on its owner,
+executable and cgroup, not its name; a job's liveness on its leaders, its SM share, its GPU's
+utilisation and its CPU time over the polls; the gate's fitness on every health signal, closed on
+what it cannot read. The same rules on real processes: tests/test_real_liveness.py."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from console.diagnosis import diagnose
+from console.diagnosis import fitness
+from console.actions.ladder import top_step
+from console.model import ActionRecord, Cgroup, DriverProc, MemoryRepair, PciGpu, Proc, ThreadInfo
+from test_diagnose_builders import T0, bus, gpus, snap, uuid
+
+KUBE = Cgroup(path="/kubepods/besteffort/pod9d1e2c3b-0a1b-4c2d-8e3f-0a1b2c3d4e5f/" + "a" * 64,
+              container_id="a" * 64, pod_uid="9d1e2c3b-0a1b-4c2d-8e3f-0a1b2c3d4e5f")
+
+
+def present(n: int = 8) -> tuple[PciGpu, ...]:
+    return tuple(PciGpu(bus_id=bus(i), present=True) for i in range(n))
+
+
+def idle_node(procs=(), **kw):
+    kw.setdefault("pci_gpus", present())
+    kw.setdefault("driver_list_ok", True)
+    kw.setdefault("driver_version", "535.104.05")
+    return snap(procs, used=(4,) * 8, driver=kw.pop("driver", ()), **kw)
+
+
+def job(pid=5000, *, ppid=4000, pgid=4000, sid=3000, ticks=1000, mib=70000, gpu=0, sm=None, user="alice",
+        state="S", exe="/usr/bin/python3.11", name="python3", pending=None) -> Proc:
+    return Proc(pid=pid, ppid=ppid, state=state, user=user, name=name, cmdline=f"{name} train.py",
+                start_ticks=777, pgid=pgid, sid=sid, cpu_ticks=ticks, exe=exe, gpu_sm_pct=sm,
+                gpu_memory_mib={str(gpu): mib}, device_files=(f"/dev/nvidia{gpu}", "/dev/nvidiactl"),
+                sigkill_pending=pending)
+
+
+def held(procs, *, used0=70004, util0=0, t=T0, **kw):
+    s = snap(procs, used=(used0,) + (4,) * 7, t=t, pci_gpus=present(), driver_list_ok=True, **kw)
+    g0 = replace(s.gpus[0], utilization_pct=util0)
+    return replace(s, gpus=(g0,) + s.gpus[1:])
+
+
+def by_kind(findings, kind):
+    return [f for f in findings if f.kind == kind]
+
+
+# ---------------------------------------------------------------- roles
+
+def test_a_device_plugin_in_a_kubepods_cgroup_is_infrastructure_and_the_gate_passes():
+    plugin = Proc(pid=2100, ppid=2090, state="S", user="root", name="nvidia-device-p",
+                  cmdline="nvidia-device-plugin", exe="/usr/bin/nvidia-device-plugin", cgroup=KUBE,
+                  device_files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1"))
+    s = idle_node([plugin])
+    fs = diagnose(s)
+    assert not [f for f in fs if 2100 in f.pids and f.kind in ("hidden-holder", "orphan", "holder")]
+    sig = {x.name: x for x in fitness.signals(s)}
+    assert fitness.clean(list(sig.values())), fitness.why_not(list(sig.values()))
+    assert "nvidia-device-plugin" in sig["workloads"].said
+
+
+def test_a_users_process_renamed_xorg_is_a_workload_and_fails_the_gate():
+    fake = Proc(pid=6100, ppid=6000, state="S", user="mallory", name="Xorg", cmdline="Xorg :9",
+                exe="/usr/bin/python3.11", device_files=("/dev/nvidia0", "/dev/nvidiactl"))
+    real = replace(fake, pid=1550, user="gdm", exe="/usr/lib/xorg/Xorg")
+    ok = fitness.signals(idle_node([real]))
+    assert fitness.clean(ok), fitness.why_not(ok)
+    bad = fitness.signals(idle_node([fake]))
+    assert not fitness.clean(bad) and "PID 6100" in fitness.why_not(bad)
+    # and the ladder may act on it, where it never signals the node's display server
+    assert [f for f in diagnose(idle_node([fake])) if 6100 in f.pids and f.kind == "hidden-holder"]
+
+
+def test_a_display_server_whose_executable_cannot_be_read_is_unconfirmed_and_unknown_is_not_clean():
+    xorg = Proc(pid=1550, ppid=1549, state="S", user="gdm", name="Xorg", cmdline="/usr/lib/xorg/Xorg vt1",
+                device_files=("/dev/nvidia0",))
+    sig = {x.name: x for x in fitness.signals(idle_node([xorg]))}
+    assert sig["workloads"].status == fitness.UNKNOWN and "executable could not be read" in sig["workloads"].said
+
+
+def test_a_daemon_name_under_another_user_is_no_daemon():
+    fake = Proc(pid=7000, ppid=1, state="S", user="bob", name="nvidia-persiste", cmdline="nvidia-persistenced",
+                device_files=("/dev/nvidia0",))
+    fs = diagnose(idle_node([fake]))
+    assert not by_kind(fs, "reset-blocker") or all(7000 not in f.pids for f in by_kind(fs, "reset-blocker"))
+    assert not fitness.clean(fitness.signals(idle_node([fake])))
+
+
+# ---------------------------------------------------------------- liveness
+
+def test_a_setsid_job_computing_at_ppid_1_is_no_orphan_and_gets_no_signal_advice():
+    j = job(ppid=1, pgid=5000, sid=5000, sm=95)
+    fs = diagnose(held([j], util0=100))
+    assert not by_kind(fs, "orphan")
+    (h,) = by_kind(fs, "holder")
+    assert h.rung is None and h.next_step.startswith("Nothing stuck") and "`t`" in h.next_step
+    ev = h.evidence["processes"][0]
+    assert ev["role"] == "workload" and ev["liveness"] == "detached" and ev["computing"] is True
+    assert ev["ppid"] == 1 and ev["group_leader_alive"] is True and ev["sm_pct"] == 95
+    assert top_step(fs) is None
+
+
+def test_cpu_time_over_the_polls_says_computing_or_idle():
+    before = held([job(ppid=1, pgid=4000, ticks=1000)], t=T0)
+    busy = held([job(ppid=1, pgid=4000, ticks=1090)], t=T0 + 1)
+    ev = by_kind(diagnose(busy, [before]), "holder")[0].evidence["processes"][0]
+    assert ev["computing"] is True and ev["cpu_pct"] == 90.0 and ev["liveness"] == "detached"
+    still = held([job(ppid=1, pgid=4000, ticks=1000)], t=T0 + 1)
+    (o,) = by_kind(diagnose(still, [before]), "orphan")
+    ev = o.evidence["processes"][0]
+    assert ev["computing"] is False and ev["group_leader_alive"] is False and o.rung == "sigterm"
+
+
+def test_workers_whose_group_leader_died_under_a_subreaper_of_any_name_are_orphans():
+    reaper = Proc(pid=3900, ppid=1, state="S", user="alice", name="supervise", cmdline="supervise", pgid=3900,
+                  sid=3000, start_ticks=5)
+    w = [job(pid=5000 + i, ppid=3900, pgid=4000, ticks=10, gpu=i) for i in range(2)]
+    s0 = snap([reaper] + w, t=T0)
+    s1 = snap([reaper] + w, t=T0 + 2)
+    (o,) = by_kind(diagnose(s1, [s0]), "orphan")
+    assert set(o.pids) == {5000, 5001} and "adopted by PID 3900 (supervise)" in o.summary
+    assert o.evidence["processes"][0]["adopted_by"] == "supervise (PID 3900)"
+
+
+def test_a_computing_job_whose_launcher_was_signalled_is_an_orphan():
+    w = job(ppid=1, pgid=4000, sm=90)
+    kill = ActionRecord(rung="sigkill", ts=T0 - 5, node="demo", pids=(4000,))
+    (o,) = by_kind(diagnose(held([w], util0=100), (), [kill]), "orphan")
+    assert "sigkill" in o.evidence["processes"][0]["launcher_signalled"]
+
+
+def test_a_pending_sigkill_is_never_signalled_again_then_drain_capture_reboot():
+    stuck = job(state="D", pending=True, ppid=1, pgid=4000)
+    stuck = replace(stuck, d_threads=(ThreadInfo(tid=5001, state="D", wchan="uvm_va_space_destroy"),))
+    fs = diagnose(held([stuck], t=T0))
+    assert all(f.rung not in ("sigterm", "sigkill", "kill-holders") for f in fs if 5000 in f.pids)
+    assert any(f.rung == "wait" and "SIGKILL pending" in f.next_step for f in fs)
+    later = [held([stuck], t=T0 + s) for s in (0, 60, 130)]
+    fs = diagnose(later[-1], later[:-1])
+    top = next(f for f in fs if 5000 in f.pids)
+    assert top.rung == "reboot" and "capture" in top.next_step and "Drain" in top.next_step
+    assert not fitness.clean(fitness.signals(later[-1]))
+
+
+# ---------------------------------------------------------------- the gate's signals
+
+def signal(s, name, **kw):
+    return {x.name: x for x in fitness.signals(s, **kw)}[name]
+
+
+def test_an_idle_node_is_clean_and_says_every_signal():
+    sigs = fitness.signals(idle_node())
+    assert [x.name for x in sigs] == list(fitness.SIGNALS) and fitness.clean(sigs)
+    assert {x.status for x in sigs} <= {fitness.OK, fitness.NA}
+
+
+def test_a_recovery_action_alone_makes_a_node_unfit():
+    s = idle_node(driver_version="570.86.15")
+    s = replace(s, gpus=tuple(replace(g, recovery_action="gpu_reset" if g.index == 3 else "none") for g in s.gpus))
+    assert signal(s, "recovery_action").status == fitness.BAD
+    assert not fitness.clean(fitness.signals(s))
+    unknown = replace(s, gpus=tuple(replace(g, recovery_action=None) for g in s.gpus))
+    assert signal(unknown, "recovery_action").status == fitness.UNKNOWN
+
+
+def test_a_gpu_missing_from_the_list_or_reading_ff_is_not_present():
+    s = idle_node()
+    missing = replace(s, gpus=s.gpus[:7])
+    assert signal(missing, "gpus_present").status == fitness.BAD and bus(7) in signal(missing, "gpus_present").said
+    ff = replace(s, pci_gpus=present()[:7] + (PciGpu(bus(7), False),))
+    assert "rev ff" in signal(ff, "gpus_present").said
+    unread = replace(s, pci_gpus=None)
+    assert signal(unread, "gpus_present").status == fitness.UNKNOWN
+
+
+def test_a_fresh_xid_fails_the_gate_an_old_one_passes_and_a_clean_verdict_moves_the_mark():
+    line = "[ 5000.123456] NVRM: Xid (PCI:0000:18:00): 79, pid=0, name=, GPU has fallen off the bus."
+    s = idle_node(kernel_log=(line,), boot_time=T0 - 6000)          # uptime 6000 s: the line 1000 s old
+    assert signal(s, "kernel_log").status == fitness.BAD
+    assert signal(s, "kernel_log", window_s=600).status == fitness.OK
+    assert signal(s, "kernel_log", clean_uptime_s=5100).status == fitness.OK
+    denied = replace(idle_node(), warnings=("dmesg not permitted: Xid lines unavailable",))
+    assert signal(denied, "kernel_log").status == fitness.UNKNOWN
+
+
+def test_pending_remap_and_an_unanswered_process_list_are_not_clean():
+    s = idle_node()
+    remap = replace(s, gpus=tuple(replace(g, memory_repair=MemoryRepair(remap_pending=g.index == 2,
+                                                                           remap_failure=False)) for g in s.gpus))
+    assert signal(remap, "memory_repair").status == fitness.BAD
+    blind = replace(s, driver_list_ok=False)
+    assert signal(blind, "workloads").status == fitness.UNKNOWN and not fitness.clean(fitness.signals(blind))
+
+
+def test_memory_held_by_infrastructure_is_allowed_but_a_jobs_is_not():
+    xorg = Proc(pid=1550, ppid=1549, state="S", user="root", name="Xorg", cmdline="/usr/lib/xorg/Xorg",
+                exe="/usr/lib/xorg/Xorg", device_files=("/dev/nvidia0",))
+    dp = DriverProc(pid=1550, gpu_index=0, gpu_uuid=uuid(0), used_memory_mib=1800, name="/usr/lib/xorg/Xorg")
+    s = replace(idle_node([xorg], driver=(dp,)), gpus=gpus((1804,) + (4,) * 7))
+    assert fitness.clean(fitness.signals(s)), fitness.why_not(fitness.signals(s))
+    j = job(pid=5000, mib=1800)
+    dj = DriverProc(pid=5000, gpu_index=0, gpu_uuid=uuid(0), used_memory_mib=1800, name="python3")
+    s2 = replace(idle_node([j], driver=(dj,)), gpus=gpus((1804,) + (4,) * 7))
+    assert "the driver lists PID 5000" in fitness.why_not(fitness.signals(s2))
+
+
+def test_the_findings_details_say_the_evidence_in_words():
+    from console.ui.details import finding_detail
+    j = job(ppid=1, pgid=5000, sid=5000, sm=95, name="[bold]x\x1b[31m")
+    s = held([j], util0=100)
+    (h,) = by_kind(diagnose(s), "holder")
+    text = finding_detail(h, s).plain
+    assert "Why the console thinks so" in text
+    assert "PID 5000" in text and "workload (job)" in text and "detached" in text and "SM share is 95 %" in text
+    assert "\x1b" not in text and "[bold]x" in text          # a hostile name renders literally
