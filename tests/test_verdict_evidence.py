@@ -213,3 +213,26 @@ def test_the_findings_details_say_the_evidence_in_words():
     assert "Why the console thinks so" in text
     assert "PID 5000" in text and "workload (job)" in text and "detached" in text and "SM share is 95 %" in text
     assert "\x1b" not in text and "[bold]x" in text          # a hostile name renders literally
+
+
+# ---------------------------------------------------------------- a lost GPU, however it shows
+
+def test_a_gpu_off_the_bus_is_a_driver_error_naming_its_bus_and_never_a_reset():
+    s = idle_node()
+    for gone in (replace(s, gpus=s.gpus[:7]),                                           # missing from the list
+                 replace(s, pci_gpus=present()[:7] + (PciGpu(bus(7), False),))):         # rev ff
+        errs = [f for f in diagnose(gone) if f.kind == "driver-error"]
+        assert len(errs) == 1 and bus(7) in errs[0].summary and errs[0].severity == "critical"
+        assert errs[0].rung == "reboot" and "Drain" in errs[0].next_step and "reset" not in (errs[0].rung or "")
+    lines = ("NVRM: The NVIDIA GPU 0000:b3:00.0", "NVRM: (PCI ID: 10de:1eb8) installed in this system has",
+             "NVRM: fallen off the bus and is not responding to commands.")
+    (f,) = [f for f in diagnose(replace(s, kernel_log=lines)) if f.kind == "driver-error"]
+    assert "0000:b3:00.0" in f.summary and f.rung == "reboot"
+
+
+def test_nv_err_reset_required_wants_that_gpus_reset():
+    line = ("NVRM: GPU 00000000:18:00.0: nvAssertOkFailedNoLog: Assertion failed: Reset required "
+            "[NV_ERR_RESET_REQUIRED] (0x00000066) returned from kgspWaitForRmInitDone")
+    fs = diagnose(replace(idle_node(), kernel_log=(line,)))
+    (f,) = [f for f in fs if f.kind == "driver-error"]
+    assert f.gpus == (0,) and f.rung in ("reset", "clear-blockers") and "NV_ERR_RESET_REQUIRED" in f.summary

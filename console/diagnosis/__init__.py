@@ -38,11 +38,13 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
     findings: list[Finding] = []
     findings += node.probe_hung(snap, history)
     findings += node.driver_errors(snap)
+    findings += node.gone_gpus(snap)            # off the bus: rev ff, missing from the list, NVRM lines
     if snap.error is None or snap.processes:
         # Zombies, threads in D and Xid lines matter most when the driver does not answer
         # (a hung nvidia-smi leaves its callers in D): they are read even then.
         sit = Situation.build(snap, history, actions, now, ghost_threshold_mib)
         findings += node.recovery_actions(sit)
+        findings += node.reset_required(sit)
         findings += node.firmware_boot(sit)
         findings += node.xids(sit)
         findings += processes.zombies(sit)

@@ -1,6 +1,7 @@
 """Findings about the node and its GPUs: probe-hung, driver-error, xid, ghost-memory, reset-blocker."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Sequence
 
@@ -11,7 +12,7 @@ from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers,
                      signal_step)
 from console.diagnosis.context import Situation
 from console.diagnosis.repair import remap_known
-from console.diagnosis.xid import XidEvent, bus_key, firmware_failures, parse_xid_line, recovery_action
+from console.diagnosis.xid import XidEvent, bus_key, fallen_off_bus, firmware_failures, parse_xid_line, recovery_action
 
 HUNG_PROBES_BEFORE_REBOOT = 3     # consecutive timed-out probes (and at least the teardown window)
 _CONNECTION_WORDS = ("unreachable", "refused", "authentication", "host key")
@@ -82,12 +83,75 @@ def driver_errors(snap: NodeSnapshot) -> list[Finding]:
                           Step(None, "Read `dmesg` for NVRM lines: the driver answers with an error."),
                           evidence={"error": err}))
     for bus in snap.lost_gpus:
+        why = _unreachable_words(snap, bus)
         out.append(finding("driver-error", "critical",
-                      f"GPU {bus} lost: the driver cannot reach it (nvidia-smi: GPU is lost)",
-                      Step("reboot", "Reboot the node (power-cycle if the GPU stays lost): the driver says a "
-                                     "reboot is needed to recover this GPU and a reset cannot reach it."),
-                      evidence={"bus_id": bus}))
+                      f"GPU {bus} lost: the driver cannot reach it (nvidia-smi: {why})",
+                      Step("reboot", _OFF_BUS_STEP.format(bus=bus)),
+                      evidence={"bus_id": bus, "said": why, "off_bus": True}))
     return out
+
+
+#: what every GPU gone from the bus calls for: a reset cannot reach it, a resumed node would take jobs
+_OFF_BUS_STEP = ("Drain the node, then reboot it (power-cycle it if GPU {bus} stays gone): the GPU is off the "
+                 "bus, so no reset reaches it and no job can use it; do not resume the node before.")
+
+
+def _unreachable_words(snap: NodeSnapshot, bus: str) -> str:
+    """What nvidia-smi said of a GPU it could not reach ("GPU is lost", "Unknown Error", …)."""
+    for w in snap.warnings:
+        if bus in w and "(" in w:
+            return w[w.rindex("(") + 1:].rstrip(")") or "unreachable"
+    return "GPU is lost"
+
+
+def gone_gpus(snap: NodeSnapshot) -> list[Finding]:
+    """GPUs off the bus however they show: the kernel module knows a GPU nvidia-smi does not list,
+    its PCI config space reads all ones ("rev ff"), or the kernel log says it fell off the bus over
+    several lines without an Xid. Each a driver-error naming the bus: drain, reboot — never a
+    reset or a resume. A GPU already named lost (snap.lost_gpus) is not named twice."""
+    named = {bus_key(b) for b in snap.lost_gpus}
+    listed = {bus_key(g.bus_id) for g in snap.gpus}
+    out = []
+
+    def add(bus: str, summary: str, ev: dict) -> None:
+        key = bus_key(bus) or bus
+        if key in named:
+            return
+        named.add(key)
+        out.append(finding("driver-error", "critical", summary, Step("reboot", _OFF_BUS_STEP.format(bus=bus)),
+                           evidence={"bus_id": bus, "off_bus": True, **ev}))
+    for p in snap.pci_gpus or ():
+        if p.present is False:
+            add(p.bus_id, f"GPU {p.bus_id} reads all ones on the PCI bus (rev ff): it fell off the bus",
+                {"pci": "ff"})
+        elif snap.error is None and snap.gpus and bus_key(p.bus_id) not in listed:
+            add(p.bus_id, f"GPU {p.bus_id} is on the PCI bus but the driver does not list it: unreachable "
+                          f"({len(snap.gpus)} of {len(snap.pci_gpus or ())} GPUs listed)", {"pci": "missing"})
+    xid79 = {bus_key(ev.bus) for ev in map(parse_xid_line, snap.kernel_log) if ev is not None and ev.code == 79}
+    for bus in fallen_off_bus("\n".join(snap.kernel_log)):
+        if bus_key(bus) not in xid79:
+            add(bus, f"GPU {bus} fell off the bus (kernel log, no Xid): it is not responding to commands",
+                {"kernel": "fallen off the bus"})
+    return out
+
+
+def reset_required(sit: Situation) -> list[Finding]:
+    """NVRM lines saying NV_ERR_RESET_REQUIRED (an assertion in the driver, often with no Xid): the
+    GPU they name wants a reset; one they do not name leaves the node's GPUs to reset or a reboot."""
+    lines = [ln.strip() for ln in sit.snap.kernel_log if "NV_ERR_RESET_REQUIRED" in ln]
+    if not lines:
+        return []
+    by_bus = {bus_key(g.bus_id): g.index for g in sit.snap.gpus}
+    gpus = sorted({by_bus[k] for ln in lines for k in map(bus_key, _BUS_IN_LINE.findall(ln)) if k in by_bus})
+    why = "the driver says NV_ERR_RESET_REQUIRED"
+    step = (reset_step(sit, gpus, f"{why} for {t.gpus(gpus)}") if gpus else
+            Step("reboot", f"Reboot the node: {why} and names no GPU, so none can be reset alone."))
+    where = t.gpus(gpus) if gpus else "a GPU it does not name"
+    return [finding("driver-error", "high", f"{where}: {why} ({t.plural(len(lines), 'kernel line')})",
+                    step, (), tuple(gpus), {"lines": lines[-3:], "gpus": gpus})]
+
+
+_BUS_IN_LINE = re.compile(r"\b([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\b")
 
 
 # ---------------------------------------------------------------- ghost memory
