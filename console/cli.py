@@ -47,6 +47,7 @@ _interval = _checked(seconds_text, *INTERVAL_S)
 _probe_timeout = _checked(seconds_text, *PROBE_TIMEOUT_S)
 _device_glob = _checked(device_glob)
 _gate_wait = _checked(seconds_text, 0.0, 3600.0)
+_kernel_window = _checked(seconds_text, 0.0, 30 * 86400.0)
 _watch_window = _checked(seconds_text, 0.0, 86400.0)
 
 
@@ -214,6 +215,9 @@ def build_sub_parser(name: str) -> Parser:
         p.add_argument("--wait", type=_gate_wait, default=120.0, metavar="S",
                        help="how long memory may take to come back, 0 to 3600 s (default 120)")
         p.add_argument("--json", action="store_true", help="the verdict as JSON on stdout")
+        p.add_argument("--kernel-window", type=_kernel_window, default=3600.0, metavar="S",
+                       help="with no clean verdict on record for this boot, kernel lines (Xid, NVRM) younger "
+                            "than S count (default 3600); after one, every line since it does")
         p.add_argument("--drain", action="store_true",
                        help="a node that is not clean is drained in Slurm (Reason: gpu-incident <id>: <kind>)")
         p.add_argument("--incident-dir", metavar="DIR", help="where the incident goes (default: the user state dir)")
@@ -584,7 +588,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return tl
     try:
         nodes, incident = asyncio.run(gate.run(sources, wait_s=args.wait, open_incident=open_incident,
-                                               slurm=slurm, drain_nodes=args.drain, directory=directory))
+                                               slurm=slurm, drain_nodes=args.drain, directory=directory,
+                                               kernel_window_s=args.kernel_window))
     finally:
         for tl in opened:
             tl.close()

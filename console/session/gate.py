@@ -18,10 +18,9 @@ from typing import Any, Callable, Sequence
 
 from console.actions.slurm import SlurmActionSource, plan_drain, reason_finding
 from console.clock import REAL_CLOCK, Clock
-from console.diagnosis import text as t
-from console.diagnosis import who
+from console.diagnosis import fitness
 from console.model import Finding, NodeSnapshot
-from console.incident import freetimes
+from console.incident import freetimes, gatemarks
 from console.incident.timeline import Timeline
 from console.session import evidence
 from console.session.core import Session
@@ -43,47 +42,14 @@ class GateNode:
     evidence: list[str] = field(default_factory=list)   # the timeline entries that hold it
     drained: str | None = None                # the drain's outcome line, with --drain
     usually: str = ""                         # "memory usually comes back within N s here (…)"
+    signals: list[fitness.Signal] = field(default_factory=list)   # every health signal, at the last reading
 
 
-def why_held(snap: NodeSnapshot) -> str | None:
-    """None when the node is clean, else what keeps it from being (one line)."""
-    if snap.error is not None:
-        return f"not read: {one_line(snap.error, 160)}"
-    if snap.lost_gpus:
-        return f"{t.plural(len(snap.lost_gpus), 'GPU')} lost ({', '.join(snap.lost_gpus[:4])})"
-    if not snap.gpus:
-        return "the driver lists no GPU"
-    unknown = [g.index for g in snap.gpus if g.memory_used_mib is None]
-    if unknown:
-        return f"{t.gpus(unknown)}: memory not reported"
-    parts = []
-    held = [g for g in snap.gpus if (g.memory_used_mib or 0) > who.FREED_MIB]   # none unknown (above)
-    if held:
-        verb = "holds" if len(held) == 1 else "hold"
-        parts.append(f"{t.gpus([g.index for g in held])} {verb} {t.mib(sum(g.memory_used_mib or 0 for g in held))}")
-    listed = sorted({d.pid for d in snap.driver_processes})
-    if listed:
-        parts.append(f"the driver lists {_pids(listed)}")
-    holders = [p for p in who.holder_pids(snap) if p not in listed]
-    if holders:
-        parts.append(f"device files held by {_pids(holders)}")
-    parts += _repair_due(snap)
-    return "; ".join(parts) or None
-
-
-def _repair_due(snap: NodeSnapshot) -> list[str]:
-    """Memory repair that keeps a GPU from a new job: a failed row remap (the GPU wants
-    replacing), a remap or page retirement that waits for a reset (the next job would meet the
-    bad row)."""
-    failed = [g.index for g in snap.gpus if g.memory_repair is not None and g.memory_repair.remap_failure]
-    due = [g.index for g in snap.gpus if g.memory_repair is not None and g.index not in failed
-           and (g.memory_repair.remap_pending or g.memory_repair.pages_pending)]
-    out = []
-    if failed:
-        out.append(f"{t.gpus(failed)}: a row remap failed (drain, inspect or replace)")
-    if due:
-        out.append(f"{t.gpus(due)}: memory repair waits for a reset")
-    return out
+def why_held(snap: NodeSnapshot, clean_uptime_s: float | None = None,
+              window_s: float = fitness.KERNEL_WINDOW_S) -> str | None:
+    """None when the node is clean, else what keeps it from being (one line): every health
+    signal (console/diagnosis/fitness.py) that is bad or unknown."""
+    return fitness.why_not(fitness.signals(snap, clean_uptime_s=clean_uptime_s, window_s=window_s))
 
 
 def _pids(pids: Sequence[int]) -> str:
@@ -92,8 +58,10 @@ def _pids(pids: Sequence[int]) -> str:
 
 
 async def wait_clean(session: Session, wait_s: float, *, interval: float = GATE_INTERVAL_S,
-                     clock: Clock = REAL_CLOCK) -> list[GateNode]:
-    """Read every node until each is clean or ``wait_s`` passes (at least one reading each)."""
+                     clock: Clock = REAL_CLOCK, marks: dict[str, Any] | None = None,
+                     window_s: float = fitness.KERNEL_WINDOW_S) -> list[GateNode]:
+    """Read every node until each is clean or ``wait_s`` passes (at least one reading each).
+    ``marks``: the last clean verdicts on record (console/incident/gatemarks.py)."""
     nodes = {name: GateNode(name) for name in session.names()}
     started = clock.now()
     first = True
@@ -104,7 +72,9 @@ async def wait_clean(session: Session, wait_s: float, *, interval: float = GATE_
         for snap in snaps:
             node = nodes[snap.name]
             node.snapshot = snap
-            node.held = why_held(snap)
+            node.signals = fitness.signals(snap, clean_uptime_s=gatemarks.clean_uptime(marks or {}, snap),
+                                           window_s=window_s)
+            node.held = fitness.why_not(node.signals)
             if node.held is None:       # clean at the first reading: nothing had to come back
                 node.clean, node.seconds_to_free = True, 0.0 if first else round(elapsed, 1)
         first = False
@@ -169,26 +139,32 @@ def document(nodes: Sequence[GateNode], wait_s: float, incident: str | None) -> 
                  "summary": f.summary, "next_step": f.next_step} for f in snap.findings]
     return {"clean": all(n.clean for n in nodes), "wait_s": wait_s, "incident": incident,
             "nodes": [{"name": n.name, "clean": n.clean, "seconds_to_free": n.seconds_to_free,
-                       "held": None if n.clean else n.held, "evidence": n.evidence, "drained": n.drained,
+                       "held": None if n.clean else n.held,
+                       "signals": {sg.name: sg.to_json() for sg in n.signals}, "evidence": n.evidence, "drained": n.drained,
                        "usually": n.usually or None,
                        "findings": [] if n.clean else findings(n.snapshot)} for n in nodes]}
 
 
 async def run(sources: Sequence[Source], *, wait_s: float, open_incident: Callable[[], Timeline],
               slurm: SlurmClient | None = None, drain_nodes: bool = False, interval: float = GATE_INTERVAL_S,
-              directory: str | os.PathLike[str] | None = None) -> tuple[list[GateNode], str | None]:
+              directory: str | os.PathLike[str] | None = None,
+              kernel_window_s: float = fitness.KERNEL_WINDOW_S) -> tuple[list[GateNode], str | None]:
     """The whole gate: wait for clean; on failure open the incident (``open_incident()`` -> a
     Timeline), record the evidence, drain with ``drain_nodes``. (nodes, incident ID or None).
     ``directory``: the incident directory, where every time-to-free measured is kept and read
-    back (console/incident/freetimes.py)."""
+    back (console/incident/freetimes.py), and each node's last clean verdict (gatemarks.py:
+    kernel lines after it are fresh; without one, those of the last ``kernel_window_s``)."""
     session = Session(sources)
     try:
-        nodes = await wait_clean(session, wait_s, interval=interval)
+        nodes = await wait_clean(session, wait_s, interval=interval, marks=gatemarks.load(directory),
+                                 window_s=kernel_window_s)
         kept = freetimes.load(directory)
         for node in nodes:
             node.usually = freetimes.said(kept, "job", node.name)
             if node.clean and node.seconds_to_free:       # 0: nothing had to come back
                 freetimes.record(directory, node.name, "job", node.seconds_to_free)
+            if node.clean and node.snapshot is not None:
+                gatemarks.record(directory, node.snapshot)
         failed = [n for n in nodes if not n.clean]
         if not failed:
             return nodes, None
