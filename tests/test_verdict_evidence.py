@@ -236,3 +236,26 @@ def test_nv_err_reset_required_wants_that_gpus_reset():
     fs = diagnose(replace(idle_node(), kernel_log=(line,)))
     (f,) = [f for f in fs if f.kind == "driver-error"]
     assert f.gpus == (0,) and f.rung in ("reset", "clear-blockers") and "NV_ERR_RESET_REQUIRED" in f.summary
+
+
+def test_a_hung_task_report_inside_the_driver_wants_drain_capture_reboot():
+    from tests.real_fixtures import load
+    body = load("hung-task-nvidia-rm-lock-nvidia-persistenced-15.log").body.splitlines()
+    fs = diagnose(replace(idle_node(), kernel_log=tuple(body)))
+    (f,) = [f for f in fs if f.evidence.get("hung_task")]
+    assert f.severity == "critical" and f.rung == "reboot" and "os_acquire_rwlock_read" in f.summary
+    assert "capture" in f.next_step and f.evidence["pid"] == 509579
+    assert {s.name: s for s in fitness.signals(replace(idle_node(), kernel_log=tuple(body)))}["stuck"].status \
+        == fitness.BAD
+
+
+def test_a_gpu_nvidia_smi_cannot_get_a_handle_for_is_lost_whatever_the_words():
+    s = replace(idle_node(), warnings=("GPU 00000000:1C:00.0 cannot be reached: Unknown Error",),
+                pci_gpus=None)
+    (f,) = [f for f in diagnose(s) if f.kind == "driver-error"]
+    assert "00000000:1C:00.0" in f.summary and "Unknown Error" in f.summary and f.rung == "reboot"
+    assert {x.name: x for x in fitness.signals(s)}["gpus_present"].status == fitness.BAD
+    alone = replace(s, warnings=(), gpus=(), error="driver error: nvidia-smi cannot reach GPU 00000000:07:00.0 "
+                                                    "(Unknown Error)")
+    (f,) = [f for f in diagnose(alone) if f.kind == "driver-error"]
+    assert "00000000:07:00.0" in f.summary and f.rung == "reboot" and "Drain" in f.next_step

@@ -45,6 +45,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         sit = Situation.build(snap, history, actions, now, ghost_threshold_mib)
         findings += node.recovery_actions(sit)
         findings += node.reset_required(sit)
+        findings += node.hung_task_reports(sit)
         findings += node.firmware_boot(sit)
         findings += node.xids(sit)
         findings += processes.zombies(sit)

@@ -12,7 +12,9 @@ The signals (``SIGNALS``, in the order `gate --json` lists them):
   verdict of this boot (without one: within the window); dmesg unreadable is unknown;
 - ``memory_repair``: no failed row remap, no remap or page retirement waiting for a reset;
 - ``fabric``: where there is an NVLink fabric, every GPU registered ("Completed", "Success");
-- ``stuck``: no process sits in the driver (D inside it, or a SIGKILL pending it cannot take);
+- ``stuck``: no process sits in the driver (D inside it; a GPU holder, or a GPU program such as
+  nvidia-smi, persistenced or Xorg, in D wherever it waits; a SIGKILL pending it cannot take; a
+  fresh hung-task report inside the driver);
 - ``workloads``: no workload holds memory or a device file (the node's infrastructure and
   monitors are allowed, and so is their memory); the driver's process list must have answered.
 
@@ -27,6 +29,8 @@ from typing import Any, Sequence
 from console.diagnosis import text as t
 from console.diagnosis.context import Situation
 from console.diagnosis.liveness import UNKILLABLE, liveness
+from console.diagnosis.node import hung_task_reports, unreachable
+from console.diagnosis.roles import gpu_program
 from console.diagnosis.who import FREED_MIB, holder_candidates, is_protected
 from console.diagnosis.xid import parse_xid_line
 from console.model import NodeSnapshot, bus_key
@@ -79,9 +83,9 @@ def signals(snap: NodeSnapshot, *, clean_uptime_s: float | None = None,
 
 def _present(snap: NodeSnapshot) -> Signal:
     name = "gpus_present"
-    if snap.lost_gpus:
-        return Signal(name, BAD, f"{t.plural(len(snap.lost_gpus), 'GPU')} lost or unreachable "
-                                 f"({', '.join(snap.lost_gpus[:4])})")
+    gone = [*snap.lost_gpus, *(bus for bus, _why in unreachable(snap))]
+    if gone:
+        return Signal(name, BAD, f"{t.plural(len(gone), 'GPU')} lost or unreachable ({', '.join(gone[:4])})")
     if not snap.gpus:
         return Signal(name, BAD, "the driver lists no GPU")
     if snap.pci_gpus is None:
@@ -205,12 +209,37 @@ def _stuck(sit: Situation) -> Signal:
     stuck = []
     for p in sit.snap.processes:
         in_driver = any((th.wchan or "").startswith(_DRIVER_WCHAN) for th in p.d_threads)
-        if in_driver or (p.sigkill_pending and liveness(sit, p).verdict == UNKILLABLE):
+        # a GPU holder in D, wherever it waits: its hold on the GPU does not end while it sits there
+        in_d = bool(p.d_threads) or p.state == "D"
+        holder_in_d = in_d and (p.holds_devices or p.pid in sit.driver_pids() or gpu_program(p) is not None)
+        if in_driver or holder_in_d or (p.sigkill_pending and liveness(sit, p).verdict == UNKILLABLE):
             stuck.append(p)
     if stuck:
         return Signal(name, BAD, f"{t.plural(len(stuck), 'process', 'processes')} ({sit.names(stuck)}, "
                                  f"{t.pids([p.pid for p in stuck])}) stuck in the driver")
+    hung = [f for f in hung_task_reports(sit) if f.severity == "critical"]
+    if hung:
+        return Signal(name, BAD, hung[0].summary)
     return Signal(name, OK, "no process stuck in the driver")
+
+
+def infrastructure_mib(sit: Situation) -> dict[int, int]:
+    """{GPU: MiB the node's own programs hold there} (a display server's framebuffer, a monitor's
+    nothing): memory that never makes a GPU unfit."""
+    out: dict[int, int] = {}
+    for p in sit.gpu_holders():
+        on = sit.gpus_of(p)
+        if not sit.workload(p) and len(on) == 1:
+            (g,) = on
+            out[g] = out.get(g, 0) + sit.mib_of(p)
+    return out
+
+
+def workload_mib(snap: NodeSnapshot) -> dict[int, int | None]:
+    """{GPU: memory used beyond what the node's own programs hold} (None where not reported)."""
+    infra = infrastructure_mib(Situation.build(snap, (), (), None, 1 << 30))
+    return {g.index: None if g.memory_used_mib is None else g.memory_used_mib - infra.get(g.index, 0)
+            for g in snap.gpus}
 
 
 def _workloads(sit: Situation) -> Signal:
@@ -220,11 +249,7 @@ def _workloads(sit: Situation) -> Signal:
         return Signal(name, UNKNOWN, "the driver's process list did not answer: who holds the memory is unknown")
     if not snap.processes:
         return Signal(name, UNKNOWN, "the process table could not be read")
-    infra_mib: dict[int, int] = {}
-    for p in snap.processes:
-        if not sit.workload(p):
-            for g in sit.gpus_of(p):
-                infra_mib[g] = infra_mib.get(g, 0) + (sit.mib_of(p) if len(sit.gpus_of(p)) == 1 else 0)
+    infra_mib = infrastructure_mib(sit)
     unknown_mem = [g.index for g in snap.gpus if g.memory_used_mib is None]
     held = [g for g in snap.gpus if g.memory_used_mib is not None
             and g.memory_used_mib - infra_mib.get(g.index, 0) > FREED_MIB]

@@ -8,11 +8,12 @@ from typing import Sequence
 from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, program_of, restore_commands
 from console.model import Finding, NodeSnapshot, recovery_words
 from console.diagnosis import text as t
-from console.diagnosis.advice import (KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
+from console.diagnosis.advice import (CAPTURE_THEN_REBOOT, KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
                      signal_step)
 from console.diagnosis.context import Situation
 from console.diagnosis.repair import remap_known
-from console.diagnosis.xid import XidEvent, bus_key, fallen_off_bus, firmware_failures, parse_xid_line, recovery_action
+from console.diagnosis.xid import (XidEvent, bus_key, fallen_off_bus, firmware_failures, hung_tasks, parse_xid_line,
+                                   recovery_action)
 
 HUNG_PROBES_BEFORE_REBOOT = 3     # consecutive timed-out probes (and at least the teardown window)
 _CONNECTION_WORDS = ("unreachable", "refused", "authentication", "host key")
@@ -51,7 +52,8 @@ def driver_errors(snap: NodeSnapshot) -> list[Finding]:
     out = []
     err = (snap.error or "").strip()
     low = err.lower()
-    if err and "timed out" not in low and not any(w in low for w in _CONNECTION_WORDS):
+    if err and "timed out" not in low and not any(w in low for w in _CONNECTION_WORDS) \
+            and not unreachable(snap):          # GPUs nvidia-smi cannot reach: gone_gpus names each
         if "mismatch" in low:
             out.append(finding("driver-error", "critical", f"driver/library version mismatch: {err}",
                           Step("reboot", "Reboot the node (or reload the nvidia kernel modules): the loaded "
@@ -79,7 +81,7 @@ def driver_errors(snap: NodeSnapshot) -> list[Finding]:
                                      "without it this node cannot be read."),
                           evidence={"error": err}))
         elif "driver" in low or "nvml" in low:
-            out.append(finding("driver-error", "critical", f"driver error: {err}",
+            out.append(finding("driver-error", "critical", err if low.startswith("driver error") else f"driver error: {err}",
                           Step(None, "Read `dmesg` for NVRM lines: the driver answers with an error."),
                           evidence={"error": err}))
     for bus in snap.lost_gpus:
@@ -104,6 +106,20 @@ def _unreachable_words(snap: NodeSnapshot, bus: str) -> str:
     return "GPU is lost"
 
 
+_UNREACHABLE_WARNING = re.compile(r"GPU (\S+) cannot be reached: (.*)")
+_UNREACHABLE_ERROR = re.compile(r"GPU ([0-9A-Fa-f:.]+) \(([^)]*)\)")
+
+
+def unreachable(snap: NodeSnapshot) -> list[tuple[str, str]]:
+    """(bus id, what nvidia-smi said) of each GPU it could get no handle for ("Unknown Error", "Not
+    Found", …: the wordings other than "GPU is lost", which snap.lost_gpus holds), from the node's
+    warnings (other GPUs answered) or its error (none did)."""
+    out = [(m.group(1), m.group(2).strip()) for w in snap.warnings if (m := _UNREACHABLE_WARNING.fullmatch(w))]
+    if snap.error and "cannot reach" in snap.error:
+        out += [(m.group(1), m.group(2).strip()) for m in _UNREACHABLE_ERROR.finditer(snap.error)]
+    return out
+
+
 def gone_gpus(snap: NodeSnapshot) -> list[Finding]:
     """GPUs off the bus however they show: the kernel module knows a GPU nvidia-smi does not list,
     its PCI config space reads all ones ("rev ff"), or the kernel log says it fell off the bus over
@@ -120,6 +136,9 @@ def gone_gpus(snap: NodeSnapshot) -> list[Finding]:
         named.add(key)
         out.append(finding("driver-error", "critical", summary, Step("reboot", _OFF_BUS_STEP.format(bus=bus)),
                            evidence={"bus_id": bus, "off_bus": True, **ev}))
+    for bus, why in unreachable(snap):
+        add(bus, f"GPU {bus} unreachable: nvidia-smi cannot get a handle for it ({why}) — off the bus or "
+                 "wedged", {"said": why})
     for p in snap.pci_gpus or ():
         if p.present is False:
             add(p.bus_id, f"GPU {p.bus_id} reads all ones on the PCI bus (rev ff): it fell off the bus",
@@ -149,6 +168,49 @@ def reset_required(sit: Situation) -> list[Finding]:
     where = t.gpus(gpus) if gpus else "a GPU it does not name"
     return [finding("driver-error", "high", f"{where}: {why} ({t.plural(len(lines), 'kernel line')})",
                     step, (), tuple(gpus), {"lines": lines[-3:], "gpus": gpus})]
+
+
+#: a hung-task report older than this whose task is gone is history
+HUNG_TASK_HISTORY_S = 3600.0
+
+
+def hung_task_reports(sit: Situation) -> list[Finding]:
+    """The kernel's hung-task reports (a task in D for more than its 120 s): one blocked inside the
+    NVIDIA driver — a frame of the nvidia module in its trace, or on a node whose log has Xid lines
+    — holds the driver's locks, and every GPU call behind it waits: drain, capture, reboot
+    (leptonai/gpud#117, NVIDIA/nvidia-persistenced#15). A report whose task left D, or an old one
+    whose task is gone, is history."""
+    reports = hung_tasks(sit.snap.kernel_log)
+    if not reports:
+        return []
+    xid_here = any(parse_xid_line(ln) is not None for ln in sit.snap.kernel_log)
+    uptime = sit.snap.taken_at - sit.snap.boot_time if sit.snap.boot_time else None
+    out = []
+    for r in reports:
+        proc = sit.proc(r.pid)
+        same = [p for p in sit.snap.processes if p.name == r.name[:15] and in_d(p)]
+        now_in_d = (proc is not None and in_d(proc)) or bool(same)
+        age = uptime - r.uptime_s if uptime is not None and r.uptime_s is not None else None
+        driver = r.driver_frame is not None or xid_here
+        where = (f"inside the NVIDIA driver ({r.driver_frame})" if r.driver_frame
+                 else "on a node whose kernel log has Xid lines" if xid_here else "outside the GPU driver")
+        summary = (f"the kernel reports task {r.name} (PID {r.pid}) blocked in D for more than "
+                   f"{t.seconds(r.seconds)} {where}")
+        ev = {"hung_task": r.name, "pid": r.pid, "blocked_s": r.seconds, "driver_frame": r.driver_frame,
+              "line": r.line, "uptime_s": r.uptime_s, "still_in_d": now_in_d}
+        if (proc is not None and not in_d(proc)) or (not now_in_d and age is not None and age > HUNG_TASK_HISTORY_S):
+            out.append(finding("d-state", "info", summary + " (history: it is no longer in D)",
+                               Step(None, "Nothing to do: the task has left D since the report."), evidence=ev))
+        elif driver:
+            step = Step("reboot", f"Stop signalling: {r.name} (PID {r.pid}) waits inside the driver, holding "
+                                  f"what every other GPU call needs. {CAPTURE_THEN_REBOOT}.")
+            pids = tuple(p.pid for p in ([proc] if proc is not None else same))
+            out.append(finding("d-state", "critical", summary, step, pids, (), ev))
+        else:
+            out.append(finding("d-state", "low", summary, Step(None, "Watch it: D outside the GPU driver is "
+                                                                     "usually I/O; it matters only if it lasts."),
+                               evidence=ev))
+    return out
 
 
 _BUS_IN_LINE = re.compile(r"\b([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\b")

@@ -238,6 +238,16 @@ def _session_like(proc: Proc) -> bool:
             or proc.name.startswith(("containerd-shim", "tmux")) or prog.startswith("sshd"))
 
 
+def _other_job(parent: Proc, child: Proc) -> bool:
+    """The parent is not part of the child's job: another session, or another process group of
+    which the child's leader is not the parent (a launcher leads its workers' group; whatever
+    started the launcher — a wrapper, a test runner — does not)."""
+    if parent.sid is not None and child.sid is not None and parent.sid != child.sid:
+        return True
+    return (parent.pgid is not None and child.pgid is not None and parent.pgid != child.pgid
+            and parent.pid != child.pgid)
+
+
 def _job_root(sit: Situation, proc: Proc) -> Proc:
     """The top of a GPU job's process tree: climb parents until a shell, init or subreaper."""
     cur = proc
@@ -245,7 +255,7 @@ def _job_root(sit: Situation, proc: Proc) -> Proc:
     while True:
         parent = sit.proc(cur.ppid)
         if (parent is None or parent.pid in seen or not sit.touchable(parent) or parent.state in ("Z", "X")
-                or _session_like(parent)):
+                or _session_like(parent) or _other_job(parent, cur)):
             return cur
         seen.add(parent.pid)
         cur = parent

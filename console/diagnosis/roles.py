@@ -189,6 +189,21 @@ def _catalogued(proc: Proc) -> BlockerDaemon | None:
     return None
 
 
+def gpu_program(proc: Proc) -> str | None:
+    """The GPU program a process is named as (a daemon of the catalogue, a monitor, nvidia-smi),
+    whether or not it holds a device now; None for any other. Only for what the name alone may
+    say: such a program in D waits in the driver (NVIDIA/nvidia-docker#377: nvidia-smi and
+    nvidia-persistenced in D; andyljones/coolgpus#8: Xorg in D)."""
+    prog, comm = program_of(proc), proc.name
+    for d in BLOCKER_DAEMONS:
+        if _matches(d, prog, comm):
+            return d.program
+    for m in MONITORS:
+        if prog == m.program or comm == m.program[:15]:
+            return m.program
+    return None
+
+
 def _judge(d: BlockerDaemon, proc: Proc) -> Role:
     """Hold a process named like daemon ``d`` against the evidence."""
     named = f"named {label(proc)}"

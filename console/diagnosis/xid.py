@@ -289,3 +289,48 @@ def firmware_failures(lines: Sequence[str]) -> list[FirmwareFailure]:
     if wpr2 and not out:
         out.append(FirmwareFailure(None, True, None, tuple(wpr2[-3:])))
     return out
+
+
+# ---------------------------------------------------------------- the kernel's hung-task reports
+
+_HUNG_RE = re.compile(r"INFO: task (.{1,64}):(\d{1,10}) blocked for more than (\d{1,9}) seconds")
+_STAMP_RE = re.compile(r"^\s*\[\s*(\d{1,10}\.\d{1,9})\]")
+#: a call-trace frame in the NVIDIA kernel modules ("os_acquire_rwlock_read+0x35/0x50 [nvidia]")
+_NV_FRAME_RE = re.compile(r"([A-Za-z0-9_.]{1,80})\+0x[0-9a-f]+/0x[0-9a-f]+ \[nvidia(?:_uvm|_modeset|_drm)?\]")
+
+
+@dataclass(frozen=True)
+class HungTask:
+    """One hung-task report of the kernel ("INFO: task NAME:PID blocked for more than N seconds",
+    then the task line and its call trace): the task, how long, and the first frame it shows in the
+    NVIDIA driver (None: none in the lines kept)."""
+    name: str
+    pid: int
+    seconds: int
+    uptime_s: float | None
+    driver_frame: str | None
+    line: str
+
+
+def hung_tasks(lines: Sequence[str]) -> list[HungTask]:
+    """The hung-task reports in kernel-log lines, oldest first, the latest report of a PID winning.
+    Never raises."""
+    found: dict[int, HungTask] = {}
+    cur: HungTask | None = None
+    for line in lines:
+        if not isinstance(line, str):
+            continue
+        m = _HUNG_RE.search(line)
+        if m:
+            stamp = _STAMP_RE.match(line)
+            cur = HungTask(m.group(1).strip(), int(m.group(2)), int(m.group(3)),
+                           float(stamp.group(1)) if stamp else None, None, line.strip())
+            found.pop(cur.pid, None)
+            found[cur.pid] = cur
+            continue
+        if cur is not None and cur.driver_frame is None:
+            f = _NV_FRAME_RE.search(line)
+            if f:
+                cur = HungTask(cur.name, cur.pid, cur.seconds, cur.uptime_s, f.group(1), cur.line)
+                found[cur.pid] = cur
+    return list(found.values())

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 from console.diagnosis import who
 from console.incident.log import IncidentLog
 from console.incident.timeline import Timeline
+from console.diagnosis import fitness
 from console.model import Finding, NodeSnapshot, severity_rank
 from console.session import evidence
 from console.session.core import Session
@@ -92,6 +93,9 @@ def causes_in(snap: NodeSnapshot, *, now: float, seen: dict[tuple, Cause], dstat
     if snap.error is not None:
         return out                             # an unreadable poll says nothing of causes
     for f in snap.findings:
+        if f.kind == "holder" and any(isinstance(e, dict) and e.get("liveness") == "unkillable"
+                                      for e in f.evidence.get("processes", ())):
+            add("unkillable", f.summary, f.gpus, f.pids)      # a SIGKILL it cannot take: a cause, job or not
         if f.kind in NOT_CAUSES:
             continue
         if f.kind in CAUSE_KINDS or severity_rank(f.severity) >= severity_rank("high"):
@@ -100,8 +104,9 @@ def causes_in(snap: NodeSnapshot, *, now: float, seen: dict[tuple, Cause], dstat
         if f.kind == "d-state":
             add("d-state", f"{f.summary} (in D for more than {dstate_after:g} s)", f.gpus, f.pids, dstate_after,
                 f.since)
+    beyond = fitness.workload_mib(snap)          # what the node's own programs hold is no cause
     for g in snap.gpus:
-        used = g.memory_used_mib or 0
+        used = beyond.get(g.index) or 0
         if used > who.FREED_MIB and g.utilization_pct == 0:
             add("idle-memory", f"GPU {g.index} holds {used} MiB at 0 % utilisation for more than "
                 f"{idle_after:g} s", (g.index,), (), idle_after)
