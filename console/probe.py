@@ -62,9 +62,21 @@ pidns    "/proc/PID/ns pid:[NNNN]" for every PID with a device handle (PIDs from
          reads every holder's link); the PIDs stay in the shell variable HOLDERS for the cgroup
          section
 cgroup   "/proc/PID/cgroup:LINE" (one grep -H) of every device holder and of the PIDs the
-         driver listed in the previous probe (the client names them: cgroup_command)
+         driver listed in the previous probe (the client names them: cgroup_command); those PIDs,
+         each once, stay in the shell variable GPU_PIDS (gi_G) for the exe and pend sections
+exe      "/proc/PID TARGET" NUL-terminated (find -printf '%h %l\\0' over /proc/PID/exe: the PID from
+         the path the shell gave, the target any byte but NUL; empty where unreadable) of the GPU
+         holders (GPU_PIDS): one find, O(holders)
+pend     "/proc/PID/status:SigPnd:\\tHEX" and "…:ShdPnd:\\tHEX" (one grep -H -m 2; status escapes the
+         name it shows, so a line is one field) of the GPU holders and of the PIDs with a thread
+         in D that this probe's dstate section found (DSTATE_PIDS, gi_D): bit 8 is SIGKILL
 sys      "modeset Y|N|" (/sys/module/nvidia_drm/parameters/modeset; empty: nvidia_drm not
          loaded) and "nvswitch" followed by the /dev/nvidia-nvswitchN device files
+pci      "gpus" when /proc/driver/nvidia/gpus exists (else "none"), then per directory there (named
+         by the GPU's bus id) "BUS XX XX XX XX": the first four bytes of its PCI config space
+         (/sys/bus/pci/devices/BUS/config, od -An -tx1 -N4; "ff ff ff ff": fallen off the bus;
+         nothing: unreadable). One od per GPU, asked every PCI_EVERY polls (STICKY). Both trees
+         are read under ``$GI_NODE_ROOT`` (NODE_ROOT_ENV: unset on a node, a fake tree in tests)
 gpu      nvidia-smi --query-gpu=GPU_FIELDS[,gpu_recovery_action] --format=csv,noheader,nounits:
          the recovery action is asked for only where the driver may know it (gpu_call)
 apps     nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits
@@ -75,8 +87,9 @@ remap    nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT: each GPU's row remapping
          each GPU's "bus id, fabric.state, fabric.status" (QUERY_FABRIC)
 pmon     nvidia-smi pmon -c 1 -s u: each process's SM utilisation per GPU (pmon_call: as remap,
          asked only when this probe's driver calls answered; console/sources/parse_pmon.py)
-xid      dmesg lines with "NVRM: Xid" or a GPU's firmware boot failure (KERNEL_LINES_ERE;
-         last 50), or dmesg's own error text
+xid      dmesg lines with "NVRM: Xid", a GPU's firmware boot failure, a GPU fallen off the bus
+         (one line or the three of the probe-time form), "GPU is lost" or an NVRM assertion
+         returning NV_ERR_RESET_REQUIRED (KERNEL_LINES_ERE; last KERNEL_LINES_KEPT), or dmesg's own error text
 driver   driver version: cat /proc/driver/nvidia/version (first line) or nothing
 
 Bounds: the node cuts command lines (ARGS_MAX_BYTES); the reader caps each section and the
@@ -89,7 +102,7 @@ import shlex
 from dataclasses import dataclass
 
 from console import probe_loop
-from console.probe_scope import (ARGS_SCOPED, DSTATE_SCOPED, STAT_SCOPED, UIDS_SCOPED, Scope, fd_dirs,
+from console.probe_scope import (ARGS_SCOPED, DSTATE_PIDS, DSTATE_SCOPED, STAT_SCOPED, UIDS_SCOPED, Scope, fd_dirs,
                                  pids_command, users_command)
 
 GPU_FIELDS = ("index,uuid,name,pci.bus_id,memory.used,memory.total,utilization.gpu,"
@@ -164,18 +177,43 @@ DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d
 #: (console/diagnosis/xid.py firmware_failures).
 WPR2_UP = "_kgspBootGspRm: unexpected WPR2 already up"
 INIT_FAILED = "RmInitAdapter failed!"
-#: the kernel-log lines the probe keeps: Xid lines and the two above (literal text: no ERE
-#: metacharacter in any, so one alternation of them is the probe's grep -E pattern)
-KERNEL_MARKS = ("NVRM: Xid", WPR2_UP, INIT_FAILED)
+#: a GPU gone from the bus, with no Xid: at probe time the driver prints it over three lines
+#: ("NVRM: The NVIDIA GPU 0000:b3:00.0" / "NVRM: (PCI ID: 10de:26b5) installed in this system has" /
+#: "NVRM: fallen off the bus and is not responding to commands."), later on one ("NVRM: GPU
+#: 0000:06:00.0: GPU has fallen off the bus."); all three lines are kept, so the bus named first
+#: reaches diagnosis (console/diagnosis/xid.py fallen_off_bus)
+FALLEN_GPU = "NVRM: The NVIDIA GPU"
+FALLEN_PCI = "installed in this system has"
+FALLEN_OFF = "fallen off the bus"
+#: the driver's word for a GPU it can no longer reach, and an RM assertion that the GPU needs a
+#: reset ("NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] …")
+GPU_LOST = "GPU is lost"
+RESET_REQUIRED = "NV_ERR_RESET_REQUIRED"
+#: the kernel's hung-task report (a task in D past hung_task_timeout_secs): its first line, the task
+#: line, and the frames of its call trace in the NVIDIA modules ("os_acquire_rwlock_read+0x35/0x50
+#: [nvidia]"): a task blocked inside the driver holds every GPU call behind it (console/diagnosis/
+#: xid.py hung_tasks; leptonai/gpud#117, NVIDIA/nvidia-persistenced#15)
+HUNG_TASK = "blocked for more than"
+HUNG_STATE = " state:D "
+NV_FRAME = "nvidia]"
+NV_UVM_FRAME = "nvidia_uvm]"
+#: the kernel-log lines the probe keeps: Xid lines and the ones above (literal text: no ERE
+#: metacharacter in any, a lone "]" being literal outside a bracket, so one alternation of them is
+#: the probe's grep -E pattern)
+KERNEL_MARKS = ("NVRM: Xid", WPR2_UP, INIT_FAILED, FALLEN_GPU, FALLEN_PCI, FALLEN_OFF, GPU_LOST, RESET_REQUIRED,
+                HUNG_TASK, HUNG_STATE, NV_FRAME, NV_UVM_FRAME)
 KERNEL_LINES_ERE = "|".join(KERNEL_MARKS)
 
 
 def kernel_line(line: str) -> bool:
-    """A kernel-log line the console keeps (KERNEL_MARKS): an Xid, or a firmware boot failure."""
+    """A kernel-log line the console keeps (KERNEL_MARKS): an Xid, a firmware boot failure, a GPU
+    fallen off the bus (each line of the three-line form), a lost GPU, a reset the driver requires."""
     return isinstance(line, str) and any(mark in line for mark in KERNEL_MARKS)
 
 
-XID = f"dmesg 2>&1 | grep -E '{KERNEL_LINES_ERE}|dmesg:' | tail -n 50"
+#: the kernel lines kept: the newest (a flood of one Xid must not push a hung-task report out)
+KERNEL_LINES_KEPT = 120
+XID = f"dmesg 2>&1 | grep -E '{KERNEL_LINES_ERE}|dmesg:' | tail -n {KERNEL_LINES_KEPT}"
 DRIVER = f"head -n 1 {DRIVER_VERSION_FILE} 2>/dev/null"
 SYS = f"echo \"modeset $(cat {DRM_MODESET_FILE} 2>/dev/null)\"; echo nvswitch {NVSWITCH_GLOB}"
 
@@ -240,9 +278,12 @@ def pidns_command(device_glob: str = DEFAULT_DEVICE_GLOB) -> str:
             "[ $# -eq 0 ] || find \"$@\" -maxdepth 0 -printf '%h %l\\n' 2>/dev/null")
 
 
+#: the probe shell's variable holding the GPU holders of this probe: the device holders (HOLDERS)
+#: and the PIDs the driver listed in the previous probe, each once (set by the cgroup section)
+GPU_PIDS = "gi_G"
 CGROUP_HEAD = f"s=' '; set --; for p in ${HOLDERS}"
 CGROUP_TAIL = ("; do case \"$s\" in *\" $p \"*) continue;; esac; s=\"$s$p \"; set -- \"$@\" /proc/$p/cgroup; done; "
-               "[ $# -eq 0 ] || grep -Hs '' \"$@\" </dev/null")
+               f"{GPU_PIDS}=$s; [ $# -eq 0 ] || grep -Hs '' \"$@\" </dev/null")
 
 
 def cgroup_command(pids: tuple[int, ...] | list[int] = ()) -> str:
@@ -262,6 +303,31 @@ def cgroup_pids(command: str) -> list[int] | None:
     if not all(w.isascii() and w.isdecimal() for w in words):
         return None
     return [int(w) for w in words]
+
+
+#: the executables of the GPU holders: one find over their /proc/PID/exe links, NUL-terminated
+#: records (a path may hold newlines), the PID from the path the shell gave it
+EXE = (f"set --; for p in ${GPU_PIDS}; do set -- \"$@\" /proc/$p/exe; done; "
+       "[ $# -eq 0 ] || find \"$@\" -maxdepth 0 -printf '%h %l\\0' 2>/dev/null")
+#: the signals pending (SigPnd: the main thread's, ShdPnd: the process's) of the GPU holders and of
+#: the processes with a thread in D this probe found (DSTATE_PIDS), each once: one grep
+PENDING = (f"s=' '; set --; for p in ${GPU_PIDS} ${DSTATE_PIDS}; do case \"$s\" in *\" $p \"*) continue;; esac; "
+           "s=\"$s$p \"; set -- \"$@\" /proc/$p/status; done; "
+           "[ $# -eq 0 ] || grep -Hs -m 2 -E '^(SigPnd|ShdPnd):' \"$@\" </dev/null")
+#: SIGKILL (signal 9) is bit 8 of a pending mask
+SIGKILL_BIT = 1 << 8
+
+#: the environment variable that roots the pci section's trees: unset (or empty) on a real node;
+#: the tests point it at a fake /proc/driver/nvidia/gpus and /sys/bus/pci/devices
+NODE_ROOT_ENV = "GI_NODE_ROOT"
+NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
+PCI_DEVICES_DIR = "/sys/bus/pci/devices"
+#: the first line of the pci section when the kernel module's GPU directory exists, or does not
+PCI_PRESENT, PCI_ABSENT = "gpus", "none"
+PCI = (f"gi_r=${{{NODE_ROOT_ENV}}}; if [ -d \"$gi_r{NVIDIA_GPUS_DIR}\" ]; then echo {PCI_PRESENT}; "
+       f"for g in \"$gi_r\"{NVIDIA_GPUS_DIR}/*; do [ -e \"$g\" ] || continue; b=${{g##*/}}; "
+       f"echo \"$b $(od -An -tx1 -N4 \"$gi_r{PCI_DEVICES_DIR}/$b/config\" 2>/dev/null)\"; done; "
+       f"else echo {PCI_ABSENT}; fi")
 
 
 def timed(command: str) -> str:
@@ -359,7 +425,10 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
         ("fds", fds_command(device_glob)),
         ("pidns", pidns_command(device_glob)),
         ("cgroup", cgroup_command(cgroup_pids)),
+        ("exe", EXE),
+        ("pend", PENDING),
         ("sys", SYS),
+        ("pci", PCI),
         *looped,
         *((name, driver_call(name)) for name in DRIVER_SECTIONS if per_poll or name not in ("gpu", "apps")),
         ("xid", XID),
@@ -382,13 +451,16 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
 #:   enough);
 #: - ``pmon`` for PMON_EVERY polls, and not at all while the driver lists no process (one more
 #:   nvidia-smi start, one NVML initialisation, and pmon's own sampling: a process's SM share is
-#:   at most PMON_EVERY polls old); where pmon is not supported, every PMON_UNSUPPORTED_EVERY
-STICKY = ("meta", "driver", "sys", "list", "xid", "remap", "pmon")
+#:   at most PMON_EVERY polls old); where pmon is not supported, every PMON_UNSUPPORTED_EVERY;
+#: - ``pci`` for PCI_EVERY polls (one ``od`` per GPU), and at the next poll whenever the driver's
+#:   answer looked wrong (an error, a lost GPU, another GPU count than the kernel module's)
+STICKY = ("meta", "driver", "sys", "list", "xid", "remap", "pmon", "pci")
 DRIVER_EVERY = 60
 XID_EVERY = 5
 REMAP_EVERY = 60
 PMON_EVERY = 30
 PMON_UNSUPPORTED_EVERY = 300
+PCI_EVERY = 5
 #: a watched process's command line and user are read again every so many polls (a process that
 #: renames itself without changing its comm shows the new line that late)
 ARGS_EVERY = 10

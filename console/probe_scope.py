@@ -206,10 +206,16 @@ STAT_SCOPED = (f"case ${MODE} in whole) {_listed('stat')};; *) set -- $gi_Ws $gi
 ARGS_SCOPED = (f"set -- $gi_Ac; {_with_new('cmdline')}; "
                f"{_NONE_OR}LC_ALL=C grep -azHos -m {ARGS_PER_PROCESS} '^.\\{{0,{ARG_MAX_BYTES}\\}}' \"$@\" </dev/null")
 UIDS_SCOPED = f"set -- $gi_Au; {_with_new('status')}; {_NONE_OR}grep -Hs -m 1 '^Uid:' \"$@\" </dev/null"
+#: the probe shell's variable the dstate section leaves the PIDs of its threads in D in (a PID once
+#: per thread; the pend section reads their pending signals)
+DSTATE_PIDS = "gi_D"
+#: threads in D among the scope's: one grep names them (a task's stat path holds no space), the loop
+#: runs in the probe shell itself (no pipe, so DSTATE_PIDS outlives it)
 DSTATE_SCOPED = (f"case ${THREADS} in all) set -- /proc/[0-9]*/task/[0-9]*/stat;; *) set -- $gi_Tt;; esac; "
-                 f"{_NONE_OR}grep -ls ') D ' \"$@\" </dev/null | while read -r f; do d=${{f%/stat}}; "
+                 f"{DSTATE_PIDS}=; {_NONE_OR}for f in $(grep -ls ') D ' \"$@\" </dev/null); do d=${{f%/stat}}; "
                  "w=; read -r w 2>/dev/null < $d/wchan; "
-                 "printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")
+                 "printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; "
+                 f"p=${{d#/proc/}}; {DSTATE_PIDS}=\"${DSTATE_PIDS} ${{p%%/*}}\"; done")
 
 
 def fd_dirs() -> str:

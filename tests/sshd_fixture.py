@@ -5,6 +5,11 @@ its own test nvidia-smi state (tests/bin/nvidia-smi reads $GI_FAKE_SMI) and put
 tests/bin first on PATH. Stock MaxSessions / MaxStartups. Started and stopped by
 PID; skipped with a reason where /usr/sbin/sshd is missing.
 
+Each node also has its own kernel-module tree: $GI_NODE_ROOT (probe.NODE_ROOT_ENV) points the
+probe's pci section at ``<state>/root``, where ``FakeSmi.set`` writes /proc/driver/nvidia/gpus
+(a directory per GPU it simulates, named by bus id) and /sys/bus/pci/devices/BUS/config (the
+GPU's vendor and device ID; "ff ff ff ff" for one fallen off the bus).
+
 Fixtures: ``ssh_keys`` (session), ``sshd`` (session; ``.nodes`` = two FakeNode),
 ``ssh_home`` (HOME in a temp dir: no stray ~/.ssh config, keys or agent).
 """
@@ -18,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from console.bench.sshd import SSHD, LoopbackSshd, HostKey, free_ports, public_line, write_key
+from console.probe import NODE_ROOT_ENV
 
 TEST_BIN = Path(__file__).resolve().parent / "bin"
 __all__ = ["SSHD", "free_ports", "free_port", "Keys", "make_keys", "Sshd", "FakeSmi", "FakeNode"]
@@ -49,6 +55,15 @@ def make_keys(root: Path) -> Keys:
 GPU_UUIDS = ("GPU-5a1c0c7e-1111-2222-3333-444455556666", "GPU-5a1c0c7e-1111-2222-3333-444455556667")
 GPU_BUS = ("00000000:18:00.0", "00000000:2A:00.0")
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+#: the first four bytes of the GPUs' PCI config space (vendor 10de, device 2bb5, little-endian) and
+#: what a device fallen off the bus reads
+PCI_CONFIG = bytes.fromhex("de10b52b")
+PCI_GONE = b"\xff" * 4
+
+
+def pci_dir(bus: str) -> str:
+    """00000000:2A:00.0 -> 0000:2a:00.0: its name under /proc/driver/nvidia/gpus and sysfs."""
+    return bus[4:].lower()
 
 
 class FakeSmi:
@@ -67,14 +82,42 @@ class FakeSmi:
         root.mkdir(parents=True, exist_ok=True)
         self.set()
 
+    @property
+    def node_root(self) -> Path:
+        """The node's fake kernel-module tree (its $GI_NODE_ROOT)."""
+        return self.dir / "root"
+
+    def _write_pci(self, count: int, missing, gone) -> None:
+        """A directory per GPU in root/proc/driver/nvidia/gpus but the ``missing`` ones, and each
+        GPU's config bytes (all ones for the ``gone``); GPUs of earlier calls not there now go."""
+        gpus = self.node_root / "proc" / "driver" / "nvidia" / "gpus"
+        devices = self.node_root / "sys" / "bus" / "pci" / "devices"
+        gpus.mkdir(parents=True, exist_ok=True)
+        devices.mkdir(parents=True, exist_ok=True)
+        wanted = {pci_dir(GPU_BUS[i]) for i in range(count) if i not in missing}
+        for old in gpus.iterdir():
+            if old.name not in wanted:
+                old.rmdir()
+        for i in range(count):
+            name = pci_dir(GPU_BUS[i])
+            if name in wanted:
+                (gpus / name).mkdir(exist_ok=True)
+            (devices / name).mkdir(exist_ok=True)
+            (devices / name / "config").write_bytes(PCI_GONE if i in gone else PCI_CONFIG)
+
     def _write(self, name: str, text: str) -> None:
         tmp = self.dir / (name + ".tmp")
         tmp.write_text(text)
         tmp.replace(self.dir / name)
 
     def set(self, used=(76109, 76113), apps=(), mode="normal", mig=False, recovery=("None", "None"),
-            old_smi=False, remap=(0, 0), sm=None, pmon_supported=True) -> None:
+            old_smi=False, remap=(0, 0), sm=None, pmon_supported=True, pci_missing=(), pci_gone=(),
+            apps_failure: str | None = None) -> None:
         """``used``: MiB per GPU; ``apps``: (pid, gpu index, MiB or None, name).
+        ``pci_missing``: GPU indices left out of the kernel module's /proc/driver/nvidia/gpus;
+        ``pci_gone``: GPU indices whose PCI config space reads all ones (fallen off the bus); by
+        default every GPU is there and answers. ``apps_failure``: the --query-compute-apps call
+        prints this and fails (exit 255) instead of listing the processes.
         Mode ``lost``: GPU 1 (bus 0000:2A:00.0) is lost, the others are still printed.
         ``recovery``: what a newer nvidia-smi prints for gpu_recovery_action per GPU; ``old_smi``:
         an older one that rejects that field (exit 2). ``remap``: per GPU, the rows remapped after
@@ -123,6 +166,11 @@ class FakeSmi:
             (self.dir / "old").unlink(missing_ok=True)
         self._write("lost", "Unable to determine the device handle for GPU 0000:2A:00.0: GPU is lost."
                             "  Reboot the system to recover this GPU\n")
+        if apps_failure is None:
+            (self.dir / "apps_fail").unlink(missing_ok=True)
+        else:
+            self._write("apps_fail", apps_failure + "\n")
+        self._write_pci(len(used), set(pci_missing), set(pci_gone))
         self._write("mode", mode + "\n")
 
     def calls(self) -> list[str]:
@@ -152,7 +200,8 @@ class Sshd(LoopbackSshd):
         root.mkdir(parents=True, exist_ok=True)
         self.nodes = [FakeNode(p, FakeSmi(root / f"smi-{p}")) for p in ports]
         self.bare = [FakeNode(p, None) for p in bare_ports]
-        env = {n.port: {"PATH": f"{TEST_BIN}:/usr/bin:/bin", "GI_FAKE_SMI": str(n.smi.dir)} for n in self.nodes}
+        env = {n.port: {"PATH": f"{TEST_BIN}:/usr/bin:/bin", "GI_FAKE_SMI": str(n.smi.dir),
+                        NODE_ROOT_ENV: str(n.smi.node_root)} for n in self.nodes}
         env.update({n.port: {"PATH": "/usr/bin:/bin"} for n in self.bare})
         super().__init__(root, HostKey(keys.host_key, keys.host_public, keys.host_fingerprint),
                          Path(str(keys.client_key) + ".pub").read_text(), [*ports, *bare_ports], env)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tests.fuzzing import examples
 from console.model import NodeSnapshot
 from console.sources import parse
+from console.sources.parse_proc import parse_exe, parse_pending
 from console import probe
 
 MARK = "::gi-fuzz::"
@@ -89,6 +90,10 @@ def test_proc_parsers_never_raise(text):
     parse.parse_fds(text)
     parse.parse_pidns(text)
     parse.parse_meta(text)
+    assert all(isinstance(exe, str) and exe for exe in parse_exe(text).values())
+    assert all(isinstance(v, bool) for v in parse_pending(text).values())
+    pci = parse.parse_pci(text)
+    assert pci is None or all(isinstance(g.bus_id, str) and g.present in (True, False, None) for g in pci)
     lines, warnings = parse.parse_xid(text)
     assert all("\n" not in w for w in warnings)
 

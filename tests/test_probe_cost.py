@@ -42,8 +42,11 @@ async def test_without_loop_mode_a_kept_shell_is_asked_two_nvidia_smi_calls_a_po
         assert later.gpus[0].memory_repair is not None        # the first probe's remap answer holds
         # a whole probe of a fresh shell sees the same node
         full = await whole.poll()
-        # (the cgroup of a PID the driver listed is read from the probe after it: not yet by the fresh one)
-        assert dataclasses.replace(later.proc(w0), cgroup=None) == full.proc(w0) and later.gpus == full.gpus
+        # (the cgroup, executable and pending signals of a PID the driver listed are read from the
+        # probe after it: not yet by the fresh one)
+        assert later.proc(w0).exe == "/usr/bin/sleep" and later.proc(w0).sigkill_pending is False
+        assert dataclasses.replace(later.proc(w0), cgroup=None, exe=None, sigkill_pending=None) == full.proc(w0)
+        assert later.gpus == full.gpus
         assert later.driver_version == full.driver_version and later.hostname == full.hostname
         assert later.own_pids[0] != full.own_pids[0]      # each its own shell
     finally:

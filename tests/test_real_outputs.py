@@ -16,6 +16,7 @@ import pytest
 from pathlib import Path
 
 from tests.real_fixtures import DIR, SEPARATOR, load, names
+from console import probe
 from console.actions.reset_output import parse_reset_output, reset_outcome_line
 from console.checks.parse import parse_kernel_log
 from console.diagnosis import diagnose
@@ -87,7 +88,10 @@ def test_xid_lines_give_number_bus_pid_name_and_the_catalogue_action(name, seen)
     assert [(e.code, e.bus, e.pid, e.process, e.action) for e in evs] == seen
     body = load(name).body
     probe_lines, warnings = parse.parse_xid(body)             # the probe's dmesg section
-    assert len(probe_lines) == len(seen) and warnings == []
+    # every Xid line, and beside them only the other lines the probe keeps (a GPU fallen off the
+    # bus, a lost one: probe.KERNEL_MARKS)
+    assert len([line for line in probe_lines if "NVRM: Xid" in line]) == len(seen) and warnings == []
+    assert all(probe.kernel_line(line) for line in probe_lines)
     check = parse_kernel_log(body)                            # the kernel-log check
     assert [x["xid"] for x in check["xids"]] == [s[0] for s in seen] and check["error"] is None
 
@@ -147,7 +151,13 @@ def test_diagnosis_of_xid_62_and_154_wants_a_reset_and_79_a_reboot():
 
 def test_a_gpu_that_fell_off_the_bus_without_an_xid_is_still_named():
     body = load("fallen-off-bus-no-xid-nvsentinel-155.log").body
-    assert parse.parse_xid(body) == ([], [])                  # no "NVRM: Xid" line at all
+    # no "NVRM: Xid" line at all: the probe keeps the three lines of the probe-time form, so the
+    # bus named in the first reaches diagnosis from a node's dmesg too
+    kept, warnings = parse.parse_xid(body)
+    assert [line.split("NVRM: ", 1)[1] for line in kept] == [
+        "The NVIDIA GPU 0000:b3:00.0", "(PCI ID: 10de:26b5) installed in this system has",
+        "fallen off the bus and is not responding to commands."] and warnings == []
+    assert fallen_off_bus("\n".join(kept)) == ["0000:b3:00.0"]
     assert fallen_off_bus(body) == ["0000:b3:00.0"]
     assert parse_kernel_log(body)["fallen_off_bus"] == ["0000:b3:00.0"]
 
@@ -372,7 +382,9 @@ def test_real_gpu_recovery_action_output_dcgm_263():
 # ---------------------------------------------------------------- every fixture has a test
 
 def test_every_fixture_is_parsed_by_some_test():
-    here = Path(__file__).read_text(encoding="utf-8")
+    """Each fixture is named in this file or replayed as a case (tests/test_real_cases.py)."""
+    here = "".join((Path(__file__).parent / f).read_text(encoding="utf-8")
+                   for f in ("test_real_outputs.py", "test_real_cases.py"))
     assert [n for n in names() if f'"{n}"' not in here] == []
 
 

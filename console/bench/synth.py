@@ -43,6 +43,8 @@ class _P:
     devices: list[str] = field(default_factory=list)
     d_threads: list[tuple[int, str]] = field(default_factory=list)   # (tid, wchan)
     ns: str = HOST_NS
+    pgrp: int | None = None         # its process group and session (None: it leads its own)
+    sid: int | None = None
 
 
 @dataclass
@@ -84,6 +86,10 @@ class _Node:
                       f"/dev/nvidia{gpu}"]
         if others:
             p.devices += [f"/dev/nvidia{g}" for g in range(self.gpus) if g != gpu]
+
+
+#: the vLLM launcher whose workers were orphaned: no such process any more
+DEAD_LAUNCHER = 3_999_001
 
 
 def _build(gpus: int, processes: int, tick: int) -> _Node:
@@ -165,7 +171,9 @@ def _build(gpus: int, processes: int, tick: int) -> _Node:
         core.devices += ["/dev/nvidiactl", f"/dev/nvidia{rest[0]}"]
         n.apps.append(_App(core.pid, rest[0], 64210, "VLLM::EngineCore"))
         for i, g in enumerate(rest[1:3]):
-            orphan = n.add(1, "VLLM::Worker_TP", "", user=srv_user, threads=30, age_s=7100)
+            # in the process group and session of their launcher, which is gone
+            orphan = n.add(1, "VLLM::Worker_TP", "", user=srv_user, threads=30, age_s=7100,
+                           pgrp=DEAD_LAUNCHER, sid=DEAD_LAUNCHER)
             orphan.comm = f"VLLM::Worker_TP{i}"[:15]
             orphan.args = f"VLLM::Worker_TP{i}"
             n.gpu_holder(orphan, g, others=False)
@@ -198,7 +206,7 @@ def _build(gpus: int, processes: int, tick: int) -> _Node:
 def _stat_line(p: _P) -> str:
     # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
     # cutime cstime priority nice num_threads itrealvalue starttime vsize rss ...
-    rest = [p.state, p.ppid, p.pid, p.pid, 0, -1, 4194560, 1201, 0, 1, 0, 4194, 349, 0, 0, 20, 0,
+    rest = [p.state, p.ppid, p.pgrp or p.pid, p.sid or p.pid, 0, -1, 4194560, 1201, 0, 1, 0, 4194, 349, 0, 0, 20, 0,
             p.threads, 0, p.start_ticks, 23875584, 3530, 18446744073709551615] + [0] * 28
     return f"{p.pid} ({p.comm}) " + " ".join(str(x) for x in rest)
 

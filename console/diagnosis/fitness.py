@@ -42,6 +42,7 @@ SIGNALS = ("answered", "gpus_present", "recovery_action", "kernel_log", "memory_
 #: without a clean verdict on record for this boot, kernel lines younger than this count
 KERNEL_WINDOW_S = 3600.0
 #: what the kernel log says that makes a GPU unfit, besides Xid lines of the reset/reboot/drain kind
+BTIME_SLACK_S = 1.0
 UNFIT_LINES = ("fallen off the bus", "NV_ERR_RESET_REQUIRED", "GPU is lost")
 DMESG_DENIED_WORDS = "dmesg not permitted"
 _DRIVER_WCHAN = ("uvm_", "_nv", "nv_", "nvidia", "os_", "rm_", "gsp")
@@ -157,7 +158,8 @@ def _kernel(snap: NodeSnapshot, clean_uptime_s: float | None, window_s: float) -
     denied = any(DMESG_DENIED_WORDS in w for w in snap.warnings)
     uptime = snap.taken_at - snap.boot_time if snap.boot_time else None
     since = clean_uptime_s if clean_uptime_s is not None else (uptime - window_s if uptime is not None else None)
-    fresh = [line for at, line in unfit_lines(snap) if at is None or since is None or at > since]
+    # the boot time (/proc/stat btime) has whole seconds: a line within one of the mark counts (fail closed)
+    fresh = [line for at, line in unfit_lines(snap) if at is None or since is None or at > since - BTIME_SLACK_S]
     if fresh:
         where = ("since the last clean verdict" if clean_uptime_s is not None
                  else f"in the last {t.seconds(window_s)}" if since is not None else "in the kernel log")

@@ -25,7 +25,7 @@ import operator
 import collections
 import dataclasses
 import weakref
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar, overload
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar, overload
 
 from console.model import DriverProc, NodeSnapshot, Proc
 
@@ -259,7 +259,34 @@ def digest(snap: NodeSnapshot, before: NodeSnapshot | None = None, *, same_gpus:
         kernel_log=_shared(snap.kernel_log, before.kernel_log if before else None),
         warnings=_shared(snap.warnings, before.warnings if before else None),
         lost_gpus=_shared(snap.lost_gpus, before.lost_gpus if before else None),
-        own_pids=_shared(snap.own_pids, before.own_pids if before else None))
+        own_pids=_shared(snap.own_pids, before.own_pids if before else None),
+        pci_gpus=_shared(snap.pci_gpus, before.pci_gpus if before else None))
+
+
+class _ReadAt(Mapping[int, Track]):
+    """The tracks as of the poll that read the processes at ``at``, each one's CPU time read then.
+
+    Every tracked process was in that poll with the CPU ticks its track holds (advance rebuilt the
+    track of a process whose record changed; a process the parser handed over as the very same
+    object has the same ticks). Its track may come from an earlier poll all the same (advance does
+    not touch the unchanged): ``cpu_at`` is set to ``at`` as a track is looked up, so a CPU rate is
+    over the time since the last poll, as track_of and a plain list of polls give it."""
+    __slots__ = ("_tracks", "_at")
+
+    def __init__(self, tracks: dict[int, Track], at: float) -> None:
+        self._tracks, self._at = tracks, at
+
+    def __getitem__(self, pid: int) -> Track:
+        track = self._tracks[pid]
+        if track.cpu_ticks is None or track.cpu_at == self._at:
+            return track
+        return track._replace(cpu_at=self._at)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._tracks)
+
+    def __len__(self) -> int:
+        return len(self._tracks)
 
 
 class History(Sequence[NodeSnapshot]):
@@ -315,13 +342,13 @@ class History(Sequence[NodeSnapshot]):
         self._tracks.clear()
         self._read_despite_error.clear()
 
-    def tracks_for(self, snap: NodeSnapshot) -> dict[int, Track] | None:
+    def tracks_for(self, snap: NodeSnapshot) -> Mapping[int, Track] | None:
         """The streaks of the processes in the polls before ``snap`` (None when this history
         does not describe them: ``snap`` is not later than its last poll that read the processes)."""
         hit = self._tracks.get(snap.name)
         if hit is None or not hit[1] < snap.taken_at:
             return None
-        return hit[0]
+        return _ReadAt(hit[0], hit[1])
 
     def __len__(self) -> int:
         return len(self._polls)

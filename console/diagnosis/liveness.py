@@ -41,6 +41,10 @@ UNKNOWN = "unknown"
 BUSY_TICKS_PER_S = 10.0
 IDLE_TICKS_PER_S = 1.0
 USER_HZ = 100
+#: a GPU this busy (its only process's), or a process's SM share this high, means it computes; below,
+#: telemetry noise and a spinning wait look alike (a stuck orphan's GPU can read 2-3 %)
+BUSY_UTIL_PCT = 10
+BUSY_SM_PCT = 5
 #: parents that adopt orphans instead of PID 1 (PR_SET_CHILD_SUBREAPER users) by their name;
 #: any other adopter shows in the structure (see the module's doc)
 SUBREAPERS = ("systemd", "containerd-shim", "containerd-shim-runc-v2", "tini", "docker-init",
@@ -187,20 +191,20 @@ def _judge(sit: Situation, proc: Proc) -> Liveness:
     util = {g: (sit.snap.gpu(g).utilization_pct if sit.snap.gpu(g) else None) for g in gpus}
     rate = cpu_rate(sit, proc)
     computing: bool | None = None
-    if proc.gpu_sm_pct:
+    if proc.gpu_sm_pct is not None and proc.gpu_sm_pct >= BUSY_SM_PCT:
         computing = True
         why.append(f"its SM share is {proc.gpu_sm_pct} %")
     if rate is not None and rate >= BUSY_TICKS_PER_S:
         computing = True
         why.append(f"CPU time rising ({100 * rate / USER_HZ:.0f} % of a core)")
-    busy_gpus = [g for g, u in util.items() if u and _sole_holder(sit, proc, g)]
+    busy_gpus = [g for g, u in util.items() if u is not None and u >= BUSY_UTIL_PCT and _sole_holder(sit, proc, g)]
     if busy_gpus:
         computing = True
         why.append(f"{t.gpus(busy_gpus)} at {max(util[g] or 0 for g in busy_gpus)} % with no other process")
-    if computing is None and rate is not None and rate < IDLE_TICKS_PER_S and not any(util.values()) \
-            and not proc.gpu_sm_pct:
+    if computing is None and rate is not None and rate < IDLE_TICKS_PER_S \
+            and all((u or 0) < BUSY_UTIL_PCT for u in util.values()) and (proc.gpu_sm_pct or 0) < BUSY_SM_PCT:
         computing = False
-        why.append(f"idle: {t.gpus(gpus) if gpus else 'its GPUs'} at 0 % and its CPU time still")
+        why.append(f"idle: {t.gpus(gpus) if gpus else 'its GPUs'} under {BUSY_UTIL_PCT} %, no CPU time used")
     leaders = {p for p in (proc.pgid, proc.sid, former) if p and p > 0 and p != proc.pid}
     signalled = _signalled(sit, proc, leaders)
     pending = pending_since(sit, proc)

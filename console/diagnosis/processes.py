@@ -126,10 +126,11 @@ def orphans(sit: Situation) -> list[Finding]:
         held = _mib(sit, procs)
         since = min(sit.since(p.pid, PARENT, ppid) for p in procs)
         parent = "PID 1" if ppid == 1 else _parent_words(sit, ppid)
-        why = liveness(sit, procs[0]).why
+        # what says the job is gone (its launcher signalled, its group's leader gone), shared by the group
+        gone = [w for w in liveness(sit, procs[0]).why if w.startswith(("its launcher", "its process group"))]
         summary = (f"{t.plural(len(procs), 'GPU process', 'GPU processes')} ({sit.names(procs)}) "
                    f"lost their launcher: adopted by {parent}; {t.mib(held)} on {t.gpus(gpus)}"
-                   + (f" ({'; '.join(why[1:3])})" if len(why) > 1 else ""))
+                   + (f" ({gone[0]})" if gone else ""))
         who = t.plural(len(procs), "orphaned worker") if len(procs) > 1 else f"PID {pids[0]} ({label(procs[0])})"
         step = signal_step(sit, procs, gpus, who)
         out.append(finding("orphan", "high" if held > 0 else "low", summary, step, pids, gpus,

@@ -184,7 +184,8 @@ def _matches(d: BlockerDaemon, prog: str, comm: str) -> bool:
 def _catalogued(proc: Proc) -> BlockerDaemon | None:
     prog = program_of(proc)
     for d in BLOCKER_DAEMONS:
-        if _matches(d, prog, proc.name) and (proc.holds_devices or not d.needs_device):
+        # on the device: a file of it open, or memory the driver lists (credited to the process)
+        if _matches(d, prog, proc.name) and (proc.holds_devices or bool(proc.gpu_memory_mib) or not d.needs_device):
             return d
     return None
 

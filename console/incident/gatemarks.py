@@ -1,4 +1,4 @@
-"""The last clean verdict the gate gave each node, kept beside the incidents (``gate-marks.jsonl``
+"""The last clean verdict the gate gave each node, kept beside the incidents (``gate-marks.log``
 in the incident directory): the node's boot time and its uptime then. A kernel line is fresh
 when it was logged after the last clean verdict of the same boot (dmesg stamps lines with
 seconds since boot), so an Xid the gate already passed a node over does not fail it forever,
@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from console.incident import safefiles
+from console.incident.timeline import ensure_dir
 from console.model import NodeSnapshot
 
-FILE = "gate-marks.jsonl"
+FILE = "gate-marks.log"
 READ_LIMIT = 1 << 20
 #: boot times read from two polls of one boot differ by rounding; more than this is another boot
 SAME_BOOT_S = 5.0
@@ -66,8 +67,9 @@ def record(directory: str | os.PathLike[str] | None, snap: NodeSnapshot) -> None
     line = json.dumps({"node": snap.name[:200], "boot_time": round(snap.boot_time, 1),
                        "uptime": round(snap.taken_at - snap.boot_time, 1), "at": round(time.time(), 1)}) + "\n"
     try:
+        ensure_dir(Path(directory))                # a clean gate opens no incident: the dir may be new
         fd = safefiles.open_incident_file(path_in(directory))
-    except (OSError, safefiles.UnsafeFile):
+    except (OSError, safefiles.UnsafeFile, safefiles.UnsafeDirectory):
         return
     try:
         os.write(fd, line.encode())

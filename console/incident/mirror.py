@@ -40,7 +40,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from console.incident import safefiles
 from console.incident.timeline import SUFFIX
-from console.model import (ActionRecord, Cgroup, DriverProc, Finding, Gpu, MigInstance, NodeSnapshot, Proc,
+from console.model import (ActionRecord, Cgroup, DriverProc, Finding, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc,
                            ThreadInfo)
 
 STATE_SUFFIX = ".state.json"
@@ -210,8 +210,20 @@ def snapshot_from_data(data: Mapping[str, Any]) -> NodeSnapshot:
         d["evidence"] = dict(d.get("evidence") or {})
         return Finding(**d)
 
+    def pci(items: Any) -> tuple[PciGpu, ...] | None:
+        """The kernel module's GPUs, or None (not read) for anything but a list of them."""
+        if not isinstance(items, (list, tuple)):
+            return None
+        out = []
+        for x in items:
+            if not isinstance(x, Mapping) or not isinstance(x.get("bus_id"), str):
+                return None
+            out.append(PciGpu(**_only(PciGpu, x)))
+        return tuple(out)
+
     d = dict(_only(NodeSnapshot, data))
     d["gpus"] = _tuple(d.get("gpus"), gpu)
+    d["pci_gpus"] = pci(d.get("pci_gpus"))
     d["processes"] = _tuple(d.get("processes"), proc)
     d["driver_processes"] = _tuple(d.get("driver_processes"), lambda x: DriverProc(**_only(DriverProc, x)))
     d["findings"] = _tuple(d.get("findings"), finding)

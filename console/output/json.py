@@ -56,6 +56,11 @@ def proc_json(p: Proc) -> dict[str, Any]:
         "start_ticks": p.start_ticks, "num_threads": p.num_threads, "pid_ns": p.pid_ns,
         "d_threads": [{"tid": t.tid, "wchan": t.wchan} for t in p.d_threads],
         **cgroup_json(p),
+        # CPU time used, in clock ticks (1/100 s): rising between two polls, the process computes
+        "cpu_ticks": p.cpu_ticks,
+        # the executable (GPU holders only; null where not read or unreadable), and whether a
+        # SIGKILL is pending (GPU holders and processes with a thread in D; null where not read)
+        "exe": p.exe, "sigkill_pending": p.sigkill_pending,
     }
 
 
@@ -94,6 +99,15 @@ def node_json(s: NodeSnapshot) -> dict[str, Any]:
                              for d in s.driver_processes],
         "kernel_log": list(s.kernel_log),
         "findings": [finding_json(f) for f in s.findings],
+        # the GPUs the kernel module knows (/proc/driver/nvidia/gpus) and whether each answers on
+        # the PCI bus (false: its config space reads all ones, fallen off; null: unreadable); null
+        # when the directory could not be read
+        "pci_gpus": None if s.pci_gpus is None else [{"bus_id": g.bus_id, "present": g.present}
+                                                     for g in s.pci_gpus],
+        # did the driver's process list answer (false: it failed; null: not asked)
+        "driver_list_ok": s.driver_list_ok,
+        # when the node booted, epoch seconds (kernel-log stamps count from it); null when not read
+        "boot_time": s.boot_time,
     }
 
 

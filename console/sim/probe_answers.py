@@ -41,12 +41,16 @@ def _threads_of(node: SimHost, v: dict[str, str]) -> list:
 
 def dstate(node: SimHost, _glob: str, v: dict[str, str] | None = None) -> str:
     """What the DSTATE loop prints: threads in D, in the glob's (string) order of their paths,
-    each record NUL-terminated (printf '%s %s %s\\0'); over Scope.threads' processes."""
-    records = []
+    each record NUL-terminated (printf '%s %s %s\\0'); over Scope.threads' processes. The PID of
+    each (once per thread) stays in the shell's DSTATE_PIDS for the pend section."""
+    records, pids = [], []
     for p in sorted(_threads_of(node, v or {}), key=lambda q: str(q.pid)):
         for tid, _name, state, wchan in sorted(node.threads(p), key=lambda t: str(t[0])):
             if state == "D":
                 records.append(f"/proc/{p.pid}/task/{tid} {wchan or '-'} {stat_line(node, p, tid)}\0")
+                pids.append(f" {p.pid}")
+    if v is not None:
+        v[probe_scope.DSTATE_PIDS] = "".join(pids)
     return "".join(records)
 
 
@@ -177,14 +181,50 @@ def cgroup_answer(extra: list[int] | None) -> Callable[[SimHost, str, dict], str
     (the pidns section's PIDs) and each extra PID, in numeric order; an unreadable file nothing."""
     def answer(node: SimHost, glob: str, v: dict[str, str] | None = None) -> str:
         pids = sorted(set(_holders(v, node, glob)) | set(extra or ()))
+        if v is not None:                # the GPU holders, for the exe and pend sections
+            v[probe.GPU_PIDS] = " " + "".join(f"{pid} " for pid in pids)
         return "".join(f"/proc/{pid}/cgroup:{line}\n" for pid in pids
                        for line in (vfs.read_file(node, f'/proc/{pid}/cgroup') or '').split("\n") if line)
     return answer
 
 
+def _pids_in(v: dict[str, str], *names: str) -> list[int]:
+    """The PIDs in the shell variables ``names``, each once, in order (the sections' own loop)."""
+    return list(dict.fromkeys(int(w) for name in names for w in v.get(name, "").split() if w.isdecimal()))
+
+
+def exe(node: SimHost, _glob: str, v: dict[str, str]) -> str:
+    """find -printf '%h %l\\0' over /proc/PID/exe of the GPU holders: an empty target where the
+    link cannot be read (a zombie), nothing for a PID that is gone."""
+    return "".join(f"/proc/{pid} {vfs.readlink(node, f'/proc/{pid}/exe') or ''}\0"
+                   for pid in _pids_in(v, probe.GPU_PIDS) if node.proc(pid) is not None)
+
+
+def pend(node: SimHost, _glob: str, v: dict[str, str]) -> str:
+    """grep -H -m 2 of SigPnd and ShdPnd in /proc/PID/status of the GPU holders and the processes
+    with a thread in D."""
+    out = []
+    for pid in _pids_in(v, probe.GPU_PIDS, probe_scope.DSTATE_PIDS):
+        text = vfs.read_file(node, f"/proc/{pid}/status") or ""
+        out += [f"/proc/{pid}/status:{line}\n" for line in text.split("\n")
+                if line.startswith(("SigPnd:", "ShdPnd:"))][:2]
+    return "".join(out)
+
+
+def pci(node: SimHost, _glob: str, _v: dict[str, str]) -> str:
+    """The pci section: "gpus" and per GPU directory its bus and the first four config bytes as
+    ``od -An -tx1 -N4`` prints them (after echo's space), or "none" without the directory."""
+    gpus = vfs.pci_gpus(node)
+    if gpus is None:
+        return probe.PCI_ABSENT + "\n"
+    return probe.PCI_PRESENT + "\n" + "".join(f"{name} {''.join(f' {b:02x}' for b in head)}\n"
+                                              for name, head in gpus)
+
+
 #: probe section name -> what it prints (the shell's variables at hand)
 ANSWERS: dict[str, Callable[[SimHost, str, dict], str]] = {
-    "pids": pids, "stat": stat, "args": args, "uids": uids, "dstate": dstate, "fds": fds, "pidns": pidns}
+    "pids": pids, "stat": stat, "args": args, "uids": uids, "dstate": dstate, "fds": fds, "pidns": pidns,
+    "exe": exe, "pend": pend, "pci": pci}
 
 
 def recognise(name: str, command: str, glob: str) -> Callable[[SimHost, str, dict], str] | None:
@@ -221,7 +261,7 @@ def recognise(name: str, command: str, glob: str) -> Callable[[SimHost, str, dic
 
 
 #: the process sections a command line may be on its own (a check, a test), outside a probe
-STANDALONE = ("pids", "stat", "args", "uids", "users", "dstate", "fds", "pidns", "cgroup")
+STANDALONE = ("pids", "stat", "args", "uids", "users", "dstate", "fds", "pidns", "cgroup", "exe", "pend", "pci")
 
 
 def loop_command(cmd: str) -> tuple[Callable[[SimHost, str, dict], str], str] | None:

@@ -90,8 +90,11 @@ def status_text(node: SimHost, p: SimProc) -> str:
     if p.phase == ALIVE and not p.kthread:
         lines += [f"VmPeak:\t{p.vsz_kb + 2048:>8} kB", f"VmSize:\t{p.vsz_kb:>8} kB",
                   f"VmRSS:\t{p.rss_kb:>8} kB"]
-    lines += [f"Threads:\t{node.num_threads(p)}", "SigQ:\t0/2063355", "SigPnd:\t0000000000000000",
-              f"ShdPnd:\t{'0000000000000100' if p.phase == EXITING else '0000000000000000'}",
+    kill = f"{SIGKILL_MASK:016x}"
+    pending = p.sigkill_pending and p.phase != ZOMBIE
+    lines += [f"Threads:\t{node.num_threads(p)}", "SigQ:\t0/2063355",
+              f"SigPnd:\t{kill if pending else '0000000000000000'}",
+              f"ShdPnd:\t{kill if pending or p.phase == EXITING else '0000000000000000'}",
               "SigBlk:\t0000000000000000", f"SigIgn:\t{sigmask(p.ignored):016x}",
               f"SigCgt:\t{sigmask(p.caught):016x}",
               "CapInh:\t0000000000000000",
@@ -100,6 +103,32 @@ def status_text(node: SimHost, p: SimProc) -> str:
               "voluntary_ctxt_switches:\t" + str(1000 + cpu_ticks(node, p) * 3),
               "nonvoluntary_ctxt_switches:\t" + str(20 + p.pid % 300)]
     return "\n".join(lines) + "\n"
+
+
+#: SIGKILL (signal 9) in a pending mask: bit 8
+SIGKILL_MASK = 1 << (SIGNALS["KILL"] - 1)
+#: what a command's first word runs as (/proc/PID/exe: the interpreter a symlink leads to)
+_EXECUTABLES = {"python3": "/usr/bin/python3.10", "python": "/usr/bin/python3.10",
+                "/usr/bin/python3": "/usr/bin/python3.10", "/usr/bin/python": "/usr/bin/python3.10",
+                "-bash": "/usr/bin/bash", "bash": "/usr/bin/bash", "sh": "/usr/bin/dash",
+                "sshd:": "/usr/sbin/sshd", "sshd": "/usr/sbin/sshd", "/sbin/init": "/usr/lib/systemd/systemd"}
+
+
+def exe_path(p: SimProc) -> str | None:
+    """readlink /proc/PID/exe: None for a kernel thread and a process that has exited (no memory
+    map: the link cannot be read); its own when the scenario gave one; else from its command line:
+    an absolute path is itself, python the interpreter (/usr/bin/python3.10, also for a worker
+    that renamed itself "sglang::scheduler_TP0", "VLLM::Worker_TP1"), a bare name /usr/bin/NAME."""
+    if p.kthread or p.phase != ALIVE:
+        return None
+    if p.exe is not None:
+        return p.exe
+    word = p.args.split(" ")[0] if p.args else p.comm
+    if word in _EXECUTABLES:
+        return _EXECUTABLES[word]
+    if word.rsplit("/", 1)[-1].startswith("python3") or "::" in word:
+        return "/usr/bin/python3.10"      # "::": a Python worker that renamed itself (setproctitle)
+    return word if word.startswith("/") else f"/usr/bin/{word}"
 
 
 def ps_args(p: SimProc) -> str:

@@ -78,6 +78,8 @@ class SimProc:
     reaps: bool = True              # reaps its dead children promptly
     unit: str | None = None         # systemd unit that runs it
     cgroup: str | None = None       # /proc/PID/cgroup as it reads (default: from unit / kthread)
+    exe: str | None = None          # readlink /proc/PID/exe (default: from its command line, procfs.exe_path)
+    sigkill_pending: bool = False   # a SIGKILL sent and not taken (SigPnd and ShdPnd show bit 8)
     # dynamic
     phase: str = ALIVE
     stopped: bool = False
@@ -149,8 +151,25 @@ class SimGpu:
     temp_c: int = 34
     power_w: float = 78.0
     serial: str = ""
+    # the PCI side: its vendor:device ID (the first bytes of its config space; a lost GPU reads all
+    # ones) and whether the kernel module lists it in /proc/driver/nvidia/gpus
+    pci_id: str = "10de:2bb5"
+    in_kernel_tree: bool = True
 
     @property
     def pci_short(self) -> str:
         """0000:41:00 as NVRM Xid lines print it."""
         return self.bus_id[4:-2]
+
+    @property
+    def pci_dir(self) -> str:
+        """0000:41:00.0: its name in /proc/driver/nvidia/gpus and /sys/bus/pci/devices."""
+        return self.bus_id[4:].lower()
+
+    def config_head(self) -> bytes:
+        """The first four bytes of its PCI config space: vendor and device ID, little-endian; all
+        ones once it is lost (fallen off the bus: lspci's "rev ff")."""
+        if self.lost:
+            return b"\xff" * 4
+        vendor, device = (int(x, 16) for x in self.pci_id.split(":"))
+        return vendor.to_bytes(2, "little") + device.to_bytes(2, "little")

@@ -39,6 +39,8 @@ def listdir(node: SimHost, path: str) -> list[str] | None:
         return [d.split("/")[-1] for d in node.device_paths()] + ["null", "zero"]
     if path == "/proc":
         return [str(p.pid) for p in node.visible_procs()] + ["driver", "loadavg", "self", "stat", "sys", "uptime"]
+    if path.startswith("/proc/driver"):
+        return _driver_dir(node, path)
     parts = path.strip("/").split("/")
     if parts[0] != "proc":
         return None
@@ -56,6 +58,30 @@ def listdir(node: SimHost, path: str) -> list[str] | None:
     if rest == ["ns"]:
         return ["pid"]
     return None
+
+
+def _driver_dir(node: SimHost, path: str) -> list[str] | None:
+    """/proc/driver/nvidia (while the kernel module is loaded) and its gpus directory: one
+    directory per GPU the module knows, named by its bus id."""
+    if node.driver_state == "not-loaded":
+        return [] if path == "/proc/driver" else None
+    if path == "/proc/driver":
+        return ["nvidia"]
+    if path == "/proc/driver/nvidia":
+        return ["gpus", "params", "registry", "version"]
+    if path == "/proc/driver/nvidia/gpus":
+        return sorted(g.pci_dir for g in node.gpus if g.in_kernel_tree)
+    return None
+
+
+def pci_gpus(node: SimHost) -> list[tuple[str, bytes]] | None:
+    """(directory, the first four bytes of its PCI config space) per GPU the kernel module lists
+    in /proc/driver/nvidia/gpus, in the shell's glob order; None when that directory is absent."""
+    names = listdir(node, "/proc/driver/nvidia/gpus")
+    if names is None:
+        return None
+    heads = {g.pci_dir: g.config_head() for g in node.gpus}
+    return [(name, heads[name]) for name in sorted(names)]
 
 
 def fd_table(p: SimProc) -> list[tuple[int, str]]:
@@ -77,9 +103,8 @@ def readlink(node: SimHost, path: str) -> str | None:
         return p.pid_ns
     if len(rest) == 2 and rest[0] == "fd" and rest[1].isdecimal():
         return dict(fd_table(p)).get(int(rest[1]))
-    if rest == ["exe"] and p.phase == ALIVE and not p.kthread:
-        word = p.args.split(" ")[0]
-        return {"python3": "/usr/bin/python3.12", "-bash": "/usr/bin/bash", "sh": "/usr/bin/dash"}.get(word, word)
+    if rest == ["exe"]:
+        return procfs.exe_path(p)
     return None
 
 

@@ -11,9 +11,9 @@ import re
 from typing import Callable
 from dataclasses import dataclass, field
 
-from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, Proc, recovery_token
+from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc, recovery_token
 from console.textsafe import one_line
-from console import probe_loop
+from console import probe, probe_loop
 from console.probe import FABRIC_MARK, RECOVERY_FIELD, kernel_line, split_sections
 from console.probe_scope import Scope
 from console.sources.proc_table import command_line
@@ -319,6 +319,11 @@ class Meta:
     pid_ns: str | None = None
     shell_pid: int | None = None
 
+    @property
+    def boot_time(self) -> float | None:
+        """btime as epoch seconds; None for none or an absurd one (past year 36,000)."""
+        return float(self.btime) if self.btime is not None and 0 < self.btime < 1 << 40 else None
+
 
 def parse_meta(text: str) -> Meta:
     lines = [ln.strip() for ln in text_lines(text, 16)]
@@ -378,6 +383,37 @@ def parse_sys(text: str) -> SysInfo:
             names = [w.rsplit("/", 1)[-1] for w in rest.split()]
             switches = sum(1 for n in names if n.startswith("nvidia-nvswitch") and n[15:].isdecimal())
     return SysInfo(drm_modeset=modeset, nvswitches=switches)
+
+
+_BUS_RE = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
+_HEX_BYTE = re.compile(r"[0-9a-fA-F]{2}")
+#: GPUs the pci section lists at most (a node has 8 or 16; a flooding tree is cut here)
+MAX_PCI_GPUS = 256
+
+
+def config_present(octets: list[str] | tuple[str, ...]) -> bool | None:
+    """Does a PCI device answer, by the first bytes of its config space (hex, as od prints them)?
+    All ones (the vendor ID 0xffff and on: lspci's "rev ff") is a device fallen off the bus
+    (False); any other vendor ID answers (True); fewer than two bytes read: unknown (None)."""
+    if len(octets) < 2 or not all(_HEX_BYTE.fullmatch(o) for o in octets):
+        return None
+    return not all(o.lower() == "ff" for o in octets)
+
+
+def parse_pci(text: str) -> tuple[PciGpu, ...] | None:
+    """The pci section (probe.PCI): "none" (no /proc/driver/nvidia/gpus: None, not known), or
+    "gpus" and a line "BUS XX XX XX XX" per directory there (its config space's first bytes;
+    nothing after the bus: unreadable). Lines that are no bus id are skipped; each bus once."""
+    lines = text_lines(text, MAX_PCI_GPUS + 2)
+    if not lines or lines[0].strip() != probe.PCI_PRESENT:
+        return None
+    out: dict[str, PciGpu] = {}
+    for line in lines[1:]:
+        words = line.split()
+        if not words or not _BUS_RE.fullmatch(words[0]) or words[0] in out:
+            continue
+        out[words[0]] = PciGpu(bus_id=words[0], present=config_present(words[1:5]))
+    return tuple(out.values())
 
 
 # ---------------------------------------------------------------- driver memory -> processes
@@ -502,7 +538,7 @@ def _keep(cache: dict | None, sec: dict, section: str, value):
 
 #: sticky sections (probe.STICKY) whose last answer a probe that leaves them out keeps as it was
 #: (``list`` reads as empty when left out: no GPU is in MIG mode)
-_KEPT = ("meta", "driver", "sys", "xid", "remap", "pmon")
+_KEPT = ("meta", "driver", "sys", "xid", "remap", "pmon", "pci")
 
 
 def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
@@ -524,12 +560,13 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
         ident = table.idents.get(pid)
         extra = table.extras.get(pid, NO_EXTRA)
         user = None if ident is None or ident.uid is None else users.get(ident.uid, str(ident.uid))
-        inputs = (st, ident, user, extra, table.dthreads.get(pid), meta.btime, meta.clk_tck)
+        exe, pending = table.exes.get(pid), table.pending.get(pid)
+        inputs = (st, ident, user, extra, table.dthreads.get(pid), meta.btime, meta.clk_tck, exe, pending)
         hit = before.get(pid)
         if hit is not None and hit[0] == inputs:
             made[pid] = hit
             continue
-        made[pid] = (inputs, _proc(pid, st, ident, user, extra, table.dthreads.get(pid, ()), meta))
+        made[pid] = (inputs, _proc(pid, st, ident, user, extra, table.dthreads.get(pid, ()), meta, exe, pending))
     if touched is not None:
         for pid in made.keys() - table.stats.keys():
             del made[pid]
@@ -553,7 +590,8 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
     return procs
 
 
-def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta) -> Proc:
+def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta, exe: str | None = None,
+          pending: bool | None = None) -> Proc:
     create_time = None
     if st.start_ticks is not None and meta.btime is not None:
         try:
@@ -569,7 +607,7 @@ def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta) -> Proc:
     return Proc(pid=pid, ppid=st.ppid, state=st.state, user=user, name=st.comm, cmdline=args,
                 create_time=create_time, start_ticks=st.start_ticks, device_files=extra[1],
                 d_threads=tuple(dthreads), num_threads=st.num_threads, pid_ns=extra[2], cgroup=extra[3],
-                pgid=st.pgrp, sid=st.session)
+                pgid=st.pgrp, sid=st.session, cpu_ticks=st.cpu_ticks, exe=exe, sigkill_pending=pending)
 
 
 def _repair_and_fabric(text: str) -> tuple[dict, dict]:
@@ -594,7 +632,9 @@ def _read_loop(sec: dict, cache: dict, taken_at: float) -> list[str]:
     warnings = [f"nvidia-smi loop: {clip(line, 160)}" for line in (state.gpu.noise + state.apps.noise)[:2]]
     texts = state.texts()
     if texts is not None and "gpu" not in sec:
-        sec["gpu"], sec["apps"] = (0, texts[0]), (0, texts[1])
+        # the apps loop's sample stands for the compute-apps query: it answered (rc 0) unless
+        # the loop printed something else than samples since the last probe (nvidia-smi's error)
+        sec["gpu"], sec["apps"] = (0, texts[0]), (1 if state.apps.noise else 0, texts[1])
     elif "gpu" not in sec:
         warnings.append("nvidia-smi loop: no sample yet")
     return warnings
@@ -681,6 +721,10 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         warnings.append("nvidia-smi pmon timed out: the processes' SM utilisation unknown")
     processes = credit_sm(processes, driver_procs, pmon.sm, cache)
     own = (meta.shell_pid,) if meta.shell_pid else ()
+    # the GPUs the kernel module knows (asked every PCI_EVERY polls: the last answer holds between);
+    # a section cut short says nothing of the GPUs it did not reach: unknown
+    pci = kept["pci"] if "pci" in kept else _keep(
+        cache, sec, "pci", _same(cache, "pci", parse_pci, body("pci")[1]) if body("pci")[0] is not None else None)
     return NodeSnapshot(
         name=name, taken_at=taken_at, error=error, warnings=tuple(dict.fromkeys(warnings)),
         probe_ms=probe_ms, gpus=tuple(gpus), processes=processes,
@@ -688,4 +732,5 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         hostname=meta.hostname, own_pids=own,
         driver_version=kept["driver"] if "driver" in kept else _keep(cache, sec, "driver",
                                                                    parse_driver_version(body("driver")[1])),
-        drm_modeset=sysinfo.drm_modeset, nvswitches=sysinfo.nvswitches)
+        drm_modeset=sysinfo.drm_modeset, nvswitches=sysinfo.nvswitches, pci_gpus=pci,
+        driver_list_ok=body("apps")[0] == 0, boot_time=meta.boot_time)

@@ -14,6 +14,10 @@ entry for another PID or change one. How each section is framed so that it canno
   ``?``), so a line is one process; a PID that still shows up twice is dropped, never merged.
 - dstate, fds: NUL-terminated records (a link target may hold newlines, never a NUL).
 - pidns: PIDs taken from ``/proc/PID/fd`` paths only.
+- exe: NUL-terminated records "/proc/PID TARGET" (find's %h of a path the shell gave: the PID is
+  never from the target).
+- pend: grep -H lines "/proc/PID/status:SigPnd:\tHEX"; status escapes the name it shows, so no
+  process can put a line of its own there, and only lines that start with the field count.
 
 Every function takes text and returns values; none raises on any input, and none yields two
 entries for one PID.
@@ -24,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from console.model import ThreadInfo
+from console.probe import SIGKILL_BIT
 
 #: the longest comm /proc/PID/stat shows: 15 bytes for a task, 63 for a kernel thread's full name
 COMM_MAX = 64
@@ -50,6 +55,13 @@ class StatLine:
     start_ticks: int | None
     pgrp: int | None = None         # field 5: its process group
     session: int | None = None      # field 6: its session (setsid starts a new one)
+    utime: int | None = None        # field 14: CPU time in user mode, clock ticks
+    stime: int | None = None        # field 15: CPU time in the kernel, clock ticks
+
+    @property
+    def cpu_ticks(self) -> int | None:
+        """utime + stime: the CPU time the process has used (None when either is unreadable)."""
+        return None if self.utime is None or self.stime is None else self.utime + self.stime
 
 
 def parse_stat_line(line: str) -> StatLine | None:
@@ -77,8 +89,11 @@ def _stat(pid: int, comm: str, fields: list[str]) -> StatLine | None:
     ppid = num(1)
     if ppid is None:
         return None
+    def unsigned(i: int) -> int | None:      # a CPU time: the kernel prints it unsigned
+        return None if len(fields) > i and fields[i].startswith("-") else num(i)
+
     return StatLine(pid=pid, comm=comm, state=fields[0][:1], ppid=ppid, num_threads=num(17),
-                    start_ticks=num(19), pgrp=num(2), session=num(3))
+                    start_ticks=num(19), pgrp=num(2), session=num(3), utime=unsigned(11), stime=unsigned(12))
 
 
 def _int(digits: str) -> int | None:
@@ -92,7 +107,12 @@ def _from_match(m: re.Match) -> StatLine | None:
         return None
     return StatLine(pid=int(m.group(1)), comm=m.group(2), state=m.group(3), ppid=ppid,
                     num_threads=_int(nums[16]), start_ticks=_int(nums[18]), pgrp=_int(nums[1]),
-                    session=_int(nums[2]))
+                    session=_int(nums[2]), utime=_nonneg(nums[10]), stime=_nonneg(nums[11]))
+
+
+def _nonneg(digits: str) -> int | None:
+    """A field the kernel prints unsigned (a CPU time): None for a negative or absurd one."""
+    return None if digits.startswith("-") else _int(digits)
 
 
 def _stat_by_lines(text: str, before: dict[str, StatLine]) -> tuple[dict[int, StatLine], dict] | None:
@@ -228,3 +248,42 @@ def parse_pidns(text: str) -> dict[int, str]:
         if where.isascii() and where.isdecimal() and len(where) <= 10:
             out.setdefault(int(where), parts[1])
     return out
+
+
+def parse_exe(text: str) -> dict[int, str]:
+    """NUL-terminated "/proc/PID TARGET" (find -printf '%h %l\\0' over /proc/PID/exe) -> {pid:
+    executable}. An empty target (unreadable: another user's process, a kernel thread, a zombie)
+    is no entry; the first record of a PID wins."""
+    out: dict[int, str] = {}
+    for rec in _records(text):
+        where, sep, target = rec.partition(" ")
+        path = where.split("/")
+        if not sep or not target or len(path) != 3 or path[0] != "" or path[1] != "proc" \
+                or not (path[2].isascii() and path[2].isdecimal() and len(path[2]) <= 10):
+            continue
+        out.setdefault(int(path[2]), target)
+    return out
+
+
+_MASK_MAX = 32          # hex digits: the kernel prints 16 (64 signals)
+
+
+def parse_pending(text: str) -> dict[int, bool]:
+    """grep -H lines "/proc/PID/status:SigPnd:\\tHEX" / "…:ShdPnd:\\tHEX" -> {pid: SIGKILL pending}.
+
+    True when either mask has SIGKILL; False only when both were read without it; a PID with one
+    clean mask (the other line cut off) or none readable is no entry (unknown)."""
+    seen: dict[int, dict[str, bool]] = {}
+    for line in text.split("\n"):
+        path, sep, rest = line.partition(":")
+        parts = path.split("/")
+        if not sep or len(parts) != 4 or parts[0] != "" or parts[1] != "proc" or parts[3] != "status" \
+                or not (parts[2].isascii() and parts[2].isdecimal() and len(parts[2]) <= 10):
+            continue
+        field, sep, value = rest.partition(":")
+        value = value.strip()
+        if not sep or field not in ("SigPnd", "ShdPnd") or not value or len(value) > _MASK_MAX \
+                or not all(c in "0123456789abcdefABCDEF" for c in value):
+            continue
+        seen.setdefault(int(parts[2]), {}).setdefault(field, bool(int(value, 16) & SIGKILL_BIT))
+    return {pid: any(masks.values()) for pid, masks in seen.items() if any(masks.values()) or len(masks) == 2}

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from console.model import ThreadInfo
 from console.probe_scope import Scope
 from console.sources.cgroup import Cgroup, parse_cgroup_records
-from console.sources.parse_proc import StatLine, parse_dstate, parse_fds, parse_pidns, parse_stat
+from console.sources.parse_proc import (StatLine, parse_dstate, parse_exe, parse_fds, parse_pending, parse_pidns,
+                                        parse_stat)
 from console.sources.proc_table import (Ident, Listing, merge_idents, merge_table, parse_args, parse_listing,
                                         parse_uids, parse_users)
 
@@ -30,6 +31,11 @@ class Table:
     users: dict[int, str] = field(default_factory=dict)
     extras: dict[int, Extra] = field(default_factory=dict)
     dthreads: dict[int, list[ThreadInfo]] = field(default_factory=dict)
+    #: what this probe read of the GPU holders and of the processes with a thread in D (the exe
+    #: and pend sections): their executables, and whether a SIGKILL is pending; a process not
+    #: read by this probe has no entry (unknown: nothing an earlier probe said is kept)
+    exes: dict[int, str] = field(default_factory=dict)
+    pending: dict[int, bool] = field(default_factory=dict)
     #: the PIDs whose process may differ from the last probe's (None: any)
     touched: set[int] | None = None
 
@@ -72,8 +78,9 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     stat_ok, stat_text = _section(sec, "stat")
     seen = cache.setdefault("stat_whole" if whole else "stat_light", {})
     fresh = parse_stat(stat_text, seen)
-    # a record whose text changed only in what the table keeps no field of (a busy worker's CPU
-    # times, every poll) is the record the table holds: its process did not change
+    # a record whose text changed only in what the table keeps no field of (its memory, its page
+    # faults) is the record the table holds: its process did not change. Its CPU time (utime and
+    # stime) is kept: a busy worker's record changes with every probe that reads it
     for pid, st in fresh.items():
         old_st = before_table.get(pid)
         if old_st is not None and old_st is not st and old_st == st:
@@ -86,7 +93,9 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     fds = _cached(cache, "fds", parse_fds, fds_text)
     pidns = _cached(cache, "pidns", parse_pidns, _section(sec, "pidns")[1])
     cgroups = _cached(cache, "cgroup", parse_cgroup_records, _section(sec, "cgroup")[1])
-    inputs = (args, uids, dthreads, fds, pidns, cgroups)
+    exes = _cached(cache, "exe", parse_exe, _section(sec, "exe")[1])
+    pending = _cached(cache, "pend", parse_pending, _section(sec, "pend")[1])
+    inputs = (args, uids, dthreads, fds, pidns, cgroups, exes, pending)
     last = cache.get("last_read")
     if (last is not None and not whole and not changed and "users" not in sec
             and listing.pids is not None and listing.pids is cache.get("listing")
@@ -156,6 +165,12 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     touched: set[int] | None = None
     if users is cache.get("users") and not walk_all:
         touched = changed | gone | set(uids) | set(look) | dthreads.keys() | last_dthreads.keys()
+        if last is not None:       # the holders' and D processes' evidence, this probe's and the last's
+            last_table = last[1]
+            if exes is not last_table.exes:
+                touched |= exes.keys() | last_table.exes.keys()
+            if pending is not last_table.pending:
+                touched |= pending.keys() | last_table.pending.keys()
     cache["table"], cache["idents"], cache["users"], cache["extras"] = table, idents, users, extras
     cache["listing"], cache["wrapped"], cache["dthreads"] = listing.pids, listing.wrapped, dthreads
     cache["listing_gen"] = listing.gen if listing.pids is not None else None
@@ -175,7 +190,8 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     unnamed = cache.setdefault("unnamed", set())
     unnamed.update(uid for uid in uids.values() if uid not in users)
     unnamed.difference_update(users)
-    out = Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads, touched=touched)
+    out = Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads, exes=exes,
+                pending=pending, touched=touched)
     cache["last_read"] = (inputs, Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads,
-                                        touched=set()))
+                                        exes=exes, pending=pending, touched=set()))
     return out

@@ -49,7 +49,7 @@ LOOP_BACKOFF_S = 300.0
 LOOP_STARTS_MAX = 3
 #: the sticky sections asked every so many polls (probe.STICKY)
 _EVERY = {"driver": probe.DRIVER_EVERY, "xid": probe.XID_EVERY, "remap": probe.REMAP_EVERY,
-          "pmon": probe.PMON_EVERY}
+          "pmon": probe.PMON_EVERY, "pci": probe.PCI_EVERY}
 #: a whole probe (every stat record, every fd: probe_scope.py) comes every WHOLE_MIN_S, so a
 #: zombie or a hidden holder outside the watched set shows within that; less often on a node
 #: where it is dear: its extra cost on the node (the whole probe's time over a light one's),
@@ -100,6 +100,7 @@ class ShellSource(Source):
         self._no_mig = False                        # the last poll's GPUs: none in MIG mode
         self._gpu_procs: bool | None = None         # the last poll's driver listed a process (None: no poll yet)
         self._pmon_unsupported = False              # the last pmon answer: not supported here
+        self._gpu_shape: tuple | None = None        # the last poll's GPU count and lost GPUs
         # the two speeds (probe_scope.py): what the next probe reads of the process table
         self._scope: Scope | None = None            # None: a shell's first probe (everything)
         self._users: tuple[int, ...] = ()
@@ -269,6 +270,11 @@ class ShellSource(Source):
             asked = all(s not in self._skip for s in _ASKED_WITH.get(name, (name,)))
             self._age[name] = (0 if ok else self._every(name)) if asked else self._age[name] + 1
         self._no_mig = ok and bool(snap.gpus) and not any(g.mig_mode for g in snap.gpus)
+        # the GPUs the driver lists changed (one lost, one gone): the next poll reads the PCI bus
+        shape = (len(snap.gpus), snap.lost_gpus)
+        if self._gpu_shape is not None and shape != self._gpu_shape:
+            self._age["pci"] = self._every("pci")
+        self._gpu_shape = shape
         self._gpu_procs = bool(snap.driver_processes)
         if "pmon" not in self._skip:
             self._pmon_unsupported = bool(self._parse_cache.get("pmon_unsupported"))

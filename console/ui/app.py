@@ -702,7 +702,11 @@ class IncidentApp(LiteralNotify, App[int]):
             snap = self.snapshots.get(self.current_node)
             finding = top_step(snap.findings) if snap is not None else None
             if finding is None:
-                self.say("nothing to do on this node now" if snap is not None else "no reading of this node yet",
+                # a job that computes is why there is nothing to do: say so, and how to stop it anyway
+                busy = next((f for f in snap.findings if f.kind == "holder" and f.next_step.startswith(
+                    ("Nothing stuck", "A normal job"))), None) if snap is not None else None
+                self.say(busy.next_step if busy is not None else
+                         "nothing to do on this node now" if snap is not None else "no reading of this node yet",
                          "warning" if snap is None else "information")
                 return
             self.say(f"x: the next step of {self.current_node}: {finding.kind} → {finding.next_step}")

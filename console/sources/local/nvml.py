@@ -63,6 +63,10 @@ class NvmlReading:
     #: each process's SM utilisation per GPU ({pid: {GPU index: %}}, nvmlDeviceGetProcessUtilization):
     #: only processes NVML sampled since the last reading; none where not supported
     process_sm: Mapping[int, Mapping[int, int | None]] = field(default_factory=dict)
+    #: did the process calls answer (nvmlDeviceGetComputeRunningProcesses on every GPU read)?
+    #: False when one failed or a GPU was lost (its processes unknown, as nvidia-smi's
+    #: --query-compute-apps then fails); None when not asked (no GPU read, NVML released)
+    driver_list_ok: bool | None = None
 
 
 #: how far back the first reading of a GPU's process samples looks (µs in NVML's clock, the CPU's)
@@ -328,17 +332,31 @@ def _health(r: _Reader, index: int, handle: Any) -> dict[str, Any]:
 
 
 def _procs(r: _Reader, index: int, uuid: str, handle: Any,
-           names: dict[int, str]) -> list[DriverProc]:
+           names: dict[int, str]) -> tuple[list[DriverProc], bool | None]:
+    """The GPU's processes, and whether its compute-process call answered (None: not asked, a
+    pynvml without it)."""
     nv = r.nv
     seen: dict[int, int | None] = {}
     instance: dict[int, tuple[int | None, int | None]] = {}
     order: list[int] = []
+    answered: bool | None = None
     for what, fn_name in (("compute processes", "nvmlDeviceGetComputeRunningProcesses"),
                           ("graphics processes", "nvmlDeviceGetGraphicsRunningProcesses")):
         fn = getattr(nv, fn_name, None)
         if fn is None:
             continue
-        plist = r.field(index, what, lambda fn=fn: fn(handle)) or []
+
+        def call(fn=fn) -> Any:
+            try:
+                return fn(handle)
+            except Exception:
+                if what == "compute processes":
+                    nonlocal answered
+                    answered = False
+                raise
+        plist = r.field(index, what, call) or []
+        if what == "compute processes" and answered is None:
+            answered = True
         for p in plist:
             pid = int(getattr(p, "pid", 0) or 0)
             if pid <= 0:
@@ -363,7 +381,7 @@ def _procs(r: _Reader, index: int, uuid: str, handle: Any,
         out.append(DriverProc(pid=pid, gpu_index=index, gpu_uuid=uuid,
                               used_memory_mib=seen[pid], name=names[pid],
                               gpu_instance_id=gi, compute_instance_id=ci))
-    return out
+    return out, answered
 
 
 def _process_sm(nv: Any, index: int, handle: Any, state: SmSampling) -> dict[int, int | None]:
@@ -435,6 +453,7 @@ def _read(nv: Any, sampling: SmSampling) -> NvmlReading:
     dprocs: list[DriverProc] = []
     names: dict[int, str] = {}
     process_sm: dict[int, dict[int, int | None]] = {}
+    answers: list[bool | None] = []      # per GPU: did its process calls answer
     enabled = getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1)
     for index in range(count):
         handle = None
@@ -456,17 +475,20 @@ def _read(nv: Any, sampling: SmSampling) -> NvmlReading:
             recovery = _recovery(r, index, handle)
             repair = _memory_repair(r, index, handle)
             health = _health(r, index, handle)
-            procs = _procs(r, index, uuid, handle, names)
+            procs, answered = _procs(r, index, uuid, handle, names)
+            answers.append(answered)
             # asked only while the GPU has a process (no process: no SM share to read)
             sm = _process_sm(nv, index, handle, sampling) if procs else {}
         except Exception as exc:  # noqa: BLE001 — _GpuLost or a lost GPU at handle/uuid time
             cause = exc.__cause__ if isinstance(exc, _GpuLost) else exc
             if isinstance(exc, _GpuLost) or _is(nv, cause, "NVML_ERROR_GPU_IS_LOST"):
+                answers.append(False)          # its processes are unknown
                 where = (_bus_id(nv, handle) if handle is not None else None) or str(index)
                 lost.append(where)
                 r.warnings.append(f"GPU {where} (index {index}) is lost: NVML says "
                                   f"\"{cause}\"; reboot the system to recover it")
                 continue
+            answers.append(False)              # a GPU not read: who holds its memory is unknown
             if _is(nv, exc, "NVML_ERROR_NO_PERMISSION"):
                 r.warnings.append(f"NVML: insufficient permissions to read GPU {index}")
                 continue
@@ -486,8 +508,10 @@ def _read(nv: Any, sampling: SmSampling) -> NvmlReading:
         for pid, value in sm.items():
             process_sm.setdefault(pid, {})[index] = value
     r.finish_warnings()
+    asked = [a for a in answers if a is not None]
     return NvmlReading(gpus=tuple(gpus), driver_processes=tuple(dprocs), lost_gpus=tuple(lost),
-                       warnings=tuple(r.warnings), driver_version=driver, process_sm=process_sm)
+                       warnings=tuple(r.warnings), driver_version=driver, process_sm=process_sm,
+                       driver_list_ok=all(asked) if asked else None)
 
 
 def load_pynvml() -> Any | None:

@@ -10,8 +10,12 @@
 * ``dmesg`` for NVRM Xid lines, at most every 30 s.
 
 Then, for the GPU holders only (device files open, or listed by the driver), /proc/PID/cgroup
-(their container or systemd unit; sources/cgroup.py), and two sysfs/devfs facts the reset
-advice needs: nvidia_drm's modeset parameter and the NVSwitch device files.
+(their container or systemd unit; sources/cgroup.py) and /proc/PID/exe (their executable); for
+them and every process with a thread in D, the signals pending in /proc/PID/status (a SIGKILL
+sent and not taken); the GPUs the kernel module knows (/proc/driver/nvidia/gpus) and whether
+each still answers on the PCI bus (the first bytes of its config space in sysfs); and two
+sysfs/devfs facts the reset advice needs: nvidia_drm's modeset parameter and the NVSwitch
+device files.
 
 ``signal`` checks identity with ``psutil.Process(pid).create_time()``, which the scan
 computes exactly as psutil does.
@@ -32,15 +36,16 @@ from typing import Any, Callable, Sequence
 import psutil
 
 from console.clock import REAL_CLOCK, Clock
-from console.model import CommandResult, DriverProc, NodeSnapshot, Proc
+from console.model import CommandResult, DriverProc, NodeSnapshot, PciGpu, Proc
 from console.sources.local import nvml as _nvml
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S
 from console.sources.base import Source, logged
 from console.sources.parse import DMESG_DENIED, credit_driver_memory, parse_stat_line, parse_xid
 from console.sources.parse_pmon import credit_sm
-from console.probe import DEFAULT_DEVICE_GLOB, DRM_MODESET_FILE, NVSWITCH_GLOB
+from console.probe import DEFAULT_DEVICE_GLOB, DRM_MODESET_FILE, NVIDIA_GPUS_DIR, NVSWITCH_GLOB, PCI_DEVICES_DIR
 from console.sources.cgroup import parse_cgroup
-from console.sources.parse import parse_sys
+from console.sources.parse import MAX_PCI_GPUS, config_present, parse_sys
+from console.sources.parse_proc import parse_pending
 from console.sources.local.procscan import ProcScan, ProcScanner, own_ancestry, own_pids_now, read_file
 
 __all__ = ["DEFAULT_DEVICE_GLOB", "DMESG_DENIED", "LocalSource", "ProcScan", "ProcScanner",
@@ -81,6 +86,63 @@ def _with_cgroups(procs: list[Proc], dprocs: Sequence[DriverProc], proc_root: st
     return out
 
 
+def _pending(status: bytes | None) -> bool | None:
+    """SIGKILL pending in a /proc/PID/status (SigPnd or ShdPnd, parse_pending's rule), or None
+    when neither line could be read."""
+    if not status:
+        return None
+    lines = [line for line in status.decode("ascii", "replace").split("\n")
+             if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return parse_pending("".join(f"/proc/0/status:{line}\n" for line in lines)).get(0)
+
+
+def _with_evidence(procs: list[Proc], dprocs: Sequence[DriverProc], proc_root: str = "/proc") -> list[Proc]:
+    """The executable of each GPU holder (device files, or listed by the driver: readlink
+    /proc/PID/exe, " (deleted)" kept as the kernel says it; None where it cannot be read: another
+    user's process, a zombie), and whether a SIGKILL is pending for them and for every process with
+    a thread in D (/proc/PID/status): a read or two each, only for those."""
+    listed = {d.pid for d in dprocs if d.local is not False}
+    out = []
+    for p in procs:
+        holder = bool(p.device_files) or p.pid in listed
+        if holder or p.state == "D" or p.d_threads:
+            exe = None
+            if holder:
+                try:
+                    exe = os.readlink(f"{proc_root}/{p.pid}/exe")
+                except OSError:          # permission denied, a zombie, a kernel thread, gone
+                    exe = None
+            pending = _pending(read_file(f"{proc_root}/{p.pid}/status", small=True))
+            if exe != p.exe or pending != p.sigkill_pending:
+                p = dataclasses.replace(p, exe=exe, sigkill_pending=pending)
+        out.append(p)
+    return out
+
+
+def read_pci(root: str = "") -> tuple[PciGpu, ...] | None:
+    """The GPUs the kernel module knows (the directories of ROOT/proc/driver/nvidia/gpus, named by
+    bus id) and whether each still answers on the PCI bus (the first four bytes of
+    ROOT/sys/bus/pci/devices/BUS/config: all ones, fallen off; unreadable, None); None when the
+    directory is not there. ``root``: "" on a machine, a fake tree in the tests."""
+    try:
+        names = sorted(os.listdir(f"{root}{NVIDIA_GPUS_DIR}"))
+    except OSError:
+        return None
+    out = []
+    for name in names[:MAX_PCI_GPUS]:
+        head = None
+        try:
+            fd = os.open(f"{root}{PCI_DEVICES_DIR}/{name}/config", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                head = os.read(fd, 4)
+            finally:
+                os.close(fd)
+        except OSError:
+            head = None
+        out.append(PciGpu(bus_id=name, present=config_present([f"{b:02x}" for b in head or b""])))
+    return tuple(out)
+
+
 def read_sys(modeset_file: str = DRM_MODESET_FILE, nvswitch_glob: str = NVSWITCH_GLOB):
     """nvidia_drm's modeset and the NVSwitch device files, as the probe's sys section gives them."""
     raw = read_file(modeset_file)
@@ -111,8 +173,11 @@ class LocalSource(Source):
                  dmesg_command: Sequence[str] = ("dmesg",),
                  dmesg_every: float = DMESG_EVERY_S,
                  clock: Clock = REAL_CLOCK, drm_modeset_file: str = DRM_MODESET_FILE,
-                 nvswitch_glob: str = NVSWITCH_GLOB) -> None:
+                 nvswitch_glob: str = NVSWITCH_GLOB, node_root: str = "") -> None:
+        """``node_root``: where /proc/driver/nvidia/gpus and /sys/bus/pci/devices are read ("": the
+        machine's own; the tests give a fake tree, as GI_NODE_ROOT does for the probe)."""
         super().__init__(name)
+        self.node_root = node_root
         self.drm_modeset_file = drm_modeset_file
         self.nvswitch_glob = nvswitch_glob
         self.device_glob = device_glob
@@ -195,6 +260,7 @@ class LocalSource(Source):
                 self._nvml(), self._scan(), self._kernel_log())
             procs, dprocs = _merge_gpu_memory(scan.processes, reading.driver_processes, self._scanner)
             procs = _with_cgroups(procs, dprocs, self._scanner.proc)
+            procs = _with_evidence(procs, dprocs, self._scanner.proc)
             procs = list(credit_sm(procs, dprocs, reading.process_sm))
             sysinfo = read_sys(self.drm_modeset_file, self.nvswitch_glob)
             names = {p.pid: p.name for p in procs}
@@ -207,11 +273,23 @@ class LocalSource(Source):
                 gpus=reading.gpus, processes=tuple(procs), driver_processes=tuple(dprocs),
                 lost_gpus=reading.lost_gpus, kernel_log=klog, hostname=self._hostname,
                 own_pids=scan.own_pids, driver_version=reading.driver_version,
-                drm_modeset=sysinfo.drm_modeset, nvswitches=sysinfo.nvswitches)
+                drm_modeset=sysinfo.drm_modeset, nvswitches=sysinfo.nvswitches,
+                pci_gpus=read_pci(self.node_root), driver_list_ok=self._driver_list_ok(reading),
+                boot_time=self._scanner.boot_time)
         except Exception as exc:  # noqa: BLE001 — poll never raises
             return NodeSnapshot(name=self.name, taken_at=time.time(),
                                 error=f"local probe failed: {exc or type(exc).__name__}",
                                 probe_ms=round((time.monotonic() - started) * 1000, 1))
+
+    def _driver_list_ok(self, reading: _nvml.NvmlReading) -> bool | None:
+        """Did NVML's process calls answer? None when NVML was not asked (paused for a reset, or
+        no pynvml here); False when the reading failed as a whole (no driver, a hung call: no list
+        of who holds memory); else what the reading says of its process calls."""
+        if reading.error == _nvml.NO_PYNVML:
+            return None
+        if reading.error is not None:
+            return False
+        return reading.driver_list_ok
 
     # ---- commands
 
