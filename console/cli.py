@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from console import __version__
 from console.config import FLEET_INTERVAL_S, INTERVAL_S, PROBE_TIMEOUT_S, device_glob, seconds_text
@@ -362,18 +362,34 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     sources = make_sources(args, targets=targets)
     taken = time.time()
     snaps = asyncio.run(snapshot_all(sources))
-    if args.json:
-        from console.output.json import snapshot_document
-        json.dump(snapshot_document(snaps, taken), sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:  # a plain-text report for a terminal or a ticket; scripts use --json
-        from console.output.report import snapshot_report
-        sys.stdout.write(snapshot_report(snaps))
-    if args.fail_on:
-        findings = [f for s in snaps for f in s.findings]
-        if fails(findings, args.fail_on):
-            return 1
-    return 0
+    rc = 1 if args.fail_on and fails([f for s in snaps for f in s.findings], args.fail_on) else 0
+
+    def write() -> None:
+        if args.json:
+            from console.output.json import snapshot_document
+            json.dump(snapshot_document(snaps, taken), sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:  # a plain-text report for a terminal or a ticket; scripts use --json
+            from console.output.report import snapshot_report
+            sys.stdout.write(snapshot_report(snaps))
+    _emit(write)
+    return rc
+
+
+def _emit(write: Callable[[], None]) -> None:
+    """Write a verdict's output; a reader that went away (`gate … | logger` with the logger gone:
+    EPIPE) loses the text but never the verdict's exit status, which the caller returns."""
+    try:
+        write()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())      # the interpreter's last flush must not fail either
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        print("gpu-incident: stdout closed: the verdict is in the exit status", file=sys.stderr)
 
 
 def _fleet_snapshot(args: argparse.Namespace, targets: list[str]) -> int:
@@ -593,15 +609,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
     finally:
         for tl in opened:
             tl.close()
-    if args.json:
-        json.dump(gate.document(nodes, args.wait, incident), sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        for node in nodes:
-            print(gate.line(node, args.wait, incident))
-        if incident:
-            print(f"gpu-incident gate: evidence in incident {incident}: gpu-incident --incident {incident} "
-                  f"{' '.join(n.name for n in nodes if not n.clean)}")
+    def write() -> None:
+        if args.json:
+            json.dump(gate.document(nodes, args.wait, incident), sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            for node in nodes:
+                print(gate.line(node, args.wait, incident))
+            if incident:
+                print(f"gpu-incident gate: evidence in incident {incident}: gpu-incident --incident {incident} "
+                      f"{' '.join(n.name for n in nodes if not n.clean)}")
+    _emit(write)
     return 0 if all(n.clean for n in nodes) else 1
 
 

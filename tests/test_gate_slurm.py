@@ -67,7 +67,9 @@ def test_a_job_that_leaves_a_gpu_holder_behind_drains_the_node_naming_the_incide
         state = slurm.sinfo_state()
         ident = re.search(r"incident (\d{8}-\d{6}-[0-9a-f]{4})", text).group(1)
         # the gate's own drain reason stays (Slurm keeps it when the Epilog's failure comes after)
-        assert state == f"drained|gpu-incident {ident}: orphan", state
+        # the leftover runs detached (setsid, PPID 1): the job's GPU memory held, named as such —
+        # never the node's daemons (persistenced blocks a reset, it is no reason to drain)
+        assert state == f"drained|gpu-incident {ident}: holder", state
         entries = load(resolve(ident, root / "incidents"))[0]
         pid = int(pidfile.read_text())
         states = next(e for e in entries if e.kind == "check" and e.text.startswith("states"))

@@ -285,3 +285,18 @@ async def test_a_slurm_client_without_a_configuration_shows_nothing():
     env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
     reading = await SlurmClient(env=env).read("gpu07", None)
     assert reading.present is False, reading
+
+
+def test_the_slurm_name_of_this_machine_is_slurmds_then_its_host_name(monkeypatch):
+    """`gate --drain` with no target (the documented Epilog) asked Slurm for a node named `local`
+    (issue 31 item 6): a Prolog/Epilog has $SLURMD_NODENAME; elsewhere the short host name."""
+    import socket
+    client = SlurmClient()
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu17")
+    assert client.slurm_name("local") == "gpu17"
+    monkeypatch.delenv("SLURMD_NODENAME")
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu18.cluster.example")
+    assert client.slurm_name("local") == "gpu18"
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu01,gpu02")          # never a name that would touch others
+    assert client.slurm_name("local") == "gpu18"
+    assert SlurmClient(node_names={"local": "g20"}).slurm_name("local") == "g20"

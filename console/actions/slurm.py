@@ -57,13 +57,19 @@ def recovery(snap: NodeSnapshot | None) -> str | None:
     return None
 
 
+#: findings that never name a drain when another finding is there (the node's own daemons, restores)
+NOT_DRAIN_REASONS = ("reset-blocker", "blockers-off")
+
+
 def reason_finding(snap: NodeSnapshot | None, chosen: Finding | None = None) -> Finding | None:
     """The finding a drain names: the one chosen (highlighted), else the node's most severe."""
     if chosen is not None:
         return chosen
     if snap is None or not snap.findings:
         return None
-    return max(snap.findings, key=lambda f: severity_rank(f.severity))   # first of the most severe
+    # what blocks a reset is never why a node is drained, while anything else is there
+    causes = [f for f in snap.findings if f.kind not in NOT_DRAIN_REASONS] or list(snap.findings)
+    return max(causes, key=lambda f: severity_rank(f.severity))   # first of the most severe
 
 
 def drain_first(rung: str | None, node: SlurmNode | None) -> bool:

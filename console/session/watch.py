@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ class Cause:
     last_seen: float
     opened: bool = False
     due: bool = True        # False: tracked, its timer (D-state, idle memory) not run out yet
+    told_unrecorded: bool = False   # told (with its evidence inline) while no incident could be written
 
 
 @dataclass
@@ -69,6 +71,11 @@ class NodeWatch:
     incident: IncidentLog | None = None
     causes: dict[tuple, Cause] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    write_errors: list[str] = field(default_factory=list)   # the incident file's failed writes (a full disk)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _key(node: str, kind: str, gpus: Iterable[int], pids: Iterable[int]) -> tuple:
@@ -91,7 +98,12 @@ def causes_in(snap: NodeSnapshot, *, now: float, seen: dict[tuple, Cause], dstat
         out.append(Cause(key, kind, summary, first, now, opened=known.opened if known else False,
                          due=not after or now - first >= after))
     if snap.error is not None:
-        return out                             # an unreadable poll says nothing of causes
+        # a reading the transport lost (SSH down, refused) says nothing; one that reached the node
+        # and found its driver hung, unloaded or mismatched carries its own high findings: causes
+        for f in snap.findings:
+            if severity_rank(f.severity) >= severity_rank("high"):
+                add(f.kind, f.summary, f.gpus, f.pids)
+        return out
     for f in snap.findings:
         if f.kind == "holder" and any(isinstance(e, dict) and e.get("liveness") == "unkillable"
                                       for e in f.evidence.get("processes", ())):
@@ -119,7 +131,8 @@ class Watcher:
     def __init__(self, session: Session, *, open_incident: Callable[[], Timeline],
                  dstate_after: float = DSTATE_AFTER_S, idle_after: float = IDLE_AFTER_S,
                  clear_after: float = CLEAR_AFTER_S, say: Callable[[str], None] = print,
-                 tell: Callable[[dict], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 tell: Callable[[dict], None] | None = None, clock: Callable[[], float] = time.time,
+                 warn: Callable[[str], None] = _stderr) -> None:
         self.session = session
         self.open_incident = open_incident
         self.dstate_after = dstate_after
@@ -131,6 +144,11 @@ class Watcher:
         self.nodes = {name: NodeWatch(name) for name in session.names()}
         self.tasks: set[asyncio.Task] = set()
         self.opened = 0
+        #: incidents that could not be recorded (the directory refused, read-only, out of space or
+        #: inodes): said on stderr once per cause and reason, told anyway, retried at every reading
+        self.record_failures = 0
+        self._said_failures: set[tuple] = set()
+        self.warn = warn
         session.subscribe(self._event)
 
     def _event(self, event: Event) -> None:
@@ -151,8 +169,6 @@ class Watcher:
                 log.exception("watch of %s", snap.name)
 
     async def _update(self, node: NodeWatch, snap: NodeSnapshot) -> None:
-        if snap.error is not None:
-            return                  # an unreadable poll says nothing of causes (none is cleared by it)
         now = self.clock()
         current = causes_in(snap, now=now, seen=node.causes, dstate_after=self.dstate_after,
                             idle_after=self.idle_after)
@@ -170,6 +186,11 @@ class Watcher:
                     fresh.append(cause)
         present = {c.key for c in current}
         for key, cause in list(node.causes.items()):
+            if snap.error is not None:
+                break               # an unreadable poll clears nothing: it did not see the causes
+            if key not in present and not cause.opened:
+                del node.causes[key]    # a reading that contradicts a timed cause restarts its timer
+                continue
             if key not in present and now - cause.last_seen >= self.clear_after:
                 del node.causes[key]
                 if cause.opened and node.incident is not None:
@@ -180,13 +201,51 @@ class Watcher:
         if node.timeline is not None and not any(c.opened for c in node.causes.values()):
             self._close(node)
 
+    def _record_failed(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause], why: str) -> None:
+        """No incident could be opened: say so on stderr (once per cause and reason), count it, and
+        tell anyway, the evidence inline (once per cause); the causes stay unopened, so the next
+        reading tries again."""
+        self.record_failures += 1
+        for cause in fresh:
+            if (cause.key, why) not in self._said_failures:
+                self._said_failures.add((cause.key, why))
+                self.warn(f"gpu-incident watch: {one_line(node.name, 80)}: cannot record the incident for "
+                          f"{cause.kind} ({one_line(why, 200)}); telling anyway, trying again at every reading")
+        untold = [c for c in fresh if not c.told_unrecorded]
+        if untold and self.tell is not None:
+            for cause in untold:
+                cause.told_unrecorded = True
+            self.tell(self.inline_document(node, snap, untold, why))
+
+    def inline_document(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause], why: str) -> dict[str, Any]:
+        """What --notify and --webhook are given when nothing could be written: no incident, no
+        file, the evidence itself."""
+        return {"incident": None, "file": None, "recorded": False, "not_recorded": why, "node": node.name,
+                "opened": False, "causes": [{"kind": c.kind, "summary": c.summary} for c in fresh],
+                "findings": [finding_json(f) for f in snap.findings],
+                "gpus": [{"index": g.index, "memory_used_mib": g.memory_used_mib,
+                          "utilization_pct": g.utilization_pct} for g in snap.gpus],
+                "evidence": evidence.gpu_related(snap), "continue": f"gpu-incident {node.name}"}
+
     async def _open(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause]) -> None:
         timeline, incident = node.timeline, node.incident
         new = timeline is None or incident is None       # (the two are set and cleared together)
         if timeline is None or incident is None:
-            timeline = node.timeline = self.open_incident()
-            incident = node.incident = IncidentLog(
-                timeline, on_error=lambda msg: self.say(f"gpu-incident watch: {msg}"))
+            try:
+                timeline = self.open_incident()
+            except (OSError, ValueError) as exc:       # read-only, no space, unsafe (UnsafeDirectory: OSError)
+                self._record_failed(node, snap, fresh, getattr(exc, "strerror", None) or str(exc))
+                return
+            node.timeline = timeline
+            node.write_errors = []
+
+            def failed(msg: str, node: NodeWatch = node) -> None:
+                node.write_errors.append(msg)
+                self.record_failures += 1
+                if msg not in self._said_failures:
+                    self._said_failures.add(msg)
+                    self.warn(f"gpu-incident watch: {one_line(node.name, 80)}: {one_line(msg, 200)}")
+            incident = node.incident = IncidentLog(timeline, on_error=failed)
         for cause in fresh:
             cause.opened = True
         what = "; ".join(f"{c.kind}: {c.summary}" for c in fresh)
@@ -212,7 +271,10 @@ class Watcher:
                  f"{one_line(what, 300)} (evidence: {len(written)} entries; continue with "
                  f"gpu-incident --incident {ident} {node.name})")
         if self.tell is not None:
-            self.tell(self.document(node, snap, fresh, new))
+            doc = self.document(node, snap, fresh, new)
+            if node.write_errors:        # a full disk: never a page about a file without saying it is empty
+                doc.update(recorded=False, not_recorded=node.write_errors[-1], evidence=evidence.gpu_related(snap))
+            self.tell(doc)
 
     def _close(self, node: NodeWatch) -> None:
         timeline = node.timeline
@@ -230,7 +292,7 @@ class Watcher:
         tl = node.timeline
         if tl is None:
             raise ValueError(f"{node.name}: no incident open")
-        return {"incident": tl.incident_id, "file": str(Path(tl.path)), "node": node.name,
+        return {"incident": tl.incident_id, "file": str(Path(tl.path)), "recorded": True, "node": node.name,
                 "opened": new, "causes": [{"kind": c.kind, "summary": c.summary} for c in fresh],
                 "findings": [finding_json(f) for f in snap.findings],
                 "gpus": [{"index": g.index, "memory_used_mib": g.memory_used_mib,

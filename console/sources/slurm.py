@@ -18,6 +18,7 @@ import logging
 import os
 import shlex
 import shutil
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -28,6 +29,9 @@ from console.sources import slurm_parse as sp
 from console.sources.base import logged
 from console.sources.parse import clip
 from console.sources.slurm_parse import SlurmJob, SlurmNode
+
+#: the target that is this machine (console/sources/targets.py)
+LOCAL = "local"
 
 log = logging.getLogger("gpu_incident.slurm")
 
@@ -96,15 +100,20 @@ class SlurmClient:
         return f"controller {self.controller}" if self.controller else "this machine"
 
     def slurm_name(self, source_name: str, snap: NodeSnapshot | None = None) -> str | None:
-        """The node's Slurm name: the ``[slurm]`` mapping; else the target's own host name (what
+        """The node's Slurm name: the ``[slurm]`` mapping; for ``local``, ``$SLURMD_NODENAME`` (set
+        in a Prolog and Epilog) or this machine's short host name; else the target's own host name (what
         the operator named, not what the node says of itself: a node whose hostname says
         ``victim01`` must not aim a drain there); else, for a target that is an address, the
         host name the node reports. None when none is a name the console sends."""
         candidates = [self.node_names.get(source_name)]
-        host = source_name.rpartition("@")[2]
-        host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
-        if not _is_address(host):
-            candidates.append(sp.short_host(host))
+        if source_name == LOCAL:
+            # this machine: in a Prolog or Epilog slurmd says which node it is; else its host name
+            candidates += [os.environ.get("SLURMD_NODENAME"), sp.short_host(socket.gethostname())]
+        else:
+            host = source_name.rpartition("@")[2]
+            host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
+            if not _is_address(host):
+                candidates.append(sp.short_host(host))
         if snap is not None and snap.hostname:
             candidates.append(sp.short_host(snap.hostname))
         for c in candidates:
