@@ -6,7 +6,8 @@ One JSON line per measurement: ``{"node", "after", "seconds", "at"}`` — ``afte
 before the memory came back: ``job`` (the gate, after a job), or the rung (``sigterm``,
 ``sigkill``, ``kill-holders``, …) of a verified action. The file is the user's own, appended
 without following a link (console/incident/safefiles.py), and read back bounded (the last
-``KEEP`` lines). ``usually(...)`` is the 90th percentile of the last measurements of that kind
+``KEEP`` lines of its last MiB); past ROTATE_BYTES it is rewritten with those, so it never grows
+without bound. ``usually(...)`` is the 90th percentile of the last measurements of that kind
 (that node's when it has enough of its own, else every node's): "usually within N s here".
 """
 from __future__ import annotations
@@ -23,7 +24,10 @@ from console.incident import safefiles
 FILE = "times-to-free.log"
 #: the measurements read back (the newest)
 KEEP = 2000
+#: what is read back of the file: its last MiB (KEEP lines take about 150 KiB)
 READ_LIMIT = 1 << 20
+#: past this the file is rewritten with its newest KEEP lines, so it never grows without bound
+ROTATE_BYTES = 2 << 20
 #: measurements needed before a figure is said
 AT_LEAST = 3
 
@@ -44,10 +48,24 @@ def record(directory: str | os.PathLike[str] | None, node: str, after: str, seco
         return
     try:
         os.write(fd, line.encode())
+        size = os.fstat(fd).st_size
     except OSError:
-        pass
+        size = 0
     finally:
         os.close(fd)
+    if size > ROTATE_BYTES:
+        _keep_newest(directory)
+
+
+def _keep_newest(directory: str | os.PathLike[str]) -> None:
+    """The file past ROTATE_BYTES: rewritten with its newest KEEP lines (atomically: a reader sees
+    the old file or the new one whole)."""
+    try:
+        raw = safefiles.read_own_file(path_in(directory), READ_LIMIT, tail=True)
+        lines = raw.splitlines(keepends=True)[-KEEP:]
+        safefiles.write_atomic(path_in(directory), b"".join(lines))
+    except (OSError, ValueError, safefiles.UnsafeFile):
+        pass
 
 
 def load(directory: str | os.PathLike[str] | None) -> list[dict]:
@@ -55,7 +73,7 @@ def load(directory: str | os.PathLike[str] | None) -> list[dict]:
     if directory is None:
         return []
     try:
-        raw = safefiles.read_own_file(path_in(directory), READ_LIMIT * 8)
+        raw = safefiles.read_own_file(path_in(directory), READ_LIMIT, tail=True)   # the newest lines
     except (OSError, ValueError, safefiles.UnsafeFile):
         return []
     out = []

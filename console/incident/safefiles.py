@@ -132,9 +132,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
     return path
 
 
-def read_own_file(path: str | os.PathLike[str], limit: int) -> bytes:
+def read_own_file(path: str | os.PathLike[str], limit: int, *, tail: bool = False) -> bytes:
     """The bytes of a regular file of the user's own, opened without following a symlink
-    (UnsafeFile otherwise; FileNotFoundError when absent; ValueError past ``limit`` bytes)."""
+    (UnsafeFile otherwise; FileNotFoundError when absent; ValueError past ``limit`` bytes).
+    ``tail``: a larger file gives its last ``limit`` bytes from the first whole line in them
+    (a log read back for its newest lines)."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         fd = os.open(path, flags)
@@ -148,6 +150,15 @@ def read_own_file(path: str | os.PathLike[str], limit: int) -> bytes:
             raise UnsafeFile(f"{path} is not a regular file")
         if st.st_uid != os.geteuid():
             raise UnsafeFile(f"{path} belongs to {_owner(st.st_uid)}, not to {_owner(os.geteuid())}")
+        if st.st_size > limit and tail:
+            os.lseek(fd, st.st_size - limit, os.SEEK_SET)
+            data = b""
+            while len(data) < limit:
+                chunk = os.read(fd, min(limit - len(data), 1 << 20))
+                if not chunk:
+                    break
+                data += chunk
+            return data.partition(b"\n")[2]          # the first line is cut: left out
         if st.st_size > limit:
             raise ValueError(f"{path} is larger than {limit >> 20} MiB")
         chunks, left = [], limit + 1
