@@ -35,7 +35,7 @@ from console.incident.readings import is_wait, memory_text, wait_table, when
 from console.incident.summary import Summary, duration, gpu_list, mib, summarize
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import TimelineEntry
-from console.textsafe import one_line, printable
+from console.textsafe import markdown_text, one_line, printable
 
 FOLD_LINES = 12            # outputs longer than this are folded into <details>
 KEEP_LINES = 120           # and cut to this many lines there (the JSON export keeps them whole)
@@ -52,9 +52,14 @@ def _one_line(text: str | None) -> str:
     return one_line(text or "")
 
 
+def _md(text: str | None) -> str:
+    """Untrusted words in Markdown prose (a process name may be a link): escaped, one line."""
+    return markdown_text(text or "")
+
+
 def _cell(text: str | None) -> str:
-    """One line for a Markdown table cell (a `|` would end the cell)."""
-    return _one_line(text).replace("|", "\\|")
+    """One line for a Markdown table cell (a `|` would end the cell: escaped with the rest)."""
+    return markdown_text(text or "", line_start=False)
 
 
 def _fence(body: str) -> str:
@@ -193,10 +198,10 @@ def _record(entries: Sequence[TimelineEntry]) -> list[str]:
             continue
         result = merged.get(e.seq) if e.kind == "action" else None
         label = f" {hypothesis_label(numbers, e.seq)}" if e.kind == "hypothesis" else ""
-        out.append(f"### #{e.seq} {_one_line(e.kind)}{label} — {_one_line(e.ts)} — {_one_line(e.node)} "
-                   f"({_one_line(e.by)})".replace(" —  (", " — ("))
+        out.append(f"### #{e.seq} {_md(e.kind)}{label} — {_md(e.ts)} — {_md(e.node)} "
+                   f"({_md(e.by)})".replace(" —  (", " — ("))
         if e.text:
-            out += ["", _one_line(e.text)]
+            out += ["", _md(e.text)]
         if e.hypothesis is not None and e.kind not in ("hypothesis", "verdict"):
             out += ["", f"- for {hypothesis_label(numbers, e.hypothesis)}"]
         if e.targets:
@@ -205,7 +210,7 @@ def _record(entries: Sequence[TimelineEntry]) -> list[str]:
             out += ["", "- targets: " + ", ".join(names[:12]) + more]
         summary_lines = list(e.digest or ()) or (digest(_check_name(e), e.output or "") if e.kind == "check" else [])
         if summary_lines:
-            out += [""] + [f"- {_one_line(line)}" for line in summary_lines]
+            out += [""] + [f"- {_md(line)}" for line in summary_lines]
         shown = result or e           # the outcome carries rc, output, memory after and freed
         output = wait_table(e) or _clean(shown.output).splitlines()
         block: list[str] = []
@@ -229,9 +234,9 @@ def _record(entries: Sequence[TimelineEntry]) -> list[str]:
         if e.command and shown.rc is not None:
             out += ["", f"exit status {shown.rc}"]
         if result is not None:
-            out += ["", f"Outcome (#{result.seq}, {_one_line(result.ts)}): {_one_line(result.text)}"]
+            out += ["", f"Outcome (#{result.seq}, {_md(result.ts)}): {_md(result.text)}"]
             for m in _meanwhile(entries, e, result):
-                out.append(f"- sent meanwhile: #{m.seq} {_one_line(m.text)} ({_one_line(m.ts)})")
+                out.append(f"- sent meanwhile: #{m.seq} {_md(m.text)} ({_md(m.ts)})")
         tail = _memory_lines(e, shown, merged)
         if shown.freed_mib is not None and e.kind in ("action", "check"):
             tail.append(f"- {_freed(shown).replace('freed ', 'freed: ', 1)}")
@@ -272,7 +277,7 @@ def _memory_lines(e: TimelineEntry, shown: TimelineEntry, merged: dict[int, Time
 def _target(t) -> str:
     pid = t.get("pid") if isinstance(t, dict) else None
     name = t.get("name") if isinstance(t, dict) else None
-    return f"{_one_line(str(pid))}" + (f" ({_one_line(str(name))})" if name else "")
+    return f"{_md(str(pid))}" + (f" ({_md(str(name))})" if name else "")
 
 
 __all__ = ["as_markdown", "as_text", "headline", "gpu_list", "mib"]

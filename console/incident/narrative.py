@@ -15,26 +15,27 @@ from console.incident.summary import offset
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.incident.verdicts import reasons
 from console.model import TimelineEntry
-from console.textsafe import one_line
+from console.textsafe import markdown_text, one_line
 
 INLINE_COMMAND = 160       # commands longer than this are left to the record
 
 
 def _line(text: object) -> str:
-    return one_line(text or "")
+    """An entry's words in Markdown prose: untrusted (a process name may be a link), so escaped."""
+    return markdown_text(text or "")
 
 
 def without_title(outcome: TimelineEntry, action: TimelineEntry) -> str:
     """An outcome's words without its action's title in front ("sent to 5 of 5; …")."""
-    text = _line(outcome.text)
-    return text[len(action.text) + 2:] if action.text and text.startswith(action.text + ": ") else text
+    text, title = one_line(outcome.text or ""), one_line(action.text or "")
+    return _line(text[len(title) + 2:] if title and text.startswith(title + ": ") else text)
 
 
 def _command(e: TimelineEntry) -> str:
     lines = [ln.strip() for ln in (e.command or "").splitlines() if ln.strip()]
     if not lines or any("`" in ln for ln in lines) or sum(len(ln) for ln in lines) > INLINE_COMMAND:
         return ""
-    return ": " + ", ".join(f"`{_line(ln)}`" for ln in lines)
+    return ": " + ", ".join(f"`{one_line(ln)}`" for ln in lines)     # a code span: no markup inside
 
 
 def _at(e: TimelineEntry, start: float | None) -> str:
