@@ -147,7 +147,7 @@ class Watcher:
         #: incidents that could not be recorded (the directory refused, read-only, out of space or
         #: inodes): said on stderr once per cause and reason, told anyway, retried at every reading
         self.record_failures = 0
-        self._said_failures: set[tuple] = set()
+        self._said_failures: set[tuple] = set()     # (cause key or node, reason) already said
         self.warn = warn
         session.subscribe(self._event)
 
@@ -242,8 +242,8 @@ class Watcher:
             def failed(msg: str, node: NodeWatch = node) -> None:
                 node.write_errors.append(msg)
                 self.record_failures += 1
-                if msg not in self._said_failures:
-                    self._said_failures.add(msg)
+                if (node.name, msg) not in self._said_failures:
+                    self._said_failures.add((node.name, msg))
                     self.warn(f"gpu-incident watch: {one_line(node.name, 80)}: {one_line(msg, 200)}")
             incident = node.incident = IncidentLog(timeline, on_error=failed)
         for cause in fresh:
