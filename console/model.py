@@ -456,6 +456,10 @@ class TimelineEntry:
     # a check's output summed up in a few lines (holders per process, threads in D, memory per
     # read), worked out from the whole output when it ran: `output` itself may be cut
     digest: Sequence[str] | None = None
+    # an `action` names its rung (sigterm, clear-blockers, reset, …: readers never work it out from
+    # the title) and the GPUs it was aimed at; absent in files written before (docs/timeline.md)
+    rung: str | None = None
+    gpus: Sequence[int] | None = None
 
 
 @dataclass(frozen=True)

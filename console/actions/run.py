@@ -195,7 +195,8 @@ async def execute(plan: ActionPlan, source: ActionSource, *, policy: ActionPolic
     reason = policy.refusal(plan)
     if reason is not None:
         entry = write("action", f"[read-only] refused: {plan.title}", command=command, rc=None, output=reason,
-                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before), targets=_targets(plan))
+                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before), targets=_targets(plan),
+                      **_named(plan))
         return refused(reason, entry)
     if plan.typed_confirmation is not None and (typed or "").strip() != plan.typed_confirmation:
         return refused(f"type the node's name ({plan.typed_confirmation}) to confirm")
@@ -204,7 +205,8 @@ async def execute(plan: ActionPlan, source: ActionSource, *, policy: ActionPolic
     if policy.dry_run:
         text = f"[dry-run] {plan.title}: not run"
         entry = write("action", text, command=command, rc=None, output="dry run: commands recorded, not run",
-                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before), targets=_targets(plan))
+                      hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before), targets=_targets(plan),
+                      **_named(plan))
         return ActionOutcome(plan=plan, status="dry-run", text=text, gpu_memory_before=dict(plan.memory_before),
                              entry=entry, timeline_error=timeline_errors[0] if timeline_errors else None)
 
@@ -214,7 +216,7 @@ async def execute(plan: ActionPlan, source: ActionSource, *, policy: ActionPolic
         try:
             action_entry = timeline.append("action", plan.title, node=plan.node, command=command,
                                            hypothesis=hypothesis, gpu_memory_before=dict(plan.memory_before),
-                                           targets=_targets(plan))
+                                           targets=_targets(plan), **_named(plan))
         except OSError as exc:
             why = exc.strerror or str(exc)
             log.error("timeline write failed on %s, %s not sent: %s", plan.node, plan.title, exc)
@@ -274,6 +276,11 @@ async def execute(plan: ActionPlan, source: ActionSource, *, policy: ActionPolic
                          settled_after_s=seen.settled_at, fates=seen.fates, signalled=signalled,
                          entry=action_entry, outcome_entry=outcome_entry, watch=watch,
                          timeline_error=timeline_errors[0] if timeline_errors else None)
+
+
+def _named(plan: ActionPlan) -> dict[str, Any]:
+    """What an `action` entry says it is: its rung and the GPUs it was aimed at (docs/timeline.md)."""
+    return {"rung": plan.rung, "gpus": list(plan.gpus) or None}
 
 
 def _targets(plan: ActionPlan) -> list[dict[str, Any]] | None:

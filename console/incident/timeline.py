@@ -78,7 +78,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "gpu_memory_before": (dict, type(None)), "gpu_memory_after": (dict, type(None)),
     "freed_mib": (int, type(None)), "seconds_to_free": (int, float, type(None)),
     "verdict": (str, type(None)), "targets": (list, type(None)), "outcome": (bool, type(None)),
-    "digest": (list, type(None)),
+    "digest": (list, type(None)), "rung": (str, type(None)), "gpus": (list, type(None)),
 }
 
 

@@ -68,7 +68,10 @@ def rungs_named(text: str) -> set[str]:
 
 
 def action_rung(action: TimelineEntry) -> str:
-    """The rung an action entry was (from its title and command: the timeline has no rung field)."""
+    """The rung an action entry was: its ``rung`` field; in files written before there was one,
+    worked out from its title and command."""
+    if action.rung:
+        return action.rung
     title = action.text or ""
     command = action.command or ""
     if title.startswith("[dry-run]") or title.startswith("[read-only]"):

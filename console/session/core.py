@@ -28,6 +28,7 @@ from console.clock import REAL_CLOCK, Clock
 from console.diagnosis import text as t
 from console.diagnosis.who import FREED_MIB
 from console.incident import freetimes
+from console.incident.applied import applied
 from console.incident.log import IncidentLog
 from console.incident.timeline import Timeline
 from console.model import ActionRecord, Finding, NodeSnapshot, severity_rank
@@ -105,6 +106,8 @@ class Session:
     # ------------------------------------------------------------------ nodes
     def _add(self, source: Source) -> NodeMonitor:
         monitor = NodeMonitor(source, interval=self.interval, on_update=self._polled)
+        if self.timeline is not None:       # continuing an incident: what it says was done here
+            monitor.actions.extend(applied(self.timeline.entries, monitor.name))
         self.sources.append(source)
         self.monitors.append(monitor)
         return monitor
