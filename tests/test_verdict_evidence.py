@@ -101,10 +101,15 @@ def test_a_setsid_job_computing_at_ppid_1_is_no_orphan_and_gets_no_signal_advice
 
 
 def test_cpu_time_over_the_polls_says_computing_or_idle():
-    before = held([job(ppid=1, pgid=4000, ticks=1000)], t=T0)
-    busy = held([job(ppid=1, pgid=4000, ticks=1090)], t=T0 + 1)
+    before = held([job(ppid=1, pgid=4000, ticks=1000)], t=T0, util0=40)
+    busy = held([job(ppid=1, pgid=4000, ticks=1090)], t=T0 + 1, util0=40)
     ev = by_kind(diagnose(busy, [before]), "holder")[0].evidence["processes"][0]
     assert ev["computing"] is True and ev["cpu_pct"] == 90.0 and ev["liveness"] == "detached"
+    # the same CPU over GPUs that read 0 %: a spin (a hang in a busy loop), not GPU work
+    spin = held([job(ppid=1, pgid=4000, ticks=1090)], t=T0 + 1)
+    (o,) = by_kind(diagnose(spin, [held([job(ppid=1, pgid=4000, ticks=1000)], t=T0)]), "orphan")
+    assert o.evidence["processes"][0]["computing"] is None
+    assert "spinning" in " ".join(o.evidence["processes"][0]["liveness_why"])
     still = held([job(ppid=1, pgid=4000, ticks=1000)], t=T0 + 1)
     (o,) = by_kind(diagnose(still, [before]), "orphan")
     ev = o.evidence["processes"][0]
@@ -259,3 +264,16 @@ def test_a_gpu_nvidia_smi_cannot_get_a_handle_for_is_lost_whatever_the_words():
                                                     "(Unknown Error)")
     (f,) = [f for f in diagnose(alone) if f.kind == "driver-error"]
     assert "00000000:07:00.0" in f.summary and f.rung == "reboot" and "Drain" in f.next_step
+
+
+def test_confirm_marks_a_busy_target_and_says_each_targets_gpu_and_sm_use():
+    from console.actions.plan import plan_action
+    from console.ui.confirm import plan_text
+    j = job(ppid=1, pgid=5000, sid=5000, sm=95)
+    plan = plan_action(held([j], util0=100), "sigterm", pids=[5000])
+    (tg,) = plan.targets
+    assert tg.busy and tg.usage == "GPU 0 at 100 %, SM 95 %"
+    text = plan_text(plan, read_only=False, dry_run=False).plain
+    assert "BUSY, computing: GPU 0 at 100 %, SM 95 %" in text and "1 of the targets is computing" in text
+    idle = plan_action(held([job(ppid=1, pgid=4000)]), "sigterm", pids=[5000])
+    assert not idle.targets[0].busy and "computing" not in plan_text(idle, read_only=False, dry_run=False).plain

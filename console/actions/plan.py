@@ -36,6 +36,8 @@ from console.actions.ladder import ACTION_RUNGS, CUSTOM_RUNG, SIGNAL_OF
 from console.actions.verify import memory_of
 from console.diagnosis import text as t
 from console.diagnosis import who
+from console.diagnosis.context import Situation
+from console.diagnosis.liveness import usage
 from console.model import NodeSnapshot, Proc
 from console.textsafe import one_line
 
@@ -68,6 +70,8 @@ class ActionTarget:
     create_time: float | None = None
     threads_in_d: int = 0
     why: str = ""                   # why it is a target ("holds /dev/nvidia3"), where it is not obvious
+    usage: str = ""                 # its GPUs' utilisation and its SM share at plan time ("GPU 0 at 100 %, SM 95 %")
+    busy: bool = False              # the evidence says it computes (diagnosis/liveness.py): Confirm marks it
     ppid: int | None = None         # its parent at plan time (a parent that starts it again: a respawn)
     pgid: int | None = None         # its process group and session at plan time: a worker started
     sid: int | None = None          # with setsid does not go with its parent's group or terminal
@@ -256,6 +260,13 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
             refusals.append(reason or f"PID {pid} is gone (not in the latest snapshot)")
     ok = [p.pid for p in chosen]
     targets = [ActionTarget.of(p) for p in chosen]
+    if chosen and rung in SIGNAL_OF:
+        targets = _with_usage(snap, targets, chosen)
+        busy = [tg for tg in targets if tg.busy]
+        if busy:
+            notes.append(f"{len(busy)} of the targets {'is' if len(busy) == 1 else 'are'} computing "
+                         f"({', '.join(f'PID {tg.pid}: {tg.usage}' for tg in busy[:3])}): a running job, "
+                         "not a stuck one — stop it only if that is what you mean")
     if rung == "kill-holders" and gpus:     # F on GPU 3: say why each one is a holder of GPU 3
         targets = [dataclasses.replace(tgt, why=holder_reason(snap, p, gpus)) for tgt, p in zip(targets, chosen)]
     lines = ladder.commands_for(rung, snap, pids=ok, signal=signal) if ok else []
@@ -293,6 +304,17 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     notes += _own_sessions(chosen, below)
     return finish_plan(snap, rung, title, lines, sorted(on), targets=targets, refusals=refusals, notes=notes,
                    expected=expected, signal=signal, descendants=below)
+
+
+def _with_usage(snap: NodeSnapshot, targets: Sequence[ActionTarget], procs: Sequence[Proc]) -> list[ActionTarget]:
+    """Each target with its GPUs' utilisation, its SM share and whether it computes (Confirm marks
+    a busy one: a signal to a running job is the operator's choice, never the console's advice)."""
+    sit = Situation.build(snap, (), (), None, 1 << 30)
+    out = []
+    for tg, p in zip(targets, procs):
+        words, busy = usage(sit, p)
+        out.append(dataclasses.replace(tg, usage=words, busy=busy))
+    return out
 
 
 def sessions_of(targets: Iterable[Proc | ActionTarget]) -> set[int]:

@@ -194,9 +194,14 @@ def _judge(sit: Situation, proc: Proc) -> Liveness:
     if proc.gpu_sm_pct is not None and proc.gpu_sm_pct >= BUSY_SM_PCT:
         computing = True
         why.append(f"its SM share is {proc.gpu_sm_pct} %")
+    gpus_idle = bool(util) and all(u == 0 for u in util.values())
     if rate is not None and rate >= BUSY_TICKS_PER_S:
-        computing = True
-        why.append(f"CPU time rising ({100 * rate / USER_HZ:.0f} % of a core)")
+        # (the words say no figure: a rate moves from poll to poll; the evidence has it, cpu_pct)
+        if gpus_idle:       # a CPU spin over idle GPUs (a hang in a busy loop, the seed's capture) is no GPU work
+            why.append("its CPU busy while its GPUs read 0 %: spinning, not computing on the GPU")
+        else:
+            computing = True
+            why.append("its CPU time rising")
     busy_gpus = [g for g, u in util.items() if u is not None and u >= BUSY_UTIL_PCT and _sole_holder(sit, proc, g)]
     if busy_gpus:
         computing = True
@@ -264,5 +269,22 @@ def evidence_words(ev: dict[str, Any]) -> str:
     if role_why:
         role += " — " + ", ".join(role_why)
     live = clean(ev.get("liveness") or "?")
+    if isinstance(ev.get("cpu_pct"), (int, float)):
+        live += f" (CPU {ev['cpu_pct']:g} % of a core)"
     why = [clean(w) for w in (ev.get("liveness_why") or [])][:6]
     return f"{head}: {role}; {live}" + (": " + "; ".join(why) if why else "")
+
+
+def usage(sit: Situation, proc: Proc) -> tuple[str, bool]:
+    """("GPU 0 at 100 %, SM 95 %", computing?) of a process, for Confirm's targets: what its GPUs
+    and its own SM share read now, and whether the evidence says it computes."""
+    util = liveness(sit, proc).gpu_util
+    mine = {int(k) for k in proc.gpu_memory_mib if str(k).isdigit()} & set(util) or set(util)
+    by_pct: dict[int, list[int]] = {}
+    for g in sorted(mine):
+        if util[g] is not None:
+            by_pct.setdefault(util[g], []).append(g)
+    parts = [f"{t.gpus(gs)} at {pct} %" for pct, gs in sorted(by_pct.items(), key=lambda x: x[1])]
+    if proc.gpu_sm_pct is not None:
+        parts.append(f"SM {proc.gpu_sm_pct} %")
+    return ", ".join(parts), bool(liveness(sit, proc).computing)

@@ -44,6 +44,9 @@ def body_text(plan: ActionPlan) -> Text:
             out.append("          " + printable(t.cmdline or f"[{t.name}]") + "\n", style="dim")
             if t.why:       # why it is a target at all (F: what it holds of the GPU)
                 out.append("          ↳ " + printable(t.why) + "\n", style="italic")
+            if t.usage or t.busy:   # what it is doing now: a busy target is a running job
+                out.append("          " + ("⚡ BUSY, computing: " if t.busy else "↳ ") + printable(t.usage) + "\n",
+                           style="bold yellow" if t.busy else "dim")
     for note in plan.notes:
         out.append("\n⚠ " + printable(note), style="yellow")
     for refusal in plan.refusals:
