@@ -277,3 +277,12 @@ def test_confirm_marks_a_busy_target_and_says_each_targets_gpu_and_sm_use():
     assert "BUSY, computing: GPU 0 at 100 %, SM 95 %" in text and "1 of the targets is computing" in text
     idle = plan_action(held([job(ppid=1, pgid=4000)]), "sigterm", pids=[5000])
     assert not idle.targets[0].busy and "computing" not in plan_text(idle, read_only=False, dry_run=False).plain
+
+
+def test_x_with_nothing_to_do_names_the_computing_job_or_says_the_incident_is_done():
+    from console.actions.ladder import no_step_words
+    busy = held([job(ppid=1, pgid=5000, sid=5000, sm=95)], util0=100)
+    busy = replace(busy, findings=diagnose(busy))
+    assert no_step_words(busy).startswith("Nothing stuck: PID 5000 is computing")
+    done = replace(idle_node(), findings=diagnose(idle_node()))
+    assert no_step_words(done).startswith("done on demo: every GPU is back at idle") and "`e`" in no_step_words(done)

@@ -154,6 +154,22 @@ def top_step(findings: Sequence[Finding]) -> Finding | None:
     return None
 
 
+def no_step_words(snap: NodeSnapshot) -> str:
+    """What `x` says when no finding proposes a step: a job that computes is why (its own words,
+    and how to stop it anyway); every GPU back at idle with nothing of B's left off is the
+    incident done (the verdict and the export next); else nothing to do now."""
+    busy = next((f for f in snap.findings if f.kind == "holder" and f.rung is None
+                 and f.next_step.startswith(("Nothing stuck", "A normal job"))), None)
+    if busy is not None:
+        return busy.next_step
+    idle = bool(snap.gpus) and snap.error is None and all(
+        g.memory_used_mib is not None and g.memory_used_mib <= FREED_MIB for g in snap.gpus)
+    if idle and not any(f.kind == "blockers-off" for f in snap.findings):
+        return (f"done on {snap.name}: every GPU is back at idle and nothing is stuck — `v` gives the verdict "
+                "on the open hypothesis, `e` exports the postmortem")
+    return "nothing to do on this node now"
+
+
 def step_args(finding: Finding) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(pids, gpus) to hand to commands_for/plan_action for a finding's rung.
 

@@ -348,6 +348,10 @@ def _mps_freed_since(sit: Situation, gpus: list[int], ts: float) -> bool:
     return was - now >= FREED_MIB
 
 
+#: liveness words that say where a job sits, not what it does (left out of "computing (…)")
+_NOT_WORK = ("re-parented", "its process group", "it leads", "its session", "its launcher")
+
+
 def holders(sit: Situation, covered: set[int]) -> list[Finding]:
     """Live GPU workloads no other finding is about: normal work. A job that computes, or runs
     detached (nohup, setsid, a container's init, a service), gets no signal advice — `t` stops it
@@ -390,7 +394,8 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
         if targeted or unkillable:            # the operator chose to stop it: the ladder goes on from there
             step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
         elif busy is not None:
-            step = Step(None, f"Nothing stuck: PID {busy.pid} is computing ({'; '.join(busy.why[:2])}); "
+            doing = [w for w in busy.why if not w.startswith(_NOT_WORK)] or list(busy.why)
+            step = Step(None, f"Nothing stuck: PID {busy.pid} is computing ({'; '.join(doing[:2])}); "
                               f"`t` stops {who} anyway (Confirm first).", (), tuple(gpus))
             severity, idle_words = "info", ""
         elif detached is not None:

@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import signal
+import sys
 import textwrap
+import threading
 import time
 from typing import Sequence
 
@@ -19,9 +24,11 @@ from console.clock import REAL_CLOCK, Clock
 from console.model import FleetNode, NodeSnapshot
 from console.session import Session
 from console.session import events as ev
+from console.session.core import ACTION_STOP_S
 from console.session.engine import Engine, Mailbox
 from console.sources.base import Source
 from console.turns import KEYS_FIRST
+from console.incident import consoles
 from console.incident.timeline import Timeline
 from console.ui import activity, early_hold, gc_pacing, keys, tables
 from console.ui.check_runs import CheckRuns
@@ -95,6 +102,20 @@ QUIT_AGAIN_S = 5.0
 #: the lines the activity line may take (app.tcss #activity max-height): more says "m: whole"
 ACTIVITY_LINES = 3
 
+#: SIGHUP (a dropped SSH session, a closed terminal, `tmux kill-server`) and SIGTERM (`kill`,
+#: `systemctl stop`) stop the console as q does: the actions in flight write what they saw
+#: (within the session's ACTION_STOP_S), "console stopped (SIGNAL …)" is recorded, the
+#: follower's last state written, and Textual leaves the terminal as it found it
+STOP_SIGNALS = {signal.SIGHUP: "its terminal hung up", signal.SIGTERM: "asked to stop"}
+#: on a signal: the record has this long past the action stop bound ...
+RECORD_SLACK_S = 2.0
+#: ... then Textual this long to restore the terminal and exit. A terminal that hung up takes
+#: no more writes (Textual's writer thread dies on EIO, and the screen's loop then blocks on
+#: its queue): past this, or at once when the terminal is gone, the process ends itself
+LEAVE_S = 10.0
+
+log = logging.getLogger("gpu_incident.ui")
+
 
 class IncidentApp(LiteralNotify, App[int]):
     #: the view's state; each watcher draws what it changes (``var``: nothing else is repainted;
@@ -115,8 +136,21 @@ class IncidentApp(LiteralNotify, App[int]):
                  interval: float = 1.0, read_only: bool = False, dry_run: bool = False,
                  theme_name: str | None = None, autostart: bool = True,
                  keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None,
-                 fleet: FleetSetup | None = None, engine_thread: bool = False) -> None:
+                 fleet: FleetSetup | None = None, engine_thread: bool = False,
+                 stop_signals: bool = False) -> None:
         super().__init__()
+        #: SIGHUP and SIGTERM stop the console as q does (the CLI's console; a test that sends them)
+        self.stop_signals = stop_signals
+        #: the signal that stopped the console ("SIGTERM"), None while it runs or after q
+        self.stopped_by: str | None = None
+        self._stopping = False                  # q or a signal is winding the console down
+        self._signals_loop: asyncio.AbstractEventLoop | None = None
+        self._signals_before: dict[int, object] = {}
+        self._recorded = threading.Event()      # a signal's stop: the record is written
+        self._left = threading.Event()          # run() returned: Textual restored the terminal
+        self._tty = _tty_fd()                   # the terminal, while it still is one
+        #: this process, as the incident's start and stop notes name it (console/incident/consoles.py)
+        self.console_id = consoles.identity()
         self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_line.py)
         self.keys_loop: asyncio.AbstractEventLoop | None = None   # set while mounted (ui/early_hold.py)
         self.keymap = dict(keymap or {})
@@ -213,6 +247,8 @@ class IncidentApp(LiteralNotify, App[int]):
         return early_hold.holding_driver(super().get_driver_class())
 
     def on_mount(self) -> None:
+        if self.stop_signals:
+            self._catch_stop_signals()
         self.engine.start()
         if self.engine.running:
             self.keys_loop = asyncio.get_running_loop()      # the driver holds the engine on a key (early_hold)
@@ -233,7 +269,7 @@ class IncidentApp(LiteralNotify, App[int]):
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
             watched = [s.name for s in self.sources] + ([self.fleet.name] if self.fleet_mode else [])
-            self.incident.note(None, "console started watching " + ", ".join(watched))
+            self.incident.note(None, consoles.CONSOLE_STARTED + ", ".join(watched), console=self.console_id)
         self.refresh_node_view()
         self._diagnose_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
@@ -260,6 +296,7 @@ class IncidentApp(LiteralNotify, App[int]):
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
         self.keys_loop = None
+        self._release_stop_signals()
         fleet = self.fleet_screen.monitor.stop() if self.fleet_screen is not None else asyncio.sleep(0)
         await asyncio.gather(self.engine.close(), fleet, return_exceptions=True)
         gc_pacing.stop()
@@ -698,15 +735,11 @@ class IncidentApp(LiteralNotify, App[int]):
         if on_findings:
             finding = self.selected_finding
         else:
-            from console.actions.ladder import top_step
+            from console.actions.ladder import no_step_words, top_step
             snap = self.snapshots.get(self.current_node)
             finding = top_step(snap.findings) if snap is not None else None
             if finding is None:
-                # a job that computes is why there is nothing to do: say so, and how to stop it anyway
-                busy = next((f for f in snap.findings if f.kind == "holder" and f.next_step.startswith(
-                    ("Nothing stuck", "A normal job"))), None) if snap is not None else None
-                self.say(busy.next_step if busy is not None else
-                         "nothing to do on this node now" if snap is not None else "no reading of this node yet",
+                self.say(no_step_words(snap) if snap is not None else "no reading of this node yet",
                          "warning" if snap is None else "information")
                 return
             self.say(f"x: the next step of {self.current_node}: {finding.kind} → {finding.next_step}")
@@ -857,11 +890,112 @@ class IncidentApp(LiteralNotify, App[int]):
                      "is recorded)", "warning")
             return
         # actions in flight write what they saw; the follower's last state; then the screen goes
+        self._stopping = True
         self.session.viewing = self.current_node
-        await self.engine.call(lambda: self.session.finish("console stopped"))
+        await self.engine.call(lambda: self.session.finish(consoles.CONSOLE_STOPPED, console=self.console_id))
         self.exit(0)
+
+    # ------------------------------------------------------------------ SIGHUP, SIGTERM: as q
+    def _catch_stop_signals(self) -> None:
+        """SIGHUP and SIGTERM handled on this (the App's) loop: Textual handles neither, and
+        their default ends the process where it stands (no outcome for the action in flight, no
+        "console stopped", the terminal left in the alternate screen)."""
+        loop = asyncio.get_running_loop()
+        for signum in STOP_SIGNALS:
+            try:
+                before = signal.getsignal(signum)
+                loop.add_signal_handler(signum, self._stop_signalled, signum)
+            except (ValueError, RuntimeError, NotImplementedError):    # not the main thread
+                continue
+            self._signals_before[signum] = before
+        self._signals_loop = loop
+
+    def _release_stop_signals(self) -> None:
+        loop, self._signals_loop = self._signals_loop, None
+        if loop is None:
+            return
+        for signum, before in self._signals_before.items():
+            try:
+                loop.remove_signal_handler(signum)
+                if before is not None:
+                    signal.signal(signum, before)        # as they were before the console
+            except (ValueError, RuntimeError, OSError, TypeError):
+                pass
+        self._signals_before.clear()
+
+    def _stop_signalled(self, signum: int) -> None:
+        """Stop as q does (a second q is not asked for: nobody may be there to press it)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        name = signal.Signals(signum).name
+        self.stopped_by = name
+        note = f"{consoles.CONSOLE_STOPPED} ({name}: {STOP_SIGNALS.get(signum, 'a signal')})"
+        self.session.viewing = self.current_node
+        # the record starts now on the engine's loop (it does not wait for this loop, which a
+        # terminal that hung up may block), and a last resort ends the process if Textual cannot
+        finishing = self._finish_now(note)
+        finishing.add_done_callback(lambda _f: self._recorded.set())
+        if not self.is_headless:            # a terminal to leave (never a test's headless App)
+            threading.Thread(target=self._last_resort, name="stop-signal", daemon=True).start()
+        asyncio.get_running_loop().create_task(self._exit_when_recorded(finishing, name))
+
+    def _finish_now(self, note: str):
+        finish = lambda: self.session.finish(note, console=self.console_id)    # noqa: E731
+        loop = self.engine.loop if self.engine.running else None
+        if loop is not None:
+            return asyncio.run_coroutine_threadsafe(finish(), loop)
+        return asyncio.get_running_loop().create_task(finish())
+
+    async def _exit_when_recorded(self, finishing, name: str) -> None:
+        try:
+            waiting = asyncio.wrap_future(finishing) if not isinstance(finishing, asyncio.Future) else finishing
+            await asyncio.wait_for(asyncio.shield(waiting), ACTION_STOP_S + RECORD_SLACK_S)
+        except Exception:  # noqa: BLE001 - stopping goes on whatever the record met
+            log.exception("stopping on %s", name)
+        self.exit(0)
+
+    def run(self, *args, **kwargs):
+        try:
+            return super().run(*args, **kwargs)
+        finally:
+            self._left.set()
+
+    def _last_resort(self) -> None:
+        """The stop signal's watchdog (a thread): once the record is written, Textual has
+        LEAVE_S to restore the terminal and exit — none when the terminal hung up (there is
+        nothing to restore, and its writes fail) — else the process ends here."""
+        self._recorded.wait(ACTION_STOP_S + RECORD_SLACK_S)
+        if _terminal_alive(self._tty) and self._left.wait(LEAVE_S):
+            return
+        if self._left.is_set():
+            return
+        log.warning("stopped by %s: the terminal is gone or Textual did not exit; ending the process",
+                    self.stopped_by)
+        os._exit(0)
 
     @property
     def selected_process_key(self) -> str | None:
         """The process row under the cursor (None on the row that counts the hidden ones)."""
         return self.query_one("#procs", ProcTable).selected_process
+
+
+def _tty_fd() -> int | None:
+    """The terminal the console runs in (Textual reads its keys from stdin), or None."""
+    try:
+        fd = sys.__stdin__.fileno() if sys.__stdin__ is not None else -1
+    except (OSError, ValueError):
+        return None
+    return fd if fd >= 0 and os.isatty(fd) else None
+
+
+def _terminal_alive(fd: int | None) -> bool:
+    """Does the terminal still answer? One that hung up fails with EIO; with none, True."""
+    if fd is None:
+        return True
+    import termios
+    try:
+        termios.tcgetattr(fd)
+    except termios.error:
+        return False
+    return True
