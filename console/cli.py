@@ -547,18 +547,23 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     app = IncidentApp(sources, timeline=tl, interval=interval, read_only=args.read_only,
                       dry_run=args.dry_run, theme_name=args.theme,
                       keymap=config.keys if config else None, slurm=slurm, fleet=fleet,
-                      engine_thread=os.environ.get("GPU_INCIDENT_ENGINE_THREAD", "1") != "0")
+                      engine_thread=os.environ.get("GPU_INCIDENT_ENGINE_THREAD", "1") != "0",
+                      stop_signals=True)     # SIGHUP and SIGTERM stop it as q does (ui/app.py)
     try:
         app.run()
     finally:
         tl.close()
     if app.return_code:  # Textual's own exit status (e.g. 1 after an unhandled error)
         return app.return_code
-    if tl.path.exists():
-        print(f"incident timeline: {tl.path}", file=sys.stderr)
-    else:
-        print(f"incident timeline: {tl.path} was deleted while the console ran (actions were refused "
-              "from then on)", file=sys.stderr)
+    why = f" (stopped by {app.stopped_by})" if app.stopped_by else ""
+    try:        # after SIGHUP the terminal may be gone: nothing left to say it on
+        if tl.path.exists():
+            print(f"incident timeline: {tl.path}{why}", file=sys.stderr)
+        else:
+            print(f"incident timeline: {tl.path} was deleted while the console ran (actions were refused "
+                  f"from then on){why}", file=sys.stderr)
+    except OSError:
+        pass
     return 0
 
 

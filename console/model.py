@@ -460,6 +460,10 @@ class TimelineEntry:
     # the title) and the GPUs it was aimed at; absent in files written before (docs/timeline.md)
     rung: str | None = None
     gpus: Sequence[int] | None = None
+    # a console's "console started watching" and "console stopped" notes name the process that
+    # writes the incident ({"pid", "host", "start_ticks"}): one that died without a word is told
+    # apart from one still attached (console/incident/consoles.py)
+    console: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -315,11 +315,18 @@ def _read_timeout(source: ActionSource) -> float:
 
 async def _read(read: Reader, timeout: float) -> Reading | None:
     try:
-        return await asyncio.wait_for(read(), timeout)
+        reading = await asyncio.wait_for(read(), timeout)
     except asyncio.CancelledError:
         raise
     except Exception:  # noqa: BLE001 - a failed re-read is "not seen", never a crash
         return None
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        # Python 3.11's wait_for returns a read that finished as it was cancelled and drops the
+        # cancel: the console stopping (SIGTERM, q) then waited out the whole verification window
+        # and quit before the outcome was written
+        raise asyncio.CancelledError
+    return reading
 
 
 async def _verify(seen: _Seen, read: Reader, clock: Clock, started: float, window: float, poll_s: float,

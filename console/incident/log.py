@@ -44,8 +44,9 @@ class IncidentLog:
     def hypothesis(self, node: str | None, text: str) -> TimelineEntry | None:
         return self._append("hypothesis", text.strip(), node)
 
-    def note(self, node: str | None, text: str) -> TimelineEntry | None:
-        return self._append("note", text.strip(), node)
+    def note(self, node: str | None, text: str, **fields: Any) -> TimelineEntry | None:
+        """A note (``fields``: more of the entry's, e.g. the ``console`` that writes it)."""
+        return self._append("note", text.strip(), node, **fields)
 
     def observation(self, node: str | None, text: str, output: str = "", **memory: Any) -> TimelineEntry | None:
         """What was seen without running a check (a headless caller's evidence: a snapshot; a

@@ -18,10 +18,15 @@ core); it is still written once when the console stops.
 The document (fields may be added, never renamed)::
 
     {"version": 1, "incident": ID, "by": "user@host", "written_at": epoch, "running": true,
+     "console": {"pid": PID, "host": HOST, "start_ticks": N},
      "interval": 1.0, "viewing": NODE, "activity": ["demo: wait-and-reread: 15 of 86 s, …"],
      "nodes": [NodeSnapshot as JSON, …],
      "memory": {NODE: {"points": [[t, {"0": MiB}]], "totals": {"0": MiB}}},
      "actions": [{"node", "rung", "ts", "gpus", "pids"}]}
+
+``console`` names the process that writes it: a state still "running" whose process on this
+host is gone was left by a console that died without a word (``LiveState.gone``; the follower
+says "console gone since HH:MM", console/incident/consoles.py).
 
 A node's processes are bounded (``PROCESS_LIMIT``): GPU holders, zombies, processes in D,
 those the findings name, and their ancestors come first; ``hidden_processes`` counts the rest.
@@ -33,12 +38,13 @@ import json
 import math
 from glob import escape as glob_escape
 import os
+import socket
 import stat
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from console.incident import safefiles
+from console.incident import consoles, safefiles
 from console.incident.timeline import SUFFIX
 from console.model import (ActionRecord, Cgroup, DriverProc, Finding, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc,
                            ThreadInfo)
@@ -242,10 +248,11 @@ class StateFeed:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, incident_id: str, by: str, interval: float,
-                 min_interval: float = 1.0) -> None:
+                 min_interval: float = 1.0, console: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.incident_id = incident_id
         self.by = by
+        self.console = dict(console) if console is not None else consoles.identity()
         self.interval = interval
         self.min_interval = min_interval
         self.nodes: dict[str, NodeSnapshot] = {}
@@ -284,7 +291,8 @@ class StateFeed:
                 data = snapshot_to_data(snap, self._procs.setdefault(name, {}))
             self._data[name] = (snap, data)
         return {"version": VERSION, "incident": self.incident_id, "by": self.by, "written_at": time.time(),
-                "running": running, "interval": self.interval, "viewing": self.viewing,
+                "running": running, "console": dict(self.console), "interval": self.interval,
+                "viewing": self.viewing,
                 "activity": list(activity),
                 "nodes": [self._data[n][1] for n in names if n in nodes],
                 "order": names,
@@ -336,6 +344,7 @@ class LiveState:
     memory: Mapping[str, Mapping[str, Any]]
     actions: tuple[ActionRecord, ...]
     activity: tuple[str, ...] = ()          # what the driving console is busy with (checks running)
+    console: Mapping[str, Any] | None = None   # the process that writes it: {"pid", "host", "start_ticks"}
 
     def node(self, name: str | None) -> NodeSnapshot | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -345,6 +354,22 @@ class LiveState:
 
     def stale(self, now: float | None = None) -> bool:
         return not self.running or self.age(now) > max(STALE_AFTER_S, 5 * self.interval)
+
+    def checkable(self, host: str | None = None) -> bool:
+        """Its console's process can be looked for from here (it names one on this host)."""
+        c = self.console
+        here = socket.gethostname() if host is None else host
+        return (isinstance(c, Mapping) and isinstance(c.get("pid"), int) and not isinstance(c.get("pid"), bool)
+                and c.get("host") == here)
+
+    def gone(self, *, host: str | None = None, alive=consoles.process_alive) -> bool:
+        """Still "running", but its console's process on this host is gone: it died without a
+        word (SIGKILL, the OOM killer)."""
+        if not self.running or not self.checkable(host):
+            return False
+        c = self.console or {}
+        ticks = c.get("start_ticks")
+        return not alive(c["pid"], ticks if isinstance(ticks, int) and not isinstance(ticks, bool) else None)
 
 
 def parse_state(raw: bytes) -> LiveState:
@@ -372,7 +397,8 @@ def parse_state(raw: bytes) -> LiveState:
                          nodes=tuple(nodes), hidden=hidden,
                          memory={k: v for k, v in (doc.get("memory") or {}).items() if isinstance(v, dict)},
                          actions=actions,
-                         activity=tuple(str(a) for a in doc.get("activity") or () if isinstance(a, str)))
+                         activity=tuple(str(a) for a in doc.get("activity") or () if isinstance(a, str)),
+                         console=dict(doc["console"]) if isinstance(doc.get("console"), dict) else None)
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
         raise ValueError(f"the live state is malformed ({type(exc).__name__}: {exc})"[:200]) from None
 
@@ -405,7 +431,9 @@ def read_states(state_file: str | os.PathLike[str]) -> LiveState:
         if problems:
             raise problems[0]
         raise FileNotFoundError(f"no live state beside {stem}")
-    live = [s for s in states if not s.stale()] or [max(states, key=lambda s: s.written_at)]
+    # live: fresh, and not left by a console whose process is gone (else the newest, as it is)
+    live = ([s for s in states if not s.stale() and not s.gone()]
+            or [max(states, key=lambda s: s.written_at)])
     if len(live) == 1:
         return live[0]
     live.sort(key=lambda s: s.written_at)           # the newest last: its view of a node wins
@@ -424,7 +452,7 @@ def read_states(state_file: str | os.PathLike[str]) -> LiveState:
                      written_at=newest.written_at, running=any(s.running for s in live),
                      interval=min(s.interval for s in live), viewing=newest.viewing, nodes=tuple(nodes.values()),
                      hidden=hidden, memory=memory, actions=tuple(actions),
-                     activity=tuple(a for s in live for a in s.activity))
+                     activity=tuple(a for s in live for a in s.activity), console=newest.console)
 
 
 def read_state(path: str | os.PathLike[str]) -> LiveState:

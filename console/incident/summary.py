@@ -1,7 +1,9 @@
 """An incident in a few lines: what was stuck, what freed it, how long it took, who acted.
 
-Pure: reads timeline entries only. The postmortem opens with it (console/incident/export.py)
-and `gpu-incident timeline list` shows one row of it per incident.
+``summarize`` is pure: it reads timeline entries only. The postmortem opens with it
+(console/incident/export.py) and `gpu-incident timeline list` shows one row of it per incident
+(``incident_rows``, which also asks whether each console still attached is alive:
+console/incident/consoles.py — "console gone since HH:MM" for one that died without a word).
 
 - stuck: per node, the first memory reading (an action's or a check's "before") — the GPUs
   above 1 GiB and what they held;
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from console.diagnosis import text as t
+from console.incident.consoles import attached, gone_since, unmatched
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import TimelineEntry
 
@@ -29,8 +32,6 @@ CLEAR_TITLE = "Clear the reset blockers"
 RESTORE_TITLE = "Restore what B stopped"
 #: a note that declines the restore (the operator keeps B's blockers off on purpose)
 DECLINED_RESTORE = "declined restore"
-CONSOLE_STARTED = "console started watching "
-CONSOLE_STOPPED = "console stopped"
 
 
 def parse_ts(ts: object) -> dt.datetime | None:
@@ -246,8 +247,6 @@ def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summar
     for a in actions:
         if not a.text.startswith(("[read-only]", "[dry-run]")):     # sent, not refused or only recorded
             acted[a.by] = acted.get(a.by, 0) + 1
-    started = sum(1 for e in entries if e.kind == "note" and e.node is None and e.text.startswith(CONSOLE_STARTED))
-    stopped = sum(1 for e in entries if e.kind == "note" and e.node is None and e.text == CONSOLE_STOPPED)
     stuck = _stuck(entries)
     held = _still_held(entries, stuck)
     if held and best is not None:
@@ -263,7 +262,7 @@ def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summar
         hypotheses=len(hyps), open_hypotheses=len(opened), actions=len(actions),
         state="resolved" if stuck and not held and not left_off else "open", still_held=tuple(held),
         left_off=tuple(left_off),
-        console_running=started > stopped,
+        console_running=bool(unmatched(entries)),
         stuck=tuple(stuck), root_cause=root, resolution=resolution, freed_at=freed_at,
         time_to_free_s=to_free, after_action_s=after_action,
         acted_by=tuple(f"{who}: {n} action{'s' if n != 1 else ''}" for who, n in acted.items()),
@@ -277,16 +276,33 @@ def _short_ts(ts: str | None, day: bool = True) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S" if day else "%H:%M:%S")
 
 
-def incident_rows(incidents: Sequence[tuple[str, Sequence[TimelineEntry]]]) -> str:
+def console_state(entries: Sequence[TimelineEntry], *, host: str | None = None, alive=None) -> str:
+    """"console attached" while a console that started on the incident has not said it stopped
+    and may be alive; "console gone since HH:MM" (UTC, the last entry it wrote) when every such
+    console's process on this host is gone; "" when none is attached."""
+    consoles = attached(entries, host=host, **({"alive": alive} if alive is not None else {}))
+    if not consoles:
+        return ""
+    since = gone_since(consoles)
+    if since is None:
+        return "console attached"
+    when = parse_ts(since)
+    return f"console gone since {when.strftime('%H:%M') if when is not None else '?'}"
+
+
+def incident_rows(incidents: Sequence[tuple[str, Sequence[TimelineEntry]]], *, host: str | None = None,
+                  alive=None) -> str:
     """`gpu-incident timeline list`: one line per incident (ID, nodes, start, hypotheses, actions,
-    state, last entry), newest first as given, under a header."""
+    state, last entry), newest first as given, under a header. ``host``, ``alive``: where this
+    runs and how a console's process is checked (console/incident/consoles.py; tests)."""
     from console.textsafe import one_line
     rows = [("ID", "NODES", "STARTED (UTC)", "HYPOTHESES", "ACTIONS", "STATE", "LAST ENTRY")]
     for ident, entries in incidents:
         s = summarize(entries, ident)
         nodes = ", ".join(s.nodes[:2]) + (f" +{len(s.nodes) - 2}" if len(s.nodes) > 2 else "") or "-"
         same_day = s.started is not None and s.last is not None and (s.started or "")[:10] == (s.last or "")[:10]
-        state = s.state + (", console attached" if s.console_running else "")
+        console = console_state(entries, host=host, alive=alive) if s.console_running else ""
+        state = s.state + (f", {console}" if console else "")
         rows.append((one_line(ident, 40), one_line(nodes, 30), _short_ts(s.started),
                      f"{s.hypotheses} ({s.open_hypotheses} open)", str(s.actions), state,
                      _short_ts(s.last, day=not same_day)))

@@ -79,6 +79,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "freed_mib": (int, type(None)), "seconds_to_free": (int, float, type(None)),
     "verdict": (str, type(None)), "targets": (list, type(None)), "outcome": (bool, type(None)),
     "digest": (list, type(None)), "rung": (str, type(None)), "gpus": (list, type(None)),
+    "console": (dict, type(None)),
 }
 
 
@@ -291,6 +292,8 @@ class Timeline:
             fields["targets"] = [dict(t) for t in fields["targets"]]
         if fields.get("digest") is not None:
             fields["digest"] = [str(line) for line in fields["digest"]]
+        if fields.get("console") is not None:
+            fields["console"] = dict(fields["console"])
         with self._lock:
             if self._fd < 0:
                 raise OSError(errno.EBADF, f"{self.path.name} is closed")

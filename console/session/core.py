@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from console.actions.ladder import CUSTOM_RUNG
 from console.actions.plan import ActionPlan, ActionPolicy, plan_action
@@ -206,9 +206,10 @@ class Session:
         monitor = self.monitor(node)
         return self.feed.series(node, monitor.actions if monitor is not None else ())
 
-    async def finish(self, note: str | None = None) -> None:
+    async def finish(self, note: str | None = None, *, console: Mapping[str, Any] | None = None) -> None:
         """Cancel the actions in flight (each writes what it saw, within ACTION_STOP_S), record
-        ``note``, write the follower's last state. The nodes are still open (``stop`` closes them)."""
+        ``note`` (naming the ``console`` process that stops: console/incident/consoles.py),
+        write the follower's last state. The nodes are still open (``stop`` closes them)."""
         if self._finished:
             return
         self._finished = True
@@ -228,7 +229,7 @@ class Session:
             if monitor.name in self._held and snap is not None and snap.error is None and snap.gpus:
                 self._record_reading(snap, first=False)
         if note:
-            self.incident.note(None, note)
+            self.incident.note(None, note, **({"console": dict(console)} if console else {}))
         try:
             await self.feed.last(self.actions(), self.names(), self.viewing)
         except Exception:  # noqa: BLE001

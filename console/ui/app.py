@@ -104,9 +104,9 @@ ACTIVITY_LINES = 3
 
 #: SIGHUP (a dropped SSH session, a closed terminal, `tmux kill-server`) and SIGTERM (`kill`,
 #: `systemctl stop`) stop the console as q does: the actions in flight write what they saw
-#: (within the session's ACTION_STOP_S), "console stopped (SIGNAL …)" is recorded, the
+#: (within the session's ACTION_STOP_S), "console stopped (SIGTERM)" is recorded, the
 #: follower's last state written, and Textual leaves the terminal as it found it
-STOP_SIGNALS = {signal.SIGHUP: "its terminal hung up", signal.SIGTERM: "asked to stop"}
+STOP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
 #: on a signal: the record has this long past the action stop bound ...
 RECORD_SLACK_S = 2.0
 #: ... then Textual this long to restore the terminal and exit. A terminal that hung up takes
@@ -930,7 +930,7 @@ class IncidentApp(LiteralNotify, App[int]):
         self._stopping = True
         name = signal.Signals(signum).name
         self.stopped_by = name
-        note = f"{consoles.CONSOLE_STOPPED} ({name}: {STOP_SIGNALS.get(signum, 'a signal')})"
+        note = f"{consoles.CONSOLE_STOPPED} ({name})"
         self.session.viewing = self.current_node
         # the record starts now on the engine's loop (it does not wait for this loop, which a
         # terminal that hung up may block), and a last resort ends the process if Textual cannot

@@ -23,7 +23,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable
 
-from console.incident.mirror import LiveState, ask_for_state, read_states, want_path
+from console.incident.mirror import STALE_AFTER_S, LiveState, ask_for_state, read_states, want_path
+from console.incident.summary import parse_ts
 from console.incident.safefiles import UnsafeFile
 from console.model import NodeSnapshot
 from console.output.memory_series import marks_of, series_from_data
@@ -34,7 +35,7 @@ from console.ui.memory_chart import MemoryChart
 from console.ui.panels import FindingsPanel, FitsGpus, fit_main_panels
 from console.ui.status_line import StatusLine
 from console.ui.text import LiteralStatic, LiteralTable, printable, set_title
-from console.ui.timeline_view import FollowApp
+from console.ui.timeline_view import FollowApp, local_hhmm
 from console.ui.virtual_table import VirtualTable
 
 WIDE = 150          # at least this many columns: panels and entries side by side
@@ -67,6 +68,8 @@ class LiveFollowApp(FollowApp):
         self.want_file = want_path(path)        # touched at every read: the driver writes while we follow
         self.state: LiveState | None = None
         self.state_problem = ""
+        self.state_gone = False                   # its console's process on this host is gone
+        self._asking_since: float | None = None   # when this follower first asked for the state
         self.chosen_node: str | None = None       # the follower's own pick (None: follow the driver's)
         self._state_busy = False
         self._clock = clock
@@ -129,24 +132,29 @@ class LiveFollowApp(FollowApp):
         self.query_one("#live-split").set_class(not self.wide, "-narrow")
 
     # ------------------------------------------------------------------ the live state
-    def _ask_and_read(self) -> tuple[LiveState, str]:
-        """Ask the driving console for its state (mirror.ask_for_state), then read it."""
+    def _ask_and_read(self) -> tuple[LiveState, str, bool]:
+        """Ask the driving console for its state (mirror.ask_for_state), then read it, and look
+        whether the console that wrote it is still there (LiveState.gone)."""
         try:
             ask_for_state(self.want_file)
             problem = ""
         except OSError as exc:
             problem = (f"cannot ask the driving console for live state ({exc.strerror or exc}): "
                        "what shows may be old")
-        return read_states(self.state_file), problem     # every driving console's, merged
+        state = read_states(self.state_file)     # every driving console's, merged
+        return state, problem, state.gone()
 
     async def poll_state(self) -> None:
         """Read the state file (in a thread) and show it."""
         if self._state_busy:
             return
         self._state_busy = True
+        if self._asking_since is None:
+            self._asking_since = self._clock()
         try:
+            gone = False
             try:
-                state, problem = await asyncio.to_thread(self._ask_and_read)
+                state, problem, gone = await asyncio.to_thread(self._ask_and_read)
             except FileNotFoundError:
                 state, problem = None, ("no live state yet: the driving console writes it beside the incident "
                                         "within seconds of a follower asking (is it running, with this incident?)")
@@ -154,6 +162,7 @@ class LiveFollowApp(FollowApp):
                 state, problem = None, f"live state unreadable: {exc}"
             if state is not None:
                 self.state = state
+                self.state_gone = gone
             self.state_problem = problem
             self.render_state()
         finally:
@@ -222,14 +231,23 @@ class LiveFollowApp(FollowApp):
         state = self.state
         status = Text(no_wrap=True, overflow="ellipsis")
         if state is None:
-            status.append(printable(self.state_problem or "waiting for the live state…"), style="bold yellow")
+            gone = self._gone_without_state()
+            status.append(printable(gone or self.state_problem or "waiting for the live state…"), style="bold yellow")
             self._show_status(status)
             return
         age = state.age(self._clock())
         status.append(f"live: {printable(state.by, 40)}'s console", style="bold")
-        if not state.running:
+        if state.running and self.state_gone:          # the news first: a pane may be 80 wide
+            pid = (state.console or {}).get("pid")
+            status.append(f" gone since {self._gone_since(state)}", style="bold yellow")
+            status.append(f" — PID {pid} died without saying it stopped: what it saw last", style="yellow")
+        elif not state.running:
             when = dt.datetime.fromtimestamp(state.written_at).strftime("%H:%M:%S")
             status.append(f" — stopped at {when}: what it saw last", style="bold yellow")
+        elif state.stale(self._clock()) and not state.checkable() and self._asked_long_enough():
+            # a console on another host (or a state written before it was named): its age says it
+            status.append(f" gone since {self._gone_since(state)}?", style="bold yellow")
+            status.append(f" — no update for {age:.0f} s", style="yellow")
         elif state.stale(self._clock()):
             status.append(f" — no update for {age:.0f} s (is it still running?)", style="bold yellow")
         else:
@@ -248,6 +266,30 @@ class LiveFollowApp(FollowApp):
         snap = state.node(name)
         self._render_node(snap, state.hidden.get(name or "", 0))
         fit_main_panels(self, nodes.display)
+
+    def _asked_long_enough(self) -> bool:
+        """This follower has asked for the state longer than a console takes to answer."""
+        return self._asking_since is not None and self._clock() - self._asking_since > STALE_AFTER_S
+
+    def _gone_since(self, state: LiveState) -> str:
+        """HH:MM of the last sign of life of the console that wrote ``state``: its last write of
+        the state or its last entry, whichever came later."""
+        when = state.written_at
+        pid = (state.console or {}).get("pid")
+        for c in self.consoles:
+            seen = parse_ts(c.last_seen)
+            if c.pid == pid and seen is not None:
+                when = max(when, seen.timestamp())
+        return dt.datetime.fromtimestamp(when).strftime("%H:%M")
+
+    def _gone_without_state(self) -> str:
+        """No live state was ever written: the entries may still say the console is gone."""
+        self.check_consoles()
+        if self.console_gone_since is None:
+            return ""
+        gone = ", ".join(f"PID {c.pid} on {c.host}" for c in self.consoles if c.pid is not None)
+        return (f"console gone since {local_hhmm(self.console_gone_since)}"
+                + (f" — {gone} died without saying it stopped" if gone else "") + "; no live state was written")
 
     def _render_node(self, snap: NodeSnapshot | None, hidden: int) -> None:
         # health and names fitted to the width, as the driver's GPU panel

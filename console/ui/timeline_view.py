@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from typing import Sequence
 
 from rich.text import Text
@@ -21,12 +22,24 @@ from textual.widgets import DataTable
 from console.ui.footer import QuietFooter
 from console.ui.theme_install import install_themes
 from console.model import TimelineEntry
+from console.incident import consoles
+from console.incident.summary import parse_ts
 from console.incident.tail import TimelineTail, check_readable, read_all
 from console.incident.timeline import hypothesis_numbers
 from console.ui.text import LiteralNotify, LiteralStatic, LiteralTable, printable
 from console.ui import keys
 from console.ui.timeline_render import (  # the pure helpers are public here too
     POLL_S, COLUMNS, elapsed_seconds, elapsed_text, _key, verdicts_as_of, hypothesis_state, row_cells, detail, hypotheses_line, short_path)
+
+
+#: how often a follower looks whether the consoles on the incident are still there
+CONSOLES_CHECK_S = 1.0
+
+
+def local_hhmm(ts: object) -> str:
+    """An entry's ts as this machine's HH:MM (the follower's clock, as "stopped at" is)."""
+    when = parse_ts(ts)
+    return when.astimezone().strftime("%H:%M") if when is not None else "?"
 
 
 class _TimelineViewApp(LiteralNotify, App[int]):
@@ -210,6 +223,11 @@ class FollowApp(_TimelineViewApp):
         self._busy = False
         self._pinned = True           # following the newest entry
         self._highlighted_row = -1    # the row the last highlight event was for
+        #: the ts since which every console still attached by the entries is gone (its process on
+        #: this host ended without "console stopped": console/incident/consoles.py), else None
+        self.console_gone_since: str | None = None
+        self.consoles: list[consoles.Attached] = []
+        self._consoles_checked = float("-inf")
 
     def on_mount(self) -> None:
         self._setup_table()
@@ -232,8 +250,23 @@ class FollowApp(_TimelineViewApp):
                 self._apply(update.entries, update.warnings, update.notice)
                 if not update.more:
                     break
+            self.check_consoles()
         finally:
             self._busy = False
+
+    def check_consoles(self, force: bool = False) -> None:
+        """Is a console that started on the incident, and never said it stopped, still there?
+        (at most once a second; a console that died without a word writes nothing to notice)"""
+        now = time.monotonic()
+        if not force and now - self._consoles_checked < CONSOLES_CHECK_S:
+            return
+        self._consoles_checked = now
+        self.consoles = consoles.attached(self.entries)
+        since = consoles.gone_since(self.consoles)
+        if since != self.console_gone_since:
+            self.console_gone_since = since
+            if self.is_running and self.query("#tv-header"):
+                self._render_header()
 
     def _at_last_row(self) -> bool:
         table = self.table
@@ -314,6 +347,8 @@ class FollowApp(_TimelineViewApp):
             rest.append("  " + elapsed_text(elapsed_seconds(self.entries, len(self.entries) - 1)), style="dim")
         if self.unseen:
             rest.append(f"  {self.unseen} new ↓ (end)", style="bold yellow")
+        if self.console_gone_since is not None:
+            rest.append(f"  console gone since {local_hhmm(self.console_gone_since)}", style="bold yellow")
         budget = self._header_width() - len("following  — read-only") - len(rest.plain)
         line = Text(f"following {short_path(self.path, max(12, budget))} — read-only", style="bold")
         line.append_text(rest)
