@@ -81,3 +81,9 @@ async def test_a_full_disk_never_pages_about_an_empty_file_without_saying_so(tmp
     assert w.record_failures >= 1
     await session.stop()
     await w.stop()
+
+
+def test_the_metrics_page_counts_what_could_not_be_recorded():
+    from console.session import metrics
+    text = metrics.page([], {"gpu07": True}, 0, 0, [], 3)
+    assert "gpu_incident_record_failures_total 3" in text.splitlines()

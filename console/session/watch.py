@@ -334,7 +334,7 @@ async def run(sources: Sequence[Source], *, open_incident: Callable[[], Timeline
         from console.incident import freetimes
         server = await metrics.serve(metrics_port, lambda: metrics.page(
             [(c.key[0], c.kind) for c in watcher.open_causes()], up, watcher.opened,
-            teller.failed if teller is not None else 0, freetimes.load(directory)))
+            teller.failed if teller is not None else 0, freetimes.load(directory), watcher.record_failures))
     say(f"gpu-incident watch: watching {', '.join(session.names())} every {interval:g} s "
         f"(D-state after {dstate_after:g} s, idle memory after {idle_after:g} s)")
     session.start()
