@@ -96,3 +96,26 @@ async def test_reset_required_b_then_r_then_x_restores_what_b_stopped(tmp_path):
         assert any(p.name.startswith("nvidia-persiste") for p in app.snapshots["demo"].processes)
         await pilot.press("q")
     assert summarize(timeline.load(tl.path)[0]).state == "resolved"
+
+
+async def test_quitting_with_what_b_stopped_still_off_asks_first(tmp_path):
+    """Issue 31 item 5: quit after B, neither restored nor declined: the first q says what is off
+    and how to restore or decline it; only a second q quits, leaving it off."""
+    tl = timeline.open_incident(tmp_path, "quit-after-b")
+    source = SimSource(name="demo", scenario="reset-required", clock=FakeClock())
+    app = IncidentApp([source], timeline=tl)
+
+    def off():
+        s = app.snapshots.get("demo")
+        return s is not None and any(f.kind == "blockers-off" for f in s.findings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: "demo" in app.snapshots)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", tries=1000)
+        await pilot.press("y")
+        await wait_for(pilot, off, tries=1500)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: "q again quits and leaves it off" in " ".join(s.text for s in app.activity.history()), tries=500)
+        assert app.is_running and "off since B" in " ".join(s.text for s in app.activity.history())
+        await pilot.press("q")
+    assert [e.text for e in timeline.load(tl.path)[0]][-1].startswith("console stopped")

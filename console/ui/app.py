@@ -884,10 +884,16 @@ class IncidentApp(LiteralNotify, App[int]):
     async def action_quit(self) -> None:
         # work in progress: say so first, quit at a second q (within QUIT_AGAIN_S)
         busy = self.running_work() + (["an action is being verified"] if self.session.acting else [])
-        if busy and time.monotonic() - self._quit_asked_at > QUIT_AGAIN_S:
+        off = [f"{name}: {f.summary}" for name, snap in self.snapshots.items() if snap is not None
+               for f in snap.findings if f.kind == "blockers-off"]
+        if (busy or off) and time.monotonic() - self._quit_asked_at > QUIT_AGAIN_S:
             self._quit_asked_at = time.monotonic()
-            self.say(f"still running: {printable('; '.join(busy), 120)} — q again to quit (what it saw so far "
-                     "is recorded)", "warning")
+            if busy:
+                self.say(f"still running: {printable('; '.join(busy), 120)} — q again to quit (what it saw so "
+                         "far is recorded)", "warning")
+            else:       # what B stopped is neither restored nor declined: the node would run without it
+                self.say(f"{printable('; '.join(off), 160)} — restore it before you go (x, once no reset is "
+                         "wanted), or n to note why it stays off; q again quits and leaves it off", "warning")
             return
         # actions in flight write what they saw; the follower's last state; then the screen goes
         self._stopping = True
