@@ -30,6 +30,7 @@ from console.diagnosis import text as t
 from console.diagnosis.context import Situation
 from console.diagnosis.liveness import UNKILLABLE, liveness
 from console.diagnosis.node import hung_task_reports, unreachable
+from console.diagnosis.processes import DRIVER_WCHAN
 from console.diagnosis.roles import gpu_program
 from console.diagnosis.who import FREED_MIB, holder_candidates, is_protected
 from console.diagnosis.xid import parse_xid_line
@@ -45,7 +46,6 @@ KERNEL_WINDOW_S = 3600.0
 BTIME_SLACK_S = 1.0
 UNFIT_LINES = ("fallen off the bus", "NV_ERR_RESET_REQUIRED", "GPU is lost")
 DMESG_DENIED_WORDS = "dmesg not permitted"
-_DRIVER_WCHAN = ("uvm_", "_nv", "nv_", "nvidia", "os_", "rm_", "gsp")
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ def _stuck(sit: Situation) -> Signal:
         return Signal(name, UNKNOWN, "the process table could not be read")
     stuck = []
     for p in sit.snap.processes:
-        in_driver = any((th.wchan or "").startswith(_DRIVER_WCHAN) for th in p.d_threads)
+        in_driver = any((th.wchan or "").startswith(DRIVER_WCHAN) for th in p.d_threads)
         # a GPU holder in D, wherever it waits: its hold on the GPU does not end while it sits there
         in_d = bool(p.d_threads) or p.state == "D"
         holder_in_d = in_d and (p.holds_devices or p.pid in sit.driver_pids() or gpu_program(p) is not None)

@@ -72,6 +72,8 @@ class Liveness:
     pending_for_s: float | None = None
     state: str = ""
     why: tuple[str, ...] = ()              # the evidence in words, most telling first
+    work: tuple[str, ...] = ()             # ... of them, what it is doing (SM share, CPU, GPU utilisation)
+    job: tuple[str, ...] = ()              # ... and whether the job around it is there (group leader, launcher)
 
     def evidence(self) -> dict[str, Any]:
         return {"liveness": self.verdict, "ppid": self.ppid, "adopted_by": self.adopted_by,
@@ -182,7 +184,7 @@ def liveness(sit: Situation, proc: Proc) -> Liveness:
 
 
 def _judge(sit: Situation, proc: Proc) -> Liveness:
-    why: list[str] = []
+    work: list[str] = []          # what it is doing: its SM share, CPU time, GPU utilisation
     gl = _alive(sit, proc.pgid, proc)
     sl = _alive(sit, proc.sid, proc)
     adopted = _adopter(sit, proc, gl)
@@ -193,23 +195,23 @@ def _judge(sit: Situation, proc: Proc) -> Liveness:
     computing: bool | None = None
     if proc.gpu_sm_pct is not None and proc.gpu_sm_pct >= BUSY_SM_PCT:
         computing = True
-        why.append(f"its SM share is {proc.gpu_sm_pct} %")
+        work.append(f"its SM share is {proc.gpu_sm_pct} %")
     gpus_idle = bool(util) and all(u == 0 for u in util.values())
     if rate is not None and rate >= BUSY_TICKS_PER_S:
         # (the words say no figure: a rate moves from poll to poll; the evidence has it, cpu_pct)
         if gpus_idle:       # a CPU spin over idle GPUs (a hang in a busy loop, the seed's capture) is no GPU work
-            why.append("its CPU busy while its GPUs read 0 %: spinning, not computing on the GPU")
+            work.append("its CPU busy while its GPUs read 0 %: spinning, not computing on the GPU")
         else:
             computing = True
-            why.append("its CPU time rising")
+            work.append("its CPU time rising")
     busy_gpus = [g for g, u in util.items() if u is not None and u >= BUSY_UTIL_PCT and _sole_holder(sit, proc, g)]
     if busy_gpus:
         computing = True
-        why.append(f"{t.gpus(busy_gpus)} at {max(util[g] or 0 for g in busy_gpus)} % with no other process")
+        work.append(f"{t.gpus(busy_gpus)} at {max(util[g] or 0 for g in busy_gpus)} % with no other process")
     if computing is None and rate is not None and rate < IDLE_TICKS_PER_S \
             and all((u or 0) < BUSY_UTIL_PCT for u in util.values()) and (proc.gpu_sm_pct or 0) < BUSY_SM_PCT:
         computing = False
-        why.append(f"idle: {t.gpus(gpus) if gpus else 'its GPUs'} under {BUSY_UTIL_PCT} %, no CPU time used")
+        work.append(f"idle: {t.gpus(gpus) if gpus else 'its GPUs'} under {BUSY_UTIL_PCT} %, no CPU time used")
     leaders = {p for p in (proc.pgid, proc.sid, former) if p and p > 0 and p != proc.pid}
     signalled = _signalled(sit, proc, leaders)
     pending = pending_since(sit, proc)
@@ -222,27 +224,26 @@ def _judge(sit: Situation, proc: Proc) -> Liveness:
                 state=proc.state)
     if pending is not None and in_driver and proc.state != "Z":
         where = "in D" if proc.d_threads or proc.state == "D" else "running inside the driver"
-        why.insert(0, f"a SIGKILL pending for {t.seconds(sit.snap.taken_at - pending)}, not taken ({where})")
-        return Liveness(verdict=UNKILLABLE, why=tuple(why), **base)
-    if adopted is not None:
-        why.insert(0, f"re-parented to {adopted}")
+        why = (f"a SIGKILL pending for {t.seconds(sit.snap.taken_at - pending)}, not taken ({where})", *work)
+        return Liveness(verdict=UNKILLABLE, why=why, work=tuple(work), **base)
     group = (f"its process group's leader PID {proc.pgid} is gone" if gl is False
              else "it leads its own process group" if proc.pgid == proc.pid
              else f"its process group's leader PID {proc.pgid} lives" if gl else None)
-    if group:
-        why.append(group)
-    if sl is False and proc.sid:
-        why.append(f"its session's leader PID {proc.sid} is gone")
-    if signalled:
-        why.append(f"its launcher was signalled ({signalled})")
+    # what says whether the job around it is there: its group's leader, its launcher
+    job = ([group] if group and gl is not None and proc.pgid != proc.pid else []) + (
+        [f"its launcher was signalled ({signalled})"] if signalled else [])
+    session = [f"its session's leader PID {proc.sid} is gone"] if sl is False and proc.sid else []
+    why = ((f"re-parented to {adopted}",) if adopted is not None else ()) + tuple(work) + (
+        (group,) if group else ()) + tuple(session) + ((job[-1],) if signalled else ())
+    words = dict(why=why, work=tuple(work), job=tuple(job))
     if adopted is not None:
         if signalled or (gl is not True and computing is not True):
-            return Liveness(verdict=ORPHANED, why=tuple(why), **base)
-        return Liveness(verdict=DETACHED, why=tuple(why), **base)
+            return Liveness(verdict=ORPHANED, **words, **base)
+        return Liveness(verdict=DETACHED, **words, **base)
     if proc.sid == proc.pid and proc.ppid == 1:
-        return Liveness(verdict=DETACHED, why=tuple(why), **base)
+        return Liveness(verdict=DETACHED, **words, **base)
     verdict = COMPUTING if computing else IDLE if computing is False else UNKNOWN
-    return Liveness(verdict=verdict, why=tuple(why), **base)
+    return Liveness(verdict=verdict, **words, **base)
 
 
 def process_evidence(sit: Situation, procs) -> list[dict[str, Any]]:

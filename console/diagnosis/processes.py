@@ -8,8 +8,10 @@ from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.advice import Step, finding, in_d, kill_step, reset_step, signal_step
 from console.diagnosis.context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
-from console.diagnosis.liveness import DETACHED, ORPHANED, SUBREAPERS, UNKILLABLE, liveness, process_evidence
-_DRIVER_WCHAN = ("uvm_", "_nv", "nv_", "nvidia", "os_", "rm_", "gsp")   # NVIDIA driver functions
+from console.diagnosis.liveness import (DETACHED, ORPHANED, SIGNAL_RUNGS, SUBREAPERS, UNKILLABLE, liveness,
+                                        process_evidence)
+#: where a thread waits inside the NVIDIA driver: the prefixes of its functions (wchan)
+DRIVER_WCHAN = ("uvm_", "_nv", "nv_", "nvidia", "os_", "rm_", "gsp")
 #: programs that start jobs without being part of them: a job's tree ends below these
 SESSION_PROGRAMS = frozenset({"bash", "sh", "dash", "zsh", "fish", "ksh", "tcsh", "csh", "sshd", "tmux",
                               "screen", "su", "sudo", "login", "init", "cron", "nohup", "setsid", "runuser",
@@ -85,7 +87,7 @@ def dstate(sit: Situation) -> list[Finding]:
         pids = [p.pid for p in procs]
         gpus = _gpus(sit, procs)
         since = min(sit.since(p.pid, IN_D) for p in procs)
-        on_gpu = any(sit.holds_gpu(p) for p in procs) or wchan.startswith(_DRIVER_WCHAN)
+        on_gpu = any(sit.holds_gpu(p) for p in procs) or wchan.startswith(DRIVER_WCHAN)
         lasting = since < sit.snap.taken_at or any(p.state == "Z" for p in procs)
         severity = "high" if on_gpu and lasting else ("low" if on_gpu or lasting else "info")
         threads = [{"pid": p.pid, "tid": th.tid, "name": th.name, "wchan": th.wchan}
@@ -126,8 +128,8 @@ def orphans(sit: Situation) -> list[Finding]:
         held = _mib(sit, procs)
         since = min(sit.since(p.pid, PARENT, ppid) for p in procs)
         parent = "PID 1" if ppid == 1 else _parent_words(sit, ppid)
-        # what says the job is gone (its launcher signalled, its group's leader gone), shared by the group
-        gone = [w for w in liveness(sit, procs[0]).why if w.startswith(("its launcher", "its process group"))]
+        # what says the job is gone (its group's leader, its launcher signalled), shared by the group
+        gone = liveness(sit, procs[0]).job
         summary = (f"{t.plural(len(procs), 'GPU process', 'GPU processes')} ({sit.names(procs)}) "
                    f"lost their launcher: adopted by {parent}; {t.mib(held)} on {t.gpus(gpus)}"
                    + (f" ({gone[0]})" if gone else ""))
@@ -348,10 +350,6 @@ def _mps_freed_since(sit: Situation, gpus: list[int], ts: float) -> bool:
     return was - now >= FREED_MIB
 
 
-#: liveness words that say where a job sits, not what it does (left out of "computing (…)")
-_NOT_WORK = ("re-parented", "its process group", "it leads", "its session", "its launcher")
-
-
 def holders(sit: Situation, covered: set[int]) -> list[Finding]:
     """Live GPU workloads no other finding is about: normal work. A job that computes, or runs
     detached (nohup, setsid, a container's init, a service), gets no signal advice — `t` stops it
@@ -386,7 +384,7 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
         busy = next((lv for lv in lives if lv.computing), None)
         detached = next((lv for lv in lives if lv.verdict == DETACHED), None)
         idle, severity, idle_words = _idle(sit, gpus)
-        targeted = sit.last_action(("sigterm", "sigkill", "kill-holders"), pids) is not None
+        targeted = sit.last_action(SIGNAL_RUNGS, pids) is not None
         unkillable = [lv for lv in lives if lv.verdict == UNKILLABLE]
         if unkillable:
             severity = "high" if held > 0 else "low"
@@ -394,7 +392,7 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
         if targeted or unkillable:            # the operator chose to stop it: the ladder goes on from there
             step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
         elif busy is not None:
-            doing = [w for w in busy.why if not w.startswith(_NOT_WORK)] or list(busy.why)
+            doing = busy.work or busy.why
             step = Step(None, f"Nothing stuck: PID {busy.pid} is computing ({'; '.join(doing[:2])}); "
                               f"`t` stops {who} anyway (Confirm first).", (), tuple(gpus))
             severity, idle_words = "info", ""

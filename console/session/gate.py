@@ -1,9 +1,9 @@
 """`gpu-incident gate`: are these nodes' GPUs clean, for the next job? Fail closed.
 
-A node is clean when it answered, no GPU is lost, every GPU is back at or under who.FREED_MIB
-(what an idle GPU keeps anyway), the driver lists no process on it and nothing holds a device
-file but the node's own daemons (persistenced, DCGM: who.blocker_daemon) and the gate itself.
-The gate polls every node as the console does until each is clean or ``--wait`` passes, and
+A node is clean when every health signal of console/diagnosis/fitness.py reads ok or n/a (it
+answered, every GPU is there and on the bus, no recovery action, no fresh Xid, no repair due, the
+fabric up, nothing stuck, no workload holding a GPU — the node's own programs allowed); a signal
+that cannot be read is not clean. The gate polls every node as the console does until each is clean or ``--wait`` passes, and
 measures each one's time-to-free. A node still held, or one that could not be read, fails: the
 gate then opens an incident with what it saw (the snapshot's findings, and the read-only checks
 that name the holders, their thread states and wchan, and the kernel log) before anything is
@@ -43,18 +43,6 @@ class GateNode:
     drained: str | None = None                # the drain's outcome line, with --drain
     usually: str = ""                         # "memory usually comes back within N s here (…)"
     signals: list[fitness.Signal] = field(default_factory=list)   # every health signal, at the last reading
-
-
-def why_held(snap: NodeSnapshot, clean_uptime_s: float | None = None,
-              window_s: float = fitness.KERNEL_WINDOW_S) -> str | None:
-    """None when the node is clean, else what keeps it from being (one line): every health
-    signal (console/diagnosis/fitness.py) that is bad or unknown."""
-    return fitness.why_not(fitness.signals(snap, clean_uptime_s=clean_uptime_s, window_s=window_s))
-
-
-def _pids(pids: Sequence[int]) -> str:
-    shown = ", ".join(map(str, pids[:6]))
-    return f"PID{'s' if len(pids) > 1 else ''} {shown}" + (f" and {len(pids) - 6} more" if len(pids) > 6 else "")
 
 
 async def wait_clean(session: Session, wait_s: float, *, interval: float = GATE_INTERVAL_S,
