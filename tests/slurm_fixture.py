@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,22 @@ def start_slurm(root: Path, extra: list[str] | None = None) -> Slurm:
     up("slurmctld", lambda: slurm.run("scontrol", "ping").returncode == 0, "answer to scontrol ping")
     up("slurmd", lambda: slurm.sinfo_state().split("|")[0] == "idle", "idle node in sinfo")
     return slurm
+
+
+def gate_epilog(root: Path, gate_args: str) -> tuple[Path, Path]:
+    """An Epilog script in ``root`` that runs `gpu-incident gate GATE_ARGS` as slurmd would (its
+    own SLURM_CONF, a bare PATH), appending its output and then "rc=N" to a log: (script, log)."""
+    log = root / "epilog.log"
+    script = root / "epilog"
+    script.write_text(f"""#!/bin/sh
+export SLURM_CONF={root / 'slurm.conf'} PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME={root}
+{sys.executable} -m console gate {gate_args} >> {log} 2>&1
+rc=$?
+echo "rc=$rc" >> {log}
+exit $rc
+""")
+    script.chmod(0o755)
+    return script, log
 
 
 def stop_slurm(s: Slurm) -> None:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 import pytest
 
 from console.incident.timeline import load, resolve
-from tests.slurm_fixture import start_slurm, stop_slurm
+from tests.slurm_fixture import gate_epilog, start_slurm, stop_slurm
 from tests.sshd_fixture import GPU_UUIDS
 
 pytestmark = pytest.mark.heavy
@@ -25,18 +24,9 @@ def epilog_slurm(tmp_path_factory, sshd):
     node = sshd.nodes[0]
     kh = sshd.write_known_hosts(root / "known_hosts")
     (root / "gate.toml").write_text(f'[slurm]\nnodes = {{ "{node.target}" = "demo" }}\n')
-    log = root / "epilog.log"
-    script = root / "epilog"
-    script.write_text(f"""#!/bin/sh
-export SLURM_CONF={root / 'slurm.conf'} PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME={root}
-{sys.executable} -m console gate {node.target} --known-hosts {kh} -i {sshd.keys.client_key} \\
-    --ssh-config /dev/null --wait 3 --drain --config {root / 'gate.toml'} --incident-dir {root / 'incidents'} \\
-    >> {log} 2>&1
-rc=$?
-echo "rc=$rc" >> {log}
-exit $rc
-""")
-    script.chmod(0o755)
+    script, log = gate_epilog(root, f"{node.target} --known-hosts {kh} -i {sshd.keys.client_key} "
+                                    f"--ssh-config /dev/null --wait 3 --drain --config {root / 'gate.toml'} "
+                                    f"--incident-dir {root / 'incidents'}")
     s = start_slurm(root, extra=[f"Epilog={script}"])
     try:
         yield s, node, log, root

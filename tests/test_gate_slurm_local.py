@@ -6,27 +6,17 @@ Heavy: a real Slurm of its own whose Epilog is the documented one-liner."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 
-from tests.slurm_fixture import start_slurm, stop_slurm
+from tests.slurm_fixture import gate_epilog, start_slurm, stop_slurm
 
 pytestmark = pytest.mark.heavy
 
 
 @pytest.fixture
 def local_epilog(tmp_path):
-    log = tmp_path / "epilog.log"
-    script = tmp_path / "epilog"
-    script.write_text(f"""#!/bin/sh
-export SLURM_CONF={tmp_path / 'slurm.conf'} PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME={tmp_path}
-{sys.executable} -m console gate --wait 1 --drain --incident-dir {tmp_path / 'incidents'} >> {log} 2>&1
-rc=$?
-echo "rc=$rc" >> {log}
-exit $rc
-""")
-    script.chmod(0o755)
+    script, log = gate_epilog(tmp_path, f"--wait 1 --drain --incident-dir {tmp_path / 'incidents'}")
     s = start_slurm(tmp_path, extra=[f"Epilog={script}"])
     try:
         yield s, log
