@@ -1,0 +1,53 @@
+"""The postmortem of every demo scenario, exported from its recorded timeline, is the one a
+reader got before: byte for byte (tests/fixtures/timelines/, written by tests/timeline_recorder.py
+as an on-call takes the scenario with `x`). A refactor of how actions are planned, recorded or
+named changes nothing a reader sees; a timeline written by an earlier version still exports; and
+one written before entries carried their rung (the postmortem then works it out from the title)
+exports the same document."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console.incident.export import as_markdown
+from console.incident.timeline import load
+from tests.timeline_recorder import HERE, export
+
+RECORDED = sorted(HERE.glob("*.jsonl"))
+
+
+def test_every_demo_scenario_has_a_recorded_timeline():
+    from console.sim.scenarios import scenario_names
+    assert {p.stem for p in RECORDED} == set(scenario_names())
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.stem)
+def test_the_postmortem_is_the_one_recorded(path: Path):
+    assert export(path) == path.with_suffix(".md").read_text()
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.stem)
+def test_a_timeline_without_rungs_exports_the_same(path: Path, tmp_path: Path):
+    old = tmp_path / path.name
+    lines = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        entry.pop("rung", None)
+        entry.pop("plan", None)
+        lines.append(json.dumps(entry))
+    old.write_text("\n".join(lines) + "\n")
+    entries, problems = load(old)
+    assert not problems
+    assert as_markdown(entries, incident_id=path.stem) == path.with_suffix(".md").read_text()
+
+
+def test_the_recording_is_what_the_session_writes_today(tmp_path: Path):
+    """Recording the seed again gives the same postmortem (the fixtures are not stale)."""
+    import asyncio
+
+    from tests.timeline_recorder import record
+    fresh = tmp_path / "seed.jsonl"
+    asyncio.run(record("seed", fresh))
+    assert as_markdown(load(fresh)[0], incident_id="seed") == (HERE / "seed.md").read_text()
