@@ -402,7 +402,9 @@ def test_never_targets_pid_1_kernel_threads_or_the_console():
 from hypothesis import HealthCheck, given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from console.actions.ladder import RUNGS  # noqa: E402
+from console.rungs import proposable  # noqa: E402
+
+RUNGS = proposable()
 from console.model import Gpu, NodeSnapshot  # noqa: E402
 
 _PIDS = st.sampled_from([1, 2, 812, CONSOLE_SHELL, 4000, 4001, 72169, *WORKERS])
@@ -599,9 +601,9 @@ def test_memory_charged_to_the_mps_server_is_named_and_the_server_is_never_signa
     assert f.rung == "mps-clients" and "Do not signal the MPS server" in f.next_step
     assert "echo get_client_list 510 | nvidia-cuda-mps-control" in f.next_step
     assert "terminate_client 510" in f.next_step
-    from console.actions.ladder import SIGNAL_OF
+    from console.rungs import SIGNALLING
     for other in found:        # no signalling rung has the server among its targets
-        if other.rung in SIGNAL_OF:
+        if other.rung in SIGNALLING or other.rung == "signal":
             assert 510 not in other.evidence.get("targets", other.pids), other
 
 

@@ -26,7 +26,10 @@ from console.diagnosis import who  # noqa: E402
 from console.diagnosis import DEFAULT_GHOST_THRESHOLD_MIB, diagnose  # noqa: E402
 from console.diagnosis.context import Situation  # noqa: E402
 from console.diagnosis.history import PARENT, STREAKS, History  # noqa: E402
-from console.actions.ladder import RUNGS, step_args, top_step  # noqa: E402
+from console.actions.ladder import step_args, top_step  # noqa: E402
+from console.rungs import proposable  # noqa: E402
+
+RUNGS = proposable()
 from console.actions.plan import plan_action  # noqa: E402
 from console.model import ActionRecord, DriverProc, Gpu, NodeSnapshot, Proc, ThreadInfo  # noqa: E402
 from console.clock import FakeClock  # noqa: E402

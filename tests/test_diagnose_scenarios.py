@@ -10,7 +10,10 @@ from console.actions.plan import plan_action
 from console.actions.run import execute
 from console.checks.registry import run_check
 from console.diagnosis import diagnose
-from console.actions.ladder import RUNGS, commands_for, step_args, top_step
+from console.actions.ladder import commands_for, step_args, top_step
+from console.rungs import proposable as _proposable
+
+RUNGS = _proposable()
 from console.monitor import NodeMonitor
 from console.clock import FakeClock
 from console.sim.scenarios import scenario_names

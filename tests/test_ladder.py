@@ -6,7 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from console.actions.ladder import ACTION_RUNGS, RUNGS, commands_for, step_args, top_step
+from console.actions.ladder import commands_for, step_args, top_step
+from console.rungs import actions, proposable
+
+RUNGS, ACTION_RUNGS = proposable(), actions()
 from console.diagnosis.who import holder_pids
 from console.model import Finding, Proc
 from test_diagnose_builders import CONSOLE_SHELL, WORKERS, seed_orphans, snap, worker

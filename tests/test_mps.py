@@ -12,7 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.actions import mps
-from console.actions.ladder import SIGNAL_OF, top_step
+from console.actions.ladder import top_step
+from console.rungs import ids as rung_ids
+
+SIGNAL_OF = [r for r in rung_ids() if r in ("sigterm", "sigkill", "kill-holders", "signal")]
 from console.actions.run import execute
 from console.actions.step import after_check, step_for
 from console.checks.parse_mps import NO_DAEMON, parse_mps_check, parse_pid_lines

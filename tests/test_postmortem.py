@@ -167,11 +167,10 @@ def test_export_to_a_file_writes_the_chart_beside_it_from_the_timeline_alone(tmp
 
 
 def test_every_action_has_its_own_letter_on_the_memory_chart():
-    from console.actions.plan import ACTION_RUNGS
-    from console.actions.slurm import SLURM_RUNGS
-    from console.output.memory_series import RUNG_LETTER, Mark
-    rungs = [*ACTION_RUNGS, *SLURM_RUNGS]
+    from console import rungs as records
+    from console.output.memory_series import Mark
+    rungs = [*records.actions(), *records.ids(plans="slurm")]
     letters = [Mark(0.0, r).letter for r in rungs]
     assert "*" not in letters, dict(zip(rungs, letters))
     assert len(set(letters)) == len(letters), "two actions, one letter"
-    assert (RUNG_LETTER["drain"], RUNG_LETTER["resume"]) == ("D", "U"), "the keys that send them"
+    assert (records.BY_ID["drain"].letter, records.BY_ID["resume"].letter) == ("D", "U"), "the keys that send them"

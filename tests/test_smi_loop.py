@@ -279,3 +279,37 @@ def test_a_loop_orphaned_before_its_death_signal_still_ends_by_its_own_timeout(t
         for p in [shell.pid, *outer]:
             os.kill(p, signal.SIGKILL)
     _assert_loops_end(tmp_path, str(tools), str(tools / "sh"), kill_outright, 15, orphan=True)
+
+
+async def test_x_on_a_reset_finding_shows_the_loop_stops_that_execute_runs(sshd, node_a, tmp_path,
+                                                                           ssh_home):  # noqa: F811
+    """x plans through the session's one door on the engine thread, as R does: its Confirm lists
+    the loop stops that execute then runs (before, x planned on the screen's thread without them)."""
+    from console.incident import timeline
+    from console.model import Finding
+    from console.ui.app import IncidentApp
+    from console.ui.confirm import ConfirmScreen
+    from conftest import wait_for
+    node_a.smi.set(used=(61000, 200))
+    src = SshSource(node_a.target, options(sshd, tmp_path))
+    tl = timeline.open_incident(tmp_path / "incidents", "loops")
+    app = IncidentApp([src], timeline=tl, interval=0.3, engine_thread=True)
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for(pilot, lambda: bool(src.loop_pids) and not src._per_poll
+                           and app.snapshots.get(src.name) is not None, tries=2000)
+            assert app.engine.running
+            reset = Finding(kind="ghost-memory", severity="high", summary="GPU 0: 59.6 GiB nobody accounts for",
+                            next_step="Reset GPU 0", gpus=(0,), rung="reset")
+            app.escalation.apply_finding(reset)
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), tries=2000)
+            text = app.screen.text
+            assert "nvidia-smi -r -i 0" in text
+            assert "stops its own nvidia-smi loops" in text and all(str(p) in text for p in src.loop_pids), text
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), tries=500)
+            await pilot.press("q")
+            await wait_for(pilot, lambda: not app.is_running, tries=500)
+    finally:
+        await src.close()
+        tl.close()

@@ -1,31 +1,23 @@
-"""The escalation ladder: its rungs and the exact commands each rung shows.
+"""The escalation ladder's exact commands: what each rung runs, as the operator is shown them.
 
-Rungs, gentlest first::
+The rungs themselves (their keys, words, flags, windows) are records in console/rungs.py; which
+rung to take is decided by diagnosis (console/diagnosis/advice.py) from the evidence; this module
+renders a rung's commands, console/actions/plan.py plans it and console/actions/run.py carries it
+out. Who may be touched is console/diagnosis/who.py's rule, whatever is asked.
 
-    wait            let the driver finish tearing down (nothing is run: the wait-and-reread check)
-    sigterm         kill -s TERM <pids>            ask the processes to exit
-    sigkill         kill -s KILL <pids>            force them
-    kill-holders    kill -s KILL <pids>            every process holding the GPUs' device files,
-                                                   listed one by one (never `fuser -k`, never by name)
+    sigterm / sigkill / kill-holders / signal    kill -s SIG <pids>   (never `fuser -k`, never by name)
     clear-blockers  stop the display server, MPS, DCGM (and its exporter), NVSM, IMEX, the fabric
                     manager and persistenced (each by its unit, container or PID: who.stop_of),
                     `modprobe -r nvidia_drm` (modeset=Y), `nvidia-smi -pm 0 -i N`
     reset           nvidia-smi -r -i N
-    mps-clients     echo get_server_list | nvidia-cuda-mps-control, then get_client_list <server> (a
-                    read-only check: the MPS server's clients), then Confirm of ``mps-terminate``
+    mps-clients     echo get_server_list | nvidia-cuda-mps-control, then get_client_list <server>
     mps-terminate   echo terminate_client <server> <client> | nvidia-cuda-mps-control   per client
-    mps-quit        echo quit | nvidia-cuda-mps-control   stop MPS: every client on every GPU it serves
-    signal          kill -s SIG <pids>             a signal of the operator's choice (the F9 menu; SIGNALS)
-    reload-driver   modprobe -r ... && modprobe nvidia      (palette only, the node's name typed)
-    reboot          systemctl reboot                        (palette only, the node's name typed)
+    mps-quit        echo quit | nvidia-cuda-mps-control
+    reload-driver   modprobe -r ... && modprobe nvidia
+    reboot          systemctl reboot
 
-Where Slurm knows the node, two more rungs run through Slurm's client, not on the node
-(console/actions/slurm.py): ``drain`` (before clear-blockers, reset, driver reload and reboot)
-and ``resume`` (only after a verified recovery).
-
-Which rung to take is decided by diagnosis (console/diagnosis/advice.py) from the evidence;
-this module renders a rung; console/actions/plan.py plans it and console/actions/run.py
-carries it out. Who may be touched is console/diagnosis/who.py's rule, whatever is asked.
+Where Slurm knows the node, ``drain`` and ``resume`` run through Slurm's client, not on the
+node (console/actions/slurm.py).
 """
 from __future__ import annotations
 
@@ -33,35 +25,21 @@ from typing import Sequence
 
 from console.diagnosis.who import (BLOCKER_DAEMONS, FREED_MIB, MODESET_STOP, blocker_daemon, holder_pids,
                                    is_protected, mps_line, restore_commands, stop_of)
+from console import rungs
 from console.model import Finding, NodeSnapshot, Proc
 
-#: what diagnosis may propose (Finding.rung), gentlest first
-RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot", "restore",
-         "mps-clients", "mps-quit")
-#: what the action layer runs ("wait" is the wait-and-reread check, not an action)
-ACTION_RUNGS = ("sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reload-driver", "reboot",
-                "signal", "restore", "mps-terminate", "mps-quit")
-#: a command line of the operator's own (console/actions/plan.py plan_custom): an action, not a rung
-#: diagnosis proposes, and not in ACTION_RUNGS (plan_action never builds it)
-CUSTOM_RUNG = "custom"
-#: the signal each signalling rung sends ("signal": the operator's choice, SIGNALS)
-SIGNAL_OF = {"sigterm": "TERM", "sigkill": "KILL", "kill-holders": "KILL", "signal": "TERM"}
 #: what the signal menu offers (htop's F9), SIGTERM first: names as `kill -s` takes them
 SIGNALS = ("TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "ABRT", "CONT", "STOP", "TSTP", "KILL")
-#: rungs that must release a local NVML handle first (the driver refuses while a client holds it)
-RELEASES_NVML = frozenset({"reset", "reload-driver"})
 RELOAD_DRIVER_COMMAND = "modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"
 COMMAND_TIMEOUT_S = 60.0    # nvidia-smi -r and systemctl stop can be slow
-#: the MPS rungs: the server is never signalled (that ends every client on its GPUs); the
-#: control daemon is asked instead (console/actions/mps.py plans them)
-MPS_RUNGS = ("mps-clients", "mps-terminate", "mps-quit")
+
 
 def _signal_targets(snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],
                     rung: str) -> tuple[list[int], list[int]]:
     """(PIDs to signal, PIDs refused). Default targets when none are given."""
     if not pids:
         pids = holder_pids(snap, gpus)
-        if rung in ("sigterm", "sigkill", "signal"):   # a bare zombie cannot be signalled away
+        if not rungs.of(rung).whole_first:   # a bare zombie cannot be signalled away (F: every holder)
             pids = [p for p in pids if _signallable(snap.proc(p))]
     ok: list[int] = []
     refused: list[int] = []
@@ -118,32 +96,46 @@ def commands_for(rung: str, snap: NodeSnapshot, pids: Sequence[int] = (),
     """The exact shell lines a rung runs, as the operator is shown them ("wait" runs nothing).
     ``signal``: the "signal" rung's signal (one of SIGNALS). The MPS rungs: ``pids`` are the
     server (mps-clients, mps-quit) or the clients of ``server`` (mps-terminate)."""
-    if rung not in RUNGS and rung not in ACTION_RUNGS:
-        raise ValueError(f"unknown rung {rung!r}; one of {', '.join(RUNGS)}")
-    if rung == "wait":
+    r = rungs.BY_ID.get(rung)
+    if r is None or r.plans in ("slurm", "custom"):
+        raise ValueError(f"unknown rung {rung!r}; one of {', '.join(rungs.proposable())}")
+    return _COMMANDS[r.plans](r, snap, pids, gpus, signal, server)
+
+
+def _signal_commands(r: rungs.Rung, snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],
+                     signal: str | None, server: int | None) -> list[str]:
+    sig = signal_name(signal) if r.chooses_signal and signal else r.signal
+    targets, _ = _signal_targets(snap, pids, gpus, r.id)
+    return [f"kill -s {sig} {' '.join(map(str, targets))}"] if targets else []
+
+
+def _mps_clients_commands(r: rungs.Rung, snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],
+                          signal: str | None, server: int | None) -> list[str]:
+    """The MPS clients check asks the control daemon for the server's clients."""
+    return [mps_line("get_server_list")] + [mps_line(f"get_client_list {int(p)}") for p in pids[:1]]
+
+
+def _mps_terminate_commands(r: rungs.Rung, snap: NodeSnapshot, pids: Sequence[int], gpus: Sequence[int],
+                            signal: str | None, server: int | None) -> list[str]:
+    if server is None:
         return []
-    if rung in SIGNAL_OF:
-        sig = signal_name(signal) if rung == "signal" and signal else SIGNAL_OF[rung]
-        targets, _ = _signal_targets(snap, pids, gpus, rung)
-        return [f"kill -s {sig} {' '.join(map(str, targets))}"] if targets else []
-    if rung == "clear-blockers":
-        return _blocker_commands(snap, gpus)
-    if rung == "reset":
-        return [f"nvidia-smi -r -i {g}" for g in _reset_gpus(snap, gpus)]
-    if rung == "reload-driver":
-        return [RELOAD_DRIVER_COMMAND]
-    if rung == "restore":      # without a finding's own list: persistence mode and its daemon
-        return restore_commands(snap, ("nvidia-persistenced",), gpus)
-    if rung == "mps-clients":
-        return [mps_line("get_server_list")] + [mps_line(f"get_client_list {int(p)}") for p in pids[:1]]
-    if rung == "mps-terminate":
-        if server is None:
-            return []
-        return [mps_line(f"terminate_client {int(server)} {int(p)}") for p in dict.fromkeys(pids)
-                if not is_protected(snap, int(p)) and int(p) != int(server)]
-    if rung == "mps-quit":
-        return [mps_line("quit")]
-    return ["systemctl reboot"]
+    return [mps_line(f"terminate_client {int(server)} {int(p)}") for p in dict.fromkeys(pids)
+            if not is_protected(snap, int(p)) and int(p) != int(server)]
+
+
+_COMMANDS = {
+    "signal": _signal_commands,
+    "wait": lambda *_: [],
+    "mps-clients": _mps_clients_commands,
+    "blockers": lambda r, snap, pids, gpus, *_: _blocker_commands(snap, gpus),
+    "reset": lambda r, snap, pids, gpus, *_: [f"nvidia-smi -r -i {g}" for g in _reset_gpus(snap, gpus)],
+    "driver": lambda *_: [RELOAD_DRIVER_COMMAND],
+    # without a finding's own list: persistence mode and its daemon
+    "restore": lambda r, snap, pids, gpus, *_: restore_commands(snap, ("nvidia-persistenced",), gpus),
+    "mps-terminate": _mps_terminate_commands,
+    "mps-quit": lambda *_: [mps_line("quit")],
+    "reboot": lambda *_: ["systemctl reboot"],
+}
 
 
 def top_step(findings: Sequence[Finding]) -> Finding | None:
@@ -178,6 +170,6 @@ def step_args(finding: Finding) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """
     targets = finding.evidence.get("targets") if finding.evidence else None
     pids = tuple(int(p) for p in targets) if targets else finding.pids
-    if finding.rung in ("clear-blockers", "reset", "reboot", "wait"):
+    if not rungs.of(finding.rung).on_processes:
         pids = ()
     return pids, finding.gpus

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from console.actions import verify as av
+from console import rungs
 from console.actions.ladder import commands_for
 from console.actions.plan import ActionPlan, ActionTarget, finish_plan
 from console.diagnosis import text as t
@@ -30,8 +31,8 @@ from console.model import NodeSnapshot, Proc
 
 MPS_SERVER = "nvidia-cuda-mps-server"
 MPS_CONTROL_DAEMON = who.MPS_CONTROL
-#: the MPS rungs that change the node (mps-clients is the read-only check before mps-terminate)
-ACTION_RUNGS = ("mps-terminate", "mps-quit")
+#: what an MPS rung's verification waits for (rungs.Rung.settles_on)
+SETTLES_ON = ("mps", "mps-gone")
 
 
 def _is(proc: Proc, program: str) -> bool:
@@ -161,9 +162,9 @@ def settled(plan: ActionPlan, snap: NodeSnapshot) -> bool:
     """Verification: the driver's list shows the effect the MPS rung was after."""
     after = av.memory_of(snap, plan.gpus)
     freed = av.freed_mib(plan.memory_before, after) >= who.FREED_MIB
-    if plan.rung == "mps-quit":
+    if rungs.of(plan.rung).settles_on == "mps-gone":
         return not server_procs(snap) and (freed or all((v or 0) <= who.FREED_MIB for v in after.values()))
     return freed
 
 
-__all__ = ["ACTION_RUNGS", "plan_after_check", "plan_quit", "plan_terminate", "server_procs", "settled", "stuck"]
+__all__ = ["SETTLES_ON", "plan_after_check", "plan_quit", "plan_terminate", "server_procs", "settled", "stuck"]

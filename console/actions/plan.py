@@ -16,7 +16,7 @@ and writes the outcome::
     outcome.outcome_entry.freed_mib  # what the first verification window saw
     outcome.watch                    # still watching until the rung's deadline (cancel() on quit)
 
-Rungs: console/actions/ladder.py's ACTION_RUNGS ("wait" is the wait-and-reread check, not an
+Rungs: console/rungs.py (``rungs.actions()``; "wait" is the wait-and-reread check, not an
 action); reload-driver and reboot are palette-only and ask for the node's name.
 
 ``plan_custom`` plans a command line of the operator's own (the last entry of the check
@@ -31,8 +31,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from console import rungs
 from console.actions import ladder
-from console.actions.ladder import ACTION_RUNGS, CUSTOM_RUNG, SIGNAL_OF
 from console.actions.verify import memory_of
 from console.diagnosis import text as t
 from console.diagnosis import who
@@ -41,16 +41,7 @@ from console.diagnosis.liveness import usage
 from console.model import NodeSnapshot, Proc
 from console.textsafe import one_line
 
-VERIFY_WINDOW_S = 10.0
-#: the first verification window where a rung needs another: SIGTERM is given its grace before
-#: the outcome is written (else the advice after it would only be "wait out the grace")
-VERIFY_WINDOW_OF = {"sigterm": who.SIGTERM_GRACE_S, CUSTOM_RUNG: 0.0}
-#: how long after an action later changes are still attributed to it (observations)
-RUNG_DEADLINE_S = {"sigterm": 30.0, "sigkill": who.TEARDOWN_WINDOW_S,
-                   "kill-holders": who.TEARDOWN_WINDOW_S, "clear-blockers": 30.0, "reset": 60.0,
-                   "reload-driver": 120.0, "reboot": 600.0, "signal": 30.0, "restore": 30.0,
-                   "mps-terminate": 30.0, "mps-quit": 60.0,
-                   CUSTOM_RUNG: 0.0}   # a command of one's own: one re-read after it, no watch
+VERIFY_WINDOW_S = rungs.VERIFY_WINDOW_S
 #: the custom entry as the check picker and the palette list it (always the picker's last)
 CUSTOM_DESCRIPTION = ("Run a command of your own on the node: an action (Confirm first; refused under "
                       "--read-only, recorded only under --dry-run)")
@@ -113,7 +104,7 @@ class ActionPlan:
     @property
     def signal(self) -> str | None:
         """TERM/KILL for the signalling rungs, the chosen signal for "signal", else None."""
-        return self.signal_name or SIGNAL_OF.get(self.rung)
+        return self.signal_name or rungs.of(self.rung).signal
 
 
 @dataclass(frozen=True)
@@ -148,26 +139,21 @@ def plan_action(snap: NodeSnapshot, rung: str, *, pids: Sequence[int] = (),
     - reload-driver / reboot: the node's name must be typed to confirm.
     PID 0-2, kernel threads and ``snap.own_pids`` are refused with a reason, whatever is asked.
     """
-    if rung not in ACTION_RUNGS:
-        extra = " ('wait' is the wait-and-reread check)" if rung == "wait" else ""
-        raise ValueError(f"unknown action {rung!r}; one of {', '.join(ACTION_RUNGS)}{extra}")
+    r = rungs.BY_ID.get(rung)
+    if r is None or rung not in rungs.actions():
+        extra = f" ('{rung}' is the {r.check} check)" if r is not None and r.check else ""
+        raise ValueError(f"unknown action {rung!r}; one of {', '.join(rungs.actions())}{extra}")
     gpus = tuple(sorted(dict.fromkeys(int(g) for g in gpus)))
     pids = tuple(dict.fromkeys(int(p) for p in pids))
     sig = None
-    if rung == "signal":
-        sig = ladder.signal_name(signal or "TERM")
-        rung = {"TERM": "sigterm", "KILL": "sigkill"}.get(sig, rung)
-    if rung in SIGNAL_OF:
-        return _signal_plan(snap, rung, pids, gpus, sig if rung == "signal" else None)
-    if rung == "clear-blockers":
-        return _blockers_plan(snap, gpus)
-    if rung == "reset":
-        return _reset_plan(snap, gpus)
-    if rung == "restore":
-        return plan_restore(snap, ladder.commands_for("restore", snap, gpus=gpus), gpus)
-    if rung in ladder.MPS_RUNGS:
-        raise ValueError(f"{rung} is planned from the MPS control daemon's answer (console/actions/mps.py)")
-    return _node_plan(snap, rung)
+    if r.chooses_signal:             # a TERM or a KILL chosen from the menu is that rung's own
+        sig = ladder.signal_name(signal or r.signal or "TERM")
+        r = rungs.sending(sig) or r
+    return _PLANS[r.plans](snap, r.id, pids, gpus, sig if r.chooses_signal else None)
+
+
+def _mps_plan(snap: NodeSnapshot, rung: str, *_: object) -> ActionPlan:
+    raise ValueError(f"{rung} is planned from the MPS control daemon's answer (console/actions/mps.py)")
 
 
 def plan_restore(snap: NodeSnapshot, commands: Sequence[str], gpus: Sequence[int] = ()) -> ActionPlan:
@@ -201,13 +187,14 @@ def plan_custom(node: str, command: str, snap: NodeSnapshot | None = None) -> Ac
     if len(line) > CUSTOM_COMMAND_LIMIT:
         raise ValueError(f"custom: the command line is longer than {CUSTOM_COMMAND_LIMIT} characters")
     gpus = tuple(g.index for g in snap.gpus) if snap is not None else ()
-    return ActionPlan(node=node, rung=CUSTOM_RUNG, title=f"Run your own command `{one_line(line, 60)}`",
+    custom = rungs.CUSTOM
+    return ActionPlan(node=node, rung=custom.id, title=f"Run your own command `{one_line(line, 60)}`",
                       commands=(line,), gpus=gpus, destructive=True,
                       notes=("a command of your own may change the node: it runs as the console's user "
                              "(often root), exactly as shown",),
                       memory_before=memory_of(snap, gpus) if snap is not None else {},
                       taken_at=snap.taken_at if snap is not None else None,
-                      deadline_s=RUNG_DEADLINE_S[CUSTOM_RUNG], verify_s=VERIFY_WINDOW_OF[CUSTOM_RUNG])
+                      deadline_s=custom.deadline_s, verify_s=custom.verify_s)
 
 
 def finish_plan(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[str], gpus: Sequence[int], *,
@@ -219,7 +206,7 @@ def finish_plan(snap: NodeSnapshot, rung: str, title: str, commands: Sequence[st
                       gpus=gpus, refusals=tuple(refusals), notes=tuple(notes), destructive=True,
                       typed_confirmation=typed, memory_before=memory_of(snap, gpus),
                       expected_mib=dict(expected or {}), taken_at=snap.taken_at,
-                      deadline_s=RUNG_DEADLINE_S[rung], verify_s=VERIFY_WINDOW_OF.get(rung, VERIFY_WINDOW_S),
+                      deadline_s=rungs.of(rung).deadline_s, verify_s=rungs.of(rung).verify_s,
                       signal_name=signal, descendants=tuple(ActionTarget.of(p) for p in descendants))
 
 
@@ -244,7 +231,8 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
                  signal: str | None = None) -> ActionPlan:
     refusals: list[str] = []
     notes: list[str] = []
-    if rung == "kill-holders" and not pids:
+    every_holder = rungs.of(rung).every_holder
+    if every_holder and not pids:
         pids = tuple(_holder_candidates(snap, gpus, refusals))
         if gpus:
             pids = _this_gpus_holders(snap, pids, gpus, refusals)
@@ -252,7 +240,7 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
     for pid in pids:
         reason = refusal_reason(snap, pid)         # None: the snapshot has the process
         proc = snap.proc(pid)
-        if reason is None and proc is not None and rung == "kill-holders" and who.blocker_daemon(proc) is not None:
+        if reason is None and proc is not None and every_holder and who.blocker_daemon(proc) is not None:
             reason = f"PID {pid} ({who.label(proc)}) is a reset blocker: clear-blockers (B) stops it"
         if reason is None and proc is not None:
             chosen.append(proc)
@@ -260,18 +248,18 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
             refusals.append(reason or f"PID {pid} is gone (not in the latest snapshot)")
     ok = [p.pid for p in chosen]
     targets = [ActionTarget.of(p) for p in chosen]
-    if chosen and rung in SIGNAL_OF:
+    if chosen:
         targets = _with_usage(snap, targets, chosen)
         busy = [tg for tg in targets if tg.busy]
         if busy:
             notes.append(f"{len(busy)} of the targets {'is' if len(busy) == 1 else 'are'} computing "
                          f"({', '.join(f'PID {tg.pid}: {tg.usage}' for tg in busy[:3])}): a running job, "
                          "not a stuck one — stop it only if that is what you mean")
-    if rung == "kill-holders" and gpus:     # F on GPU 3: say why each one is a holder of GPU 3
+    if every_holder and gpus:     # F on GPU 3: say why each one is a holder of GPU 3
         targets = [dataclasses.replace(tgt, why=holder_reason(snap, p, gpus)) for tgt, p in zip(targets, chosen)]
     lines = ladder.commands_for(rung, snap, pids=ok, signal=signal) if ok else []
     if not pids and not refusals:
-        refusals.append("no process selected" if rung != "kill-holders"
+        refusals.append("no process selected" if not every_holder
                         else f"nothing holds {t.gpus(gpus) if gpus else 'the GPUs'}")
     on = set(gpus)
     expected: dict[str, int | None] = {}
@@ -289,10 +277,10 @@ def _signal_plan(snap: NodeSnapshot, rung: str, pids: tuple[int, ...], gpus: tup
                 expected[str(k)] = (expected.get(str(k)) or 0) + (v or 0)
     if expected:   # the targets' share is known: GPUs they hold nothing on have nothing to give back
         expected = {str(g): expected.get(str(g), 0) for g in on}
-    sig = signal or SIGNAL_OF[rung]
+    sig = signal or rungs.of(rung).signal
     n = len(targets)
     noun = t.plural(n, "process", "processes")
-    if rung == "kill-holders":
+    if every_holder:
         title = f"SIGKILL {t.plural(n, 'holder')} of {t.gpus(gpus) if gpus else 'the GPUs'}"
         if gpus:
             reach = _reach(snap, family) | set(gpus)
@@ -520,20 +508,31 @@ def _reset_plan(snap: NodeSnapshot, gpus: tuple[int, ...]) -> ActionPlan:
     return finish_plan(snap, "reset", title, lines, on, refusals=refusals, notes=reset_notes(snap, on))
 
 
-def _node_plan(snap: NodeSnapshot, rung: str) -> ActionPlan:
+def _node_plan(snap: NodeSnapshot, rung: str, title: str, *notes_after: str) -> ActionPlan:
+    """A driver reload or a reboot: every process holding the GPUs is lost; the node's name is typed."""
     every = [g.index for g in snap.gpus]
     holders = [p for pid in who.holder_pids(snap) if (p := snap.proc(pid)) is not None]
     notes = []
     if holders:
         notes.append(f"{t.plural(len(holders), 'process', 'processes')} hold the GPUs and will be lost "
                      f"({t.pid_list([p.pid for p in holders])})")
+        notes += notes_after
     lines = ladder.commands_for(rung, snap)
-    if rung == "reboot":
-        title = f"Reboot {snap.name}"
-    else:
-        title = f"Reload the NVIDIA driver on {snap.name}"
-        if holders:
-            notes.append("modprobe -r refuses while any process holds the driver (\"Module nvidia is in use\")")
     return finish_plan(snap, rung, title, lines, every, targets=[ActionTarget.of(p) for p in holders if p],
                    notes=notes, typed=snap.name)
 
+
+#: how each family of rungs is planned (rungs.Rung.plans): (snap, rung, pids, gpus, signal)
+_PLANS = {
+    "signal": _signal_plan,
+    "blockers": lambda snap, rung, pids, gpus, sig: _blockers_plan(snap, gpus),
+    "reset": lambda snap, rung, pids, gpus, sig: _reset_plan(snap, gpus),
+    "restore": lambda snap, rung, pids, gpus, sig: plan_restore(snap, ladder.commands_for(rung, snap, gpus=gpus),
+                                                                gpus),
+    "driver": lambda snap, rung, pids, gpus, sig: _node_plan(
+        snap, rung, f"Reload the NVIDIA driver on {snap.name}",
+        "modprobe -r refuses while any process holds the driver (\"Module nvidia is in use\")"),
+    "reboot": lambda snap, rung, pids, gpus, sig: _node_plan(snap, rung, f"Reboot {snap.name}"),
+    "mps-terminate": _mps_plan,
+    "mps-quit": _mps_plan,
+}

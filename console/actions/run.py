@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterable, Mapping
 from console.actions import mps as mps_rungs
 from console.actions import slurm as slurm_rungs
 from console.actions import verify as av
-from console.actions.ladder import COMMAND_TIMEOUT_S, RELEASES_NVML
+from console import rungs
+from console.actions.ladder import COMMAND_TIMEOUT_S
 from console.actions.plan import ActionPlan, ActionPolicy, own_session, sessions_of
 from console.actions.ports import ActionSink, ActionSource, NvmlHolder, Reader, Reading, TimelineWriter
 from console.actions.reset_output import parse_reset_output, reset_outcome_line
@@ -116,7 +117,7 @@ class _Seen:
     def take(self, snap: Reading | None, elapsed: float) -> bool:
         """Record one reading; True when the effect has now settled."""
         self.elapsed = elapsed
-        if self.plan.rung in slurm_rungs.SLURM_RUNGS and snap is not None:
+        if rungs.of(self.plan.rung).through_slurm and snap is not None:
             self.slurm = snap                     # a Slurm rung's re-read: the node's Slurm state
         if snap is None or snap.error is not None:
             return False
@@ -134,15 +135,16 @@ class _Seen:
 
     def _settled(self, snap: Reading) -> bool:
         plan = self.plan
-        if plan.rung in slurm_rungs.SLURM_RUNGS:
+        settles_on = rungs.of(plan.rung).settles_on
+        if rungs.of(plan.rung).through_slurm:
             return slurm_rungs.settled(plan.rung, snap)
         if isinstance(snap, SlurmNode):
             return False
-        if plan.rung == "clear-blockers":
+        if settles_on == "blockers-gone":
             return av.blockers_cleared(snap, plan.gpus)
-        if plan.rung == "restore":
+        if settles_on == "blockers-back":
             return av.restored(snap, plan.commands)
-        if plan.rung in mps_rungs.ACTION_RUNGS:
+        if settles_on in mps_rungs.SETTLES_ON:
             return mps_rungs.settled(plan, snap)
         if not plan.gpus:
             return bool(plan.targets) and not self.fates.running
@@ -255,7 +257,7 @@ async def execute(plan: ActionPlan, source: ActionSource, *, policy: ActionPolic
         await _verify(seen, read, clock, started, window if ran else 0.0, poll_s, _read_timeout(source))
         if not ran:
             seen.settled_at = None      # whatever changed, this action did not do it
-        elif plan.rung == "reset" and _overall_rc(results) == 0:
+        elif rungs.of(plan.rung).says_per_gpu and _overall_rc(results) == 0:
             seen.hint = restore_hint(plan, seen.snap, monitor.actions if monitor is not None else ())
     except asyncio.CancelledError:
         seen.elapsed = clock.now() - started
@@ -297,7 +299,7 @@ async def _run(plan: ActionPlan, source: ActionSource, results: list[CommandResu
                                       create_time=tgt.create_time)
             results.append(res)
         return
-    holder = source if plan.rung in RELEASES_NVML and isinstance(source, NvmlHolder) else None
+    holder = source if rungs.of(plan.rung).releases_nvml and isinstance(source, NvmlHolder) else None
     if holder is not None:   # this console is an NVML client too: the driver refuses a reset while it holds on
         holder.nvml_paused = True
         await source.close()
@@ -344,7 +346,7 @@ async def _watch(watch: ActionWatch, seen: _Seen, read: Reader, clock: Clock, st
                  deadline: float, poll_s: float, write: Callable[..., TimelineEntry | None],
                  timeout: float) -> None:
     plan = seen.plan
-    words = av.AFTER_WORDS.get(plan.rung, plan.rung)
+    words = rungs.of(plan.rung).after
     reported = set(av.settled_gpus(plan.memory_before, seen.after or {}, plan.expected_mib)) \
         if seen.after is not None else set()
 
@@ -380,7 +382,7 @@ async def _watch_loop(watch: ActionWatch, seen: _Seen, read: Reader, clock: Cloc
             watch.settled = True
             observe(_settled_text(seen, words), seen.seconds_to_free)
             return
-        if seen.after is None or snap is None or snap.error is not None or plan.rung in ("clear-blockers", "restore"):
+        if seen.after is None or snap is None or snap.error is not None or not rungs.of(plan.rung).frees_memory:
             continue
         newly = set(av.settled_gpus(plan.memory_before, seen.after, plan.expected_mib)) - reported
         if newly:
@@ -416,9 +418,10 @@ def _settled_text(seen: _Seen, words: str) -> str:
     plan = seen.plan
     fates = av.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
     tail = (f"; targets {fates}" if fates else "") + _then(_outlived(seen) if plan.signal else "")
-    if plan.rung == "clear-blockers":
+    settles_on = rungs.of(plan.rung).settles_on
+    if settles_on == "blockers-gone":
         return f"reset blockers gone {av.secs(seen.elapsed)} after {words}"
-    if plan.rung == "restore":
+    if settles_on == "blockers-back":
         return f"back on {av.secs(seen.elapsed)} after {words}: {', '.join(plan.commands)}"
     if plan.gpus and (seen.freed or 0) > 0:
         freed_on = av.gpus_freed(plan.memory_before, seen.after or {}) or list(plan.gpus)
@@ -431,9 +434,10 @@ def _deadline_text(seen: _Seen, words: str) -> str:
     if seen.after is None:
         return f"{plan.node} did not answer in the {av.secs(seen.elapsed)} after {words}"
     fates = av.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
-    if plan.rung == "clear-blockers":
+    settles_on = rungs.of(plan.rung).settles_on
+    if settles_on == "blockers-gone":
         return f"reset blockers still there {av.secs(seen.elapsed)} after {words}"
-    if plan.rung == "restore":
+    if settles_on == "blockers-back":
         return f"not back on {av.secs(seen.elapsed)} after {words} (look at the commands' output)"
     if not plan.gpus:
         return (f"targets {fates or 'unchanged'} {av.secs(seen.elapsed)} after {words}"
@@ -450,7 +454,7 @@ def _deadline_text(seen: _Seen, words: str) -> str:
 
 def _going_down(plan: ActionPlan, res: CommandResult) -> bool:
     """A reboot's connection closing under it is the reboot happening, not a failure."""
-    return plan.rung == "reboot" and res.rc is None and res.error is not None
+    return rungs.of(plan.rung).drops_connection and res.rc is None and res.error is not None
 
 
 def _issued(plan: ActionPlan, res: CommandResult) -> bool:
@@ -507,24 +511,25 @@ def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, c
             first = failed[0]
             why = (first.error or first.output.strip().splitlines()[0] if (first.error or first.output.strip())
                    else "failed")
-            if plan.rung == "reset" and not first.error:    # name each GPU and why, not nvidia-smi's preamble
+            if rungs.of(plan.rung).says_per_gpu and not first.error:    # name each GPU and why, not nvidia-smi's preamble
                 why = reset_outcome_line(parse_reset_output(first.output, first.rc), first.rc) or why
             bits.append(f"failed (rc {first.rc}): {why}")
         elif results:
             said = reset_outcome_line(parse_reset_output("\n".join(r.output for r in results), 0), 0) \
-                if plan.rung == "reset" else ""
+                if rungs.of(plan.rung).says_per_gpu else ""
             bits.append(f"done: {said}" if said else "done")
     if len(results) < (len(plan.targets) if plan.signal else len(plan.commands)):
         bits.append("interrupted before every command ran")
-    if plan.rung in slurm_rungs.SLURM_RUNGS:
+    settles_on = rungs.of(plan.rung).settles_on
+    if rungs.of(plan.rung).through_slurm:
         if results and results[-1].ok:
             bits.append(slurm_rungs.state_line(plan, seen.slurm, seen.elapsed, seen.settled_at is not None))
-    elif plan.rung == "clear-blockers":
+    elif settles_on == "blockers-gone":
         if seen.settled_at is not None:
             bits.append(f"blockers gone after {av.secs(seen.settled_at)}")
         elif seen.after is not None:
             bits.append(f"blockers still there after {av.secs(seen.elapsed)}")
-    elif plan.rung == "restore":
+    elif settles_on == "blockers-back":
         if seen.settled_at is not None:
             bits.append(f"back on after {av.secs(seen.settled_at)}")
         elif seen.after is not None:
@@ -548,7 +553,7 @@ def restore_hint(plan: ActionPlan, snap: NodeSnapshot | None, actions: Iterable[
     off, nvidia-persistenced when it is not running)."""
     if snap is None or snap.error is not None:
         return ""
-    if not any(a.rung == "clear-blockers" and a.node in (None, plan.node) for a in actions):
+    if not any(rungs.of(a.rung).stops_blockers and a.node in (None, plan.node) for a in actions):
         return ""
     steps = who.restore_commands(snap, ("nvidia-persistenced",))
     if not steps:

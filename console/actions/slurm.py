@@ -25,15 +25,12 @@ from console.actions.plan import VERIFY_WINDOW_S, ActionPlan
 from console.diagnosis import text as t
 from console.diagnosis.who import FREED_MIB
 from console.model import CommandResult, Finding, NodeSnapshot, severity_rank
+from console import rungs
 from console.sources import slurm_parse as sp
 from console.sources.slurm import SlurmClient
 from console.sources.slurm_parse import SlurmNode
 from console.textsafe import one_line
 
-SLURM_RUNGS = ("drain", "resume")
-#: rungs before which the node should be drained (no new job may land on it meanwhile; clearing
-#: the reset blockers stops daemons every GPU's jobs use)
-DRAIN_BEFORE = ("clear-blockers", "reset", "reboot", "reload-driver")
 #: a finding at or above this severity keeps the node out of service (no resume)
 BLOCKS_RESUME = "high"
 
@@ -74,7 +71,7 @@ def reason_finding(snap: NodeSnapshot | None, chosen: Finding | None = None) -> 
 
 def drain_first(rung: str | None, node: SlurmNode | None) -> bool:
     """A reset/reboot is about to be offered on a node Slurm still schedules onto."""
-    return rung in DRAIN_BEFORE and node is not None and node.error is None and not node.drained
+    return rungs.of(rung).drain_first and node is not None and node.error is None and not node.drained
 
 
 def _plan(node: str, rung: str, title: str, argv: tuple[str, ...], *, notes: Iterable[str] = (),
@@ -144,7 +141,7 @@ def settled(rung: str, reading: object) -> bool:
     """Has the Slurm state the rung was after come? (A reading is a SlurmNode.)"""
     if not isinstance(reading, SlurmNode) or reading.error is not None:
         return False
-    return reading.drained if rung == "drain" else not reading.drained
+    return reading.drained == (rungs.of(rung).settles_on == "slurm-drained")
 
 
 def state_line(plan: ActionPlan, reading: object, elapsed: float, done: bool) -> str:

@@ -20,8 +20,9 @@ answer into the terminate_client plan Confirm shows (console/actions/mps.py)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+from console import rungs
 from console.actions import mps
 from console.actions.ladder import step_args
 from console.actions.plan import ActionPlan, plan_action, plan_restore
@@ -49,16 +50,25 @@ def step_for(finding: Finding, snap: NodeSnapshot, *, wait_default: int = WAIT_C
     """What taking this finding's next step means; None when it proposes no rung."""
     if finding.rung is None:
         return None
-    if finding.rung == "wait":
-        return Step(finding, check=("wait-and-reread", {"seconds": wait_seconds(finding, wait_default)}))
+    r = rungs.of(finding.rung)
     pids, gpus = step_args(finding)
-    if finding.rung == "mps-clients":      # ask the control daemon (read-only), then plan from its answer
-        return Step(finding, check=("mps-clients", {"server": pids[0]}), then="mps-terminate") if pids else None
-    if finding.rung == "mps-quit":
-        return Step(finding, plan=mps.plan_quit(snap))
-    if finding.rung == "restore":          # exactly what the finding names B stopped
-        return Step(finding, plan=plan_restore(snap, tuple(finding.evidence.get("commands", ())), gpus))
+    if r.check is not None and r.then is None:      # a wait
+        return Step(finding, check=(r.check, {"seconds": wait_seconds(finding, wait_default)}))
+    if r.check is not None:      # ask the control daemon (read-only), then plan from its answer
+        return Step(finding, check=(r.check, {"server": pids[0]}), then=r.then) if pids else None
+    planned = _FROM_FINDING.get(r.plans)
+    if planned is not None:
+        return Step(finding, plan=planned(finding, snap, gpus))
     return Step(finding, plan=plan_action(snap, finding.rung, pids=pids, gpus=gpus))
+
+
+#: the families planned from the finding itself rather than from plan_action (rungs.Rung.plans)
+_FROM_FINDING: dict[str, Callable[[Finding, NodeSnapshot, tuple[int, ...]], ActionPlan]] = {
+    # MPS stops through its control daemon, every client with it
+    "mps-quit": lambda finding, snap, gpus: mps.plan_quit(snap),
+    # exactly what the finding names B stopped
+    "restore": lambda finding, snap, gpus: plan_restore(snap, tuple(finding.evidence.get("commands", ())), gpus),
+}
 
 
 def after_check(step: Step, snap: NodeSnapshot, data: Mapping[str, Any], *,

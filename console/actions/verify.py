@@ -15,13 +15,6 @@ from console.model import NodeSnapshot, Proc
 
 Memory = Mapping[str, "int | None"]
 
-#: what follows "freed 594.6 GiB 90 s after …" in observations
-AFTER_WORDS = {"sigterm": "SIGTERM", "sigkill": "SIGKILL", "kill-holders": "killing the holders",
-               "clear-blockers": "clearing the blockers", "reset": "the reset",
-               "reload-driver": "the driver reload", "reboot": "the reboot", "signal": "the signal",
-               "restore": "the restore", "mps-terminate": "terminate_client", "mps-quit": "MPS quit"}
-
-
 def secs(value: float) -> str:
     """'3 s', '91 s', '12 min': exact seconds while they still read as seconds."""
     return f"{value:.0f} s" if value < 300 else t.seconds(value)

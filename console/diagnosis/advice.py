@@ -17,11 +17,12 @@ from typing import Sequence
 
 from console.diagnosis.who import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S, WAIT_S
 from console.model import Finding, Proc
+from console import rungs
 from console.diagnosis import text as t
 from console.diagnosis.context import IN_D, Situation
 from console.diagnosis.liveness import pending_since
 
-KILL_RUNGS = ("sigkill", "kill-holders")
+KILL_RUNGS = rungs.KILLING
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,12 @@ def finding(kind: str, severity: str, summary: str, step: Step, pids=(), gpus=()
     ev = dict(evidence or {})
     if step.targets and tuple(step.targets) != tuple(pids):
         ev["targets"] = list(step.targets)
-    if step.rung == "wait" and step.wait_s:
+    if step.wait_s:      # only a wait has a length
         ev["wait_s"] = step.wait_s
     if since is not None:
         ev.setdefault("since", since)
     text = step.text
-    if step.rung == "reboot" and "drain" not in text.lower():
+    if rungs.of(step.rung).drops_connection and "drain" not in text.lower():     # the reboot
         text += DRAIN_FIRST
     return Finding(kind=kind, severity=severity, summary=summary, next_step=text, pids=tuple(pids),
                    gpus=tuple(sorted(set(gpus))), reason=step.text.split(":", 1)[-1].strip(),
@@ -74,7 +75,7 @@ def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who:
     pids = tuple(p.pid for p in procs)
     gpus = tuple(sorted(set(gpus)))
     kill = sit.last_action(KILL_RUNGS, pids)
-    term = sit.last_action(("sigterm",), pids)
+    term = sit.last_action(rungs.TERMINATING, pids)
     n = len(procs)
     are, have, were = t.verb(n, "is", "are"), t.verb(n, "has", "have"), t.verb(n, "was", "were")
     they, their = t.verb(n, "it", "they"), t.verb(n, "its", "their")
@@ -183,7 +184,7 @@ def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: s
                     _patience(SIGTERM_GRACE_S, sit.age(last.ts)))
     if last:
         return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}) again: {why}.", pids, gpus)
-    term = sit.last_action(("sigterm",), pids)
+    term = sit.last_action(rungs.TERMINATING, pids)
     if term:
         age = sit.age(term.ts)
         if age < SIGTERM_GRACE_S:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from console import rungs
 from console.diagnosis import text as t
 from console.diagnosis.context import Situation
 from console.diagnosis.history import same_process
@@ -49,7 +50,7 @@ BUSY_SM_PCT = 5
 #: any other adopter shows in the structure (see the module's doc)
 SUBREAPERS = ("systemd", "containerd-shim", "containerd-shim-runc-v2", "tini", "docker-init",
               "dumb-init", "catatonit", "conmon", "s6-svscan", "runsv", "supervisord")
-SIGNAL_RUNGS = ("sigterm", "sigkill", "kill-holders")
+SIGNAL_RUNGS = rungs.SIGNALLING
 
 
 @dataclass(frozen=True)

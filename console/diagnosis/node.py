@@ -5,6 +5,7 @@ import re
 from dataclasses import replace
 from typing import Sequence
 
+from console import rungs
 from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, program_of, restore_commands
 from console.model import Finding, NodeSnapshot, recovery_words
 from console.diagnosis import text as t
@@ -278,7 +279,7 @@ def _ghost_step(sit: Situation, gpus: list[int], ghost: int) -> Step:
     stuck = [p for p in holders if in_d(p) or p.state == "Z"]
     if stuck:
         return signal_step(sit, stuck, gpus, t.plural(len(stuck), "dying process", "dying processes"))
-    kill = sit.last_action(KILL_RUNGS + ("sigterm",))
+    kill = sit.last_action(rungs.SIGNALLING)
     if kill and sit.age(kill.ts) < TEARDOWN_WINDOW_S:
         return Step("wait", f"Wait: the last kill was {t.ago(sit.age(kill.ts))} and {why}; pinned memory "
                             "can take half a minute or more to come back.", (), tuple(gpus),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from console import rungs
 from console.diagnosis.who import FREED_MIB, MPS_CONTROL, TEARDOWN_WINDOW_S, WAIT_S, label, program_of
 from console.model import Finding, Proc
 from console.diagnosis import text as t
@@ -321,9 +322,9 @@ def mps_servers(sit: Situation) -> list[Finding]:
 def _mps_step(sit: Situation, server: Proc, gpus: list[int]) -> Step:
     dont = f"Do not signal the MPS server: that ends every client on {t.gpus(gpus)}."
     ask = (f"`echo get_server_list | {MPS_CONTROL}`, `echo get_client_list {server.pid} | {MPS_CONTROL}`")
-    last = sit.last_action(("mps-terminate", "mps-quit"), gpus=gpus)
+    last = sit.last_action(rungs.MPS_ACTIONS, gpus=gpus)
     if last is not None and sit.age(last.ts) >= MPS_VERIFY_S and not _mps_freed_since(sit, gpus, last.ts):
-        if last.rung == "mps-quit":
+        if rungs.of(last.rung).settles_on == "mps-gone":
             return Step(None, f"`echo quit | {MPS_CONTROL}` {t.seconds(sit.age(last.ts))} ago did not stop the MPS "
                               f"server (PID {server.pid}): every client has lost its GPU work already. What is "
                               f"left is SIGTERM to the server itself (t on PID {server.pid}, Confirm first), then a "

@@ -9,6 +9,7 @@ holds GPU memory or device files. One ``respawn`` finding per such parent.
 """
 from __future__ import annotations
 
+from console import rungs
 from console.diagnosis import text as t
 from console.diagnosis.advice import finding, signal_step
 from console.diagnosis.context import Situation
@@ -16,7 +17,7 @@ from console.diagnosis.who import label
 from console.model import Finding, Proc
 
 #: rungs whose targets a parent may start again
-KILLING = ("sigterm", "sigkill", "kill-holders", "signal")
+KILLING = rungs.ENDING
 #: how long after an action a new child is still its respawn
 RESPAWN_WINDOW_S = 900.0
 #: the console's and the node's clocks may disagree this much (start times are the node's)

@@ -10,16 +10,14 @@ from dataclasses import dataclass
 from typing import Sequence, Iterable
 
 from console.model import NodeSnapshot, Proc
+# the windows after SIGTERM and SIGKILL live with the rungs they follow (re-exported for the advice)
+from console.rungs import SIGTERM_GRACE_S, TEARDOWN_WINDOW_S  # noqa: F401
 from console.probe import guarded_kill_command
 from console.diagnosis.roles import (BLOCKER_DAEMONS, DISPLAY_MANAGER_STOP, MPS_CONTROL, MPS_TIMEOUT_S,  # noqa: F401
                                      BlockerDaemon, blocker_daemon, daemon_role, label, mps_line, program_of)
 
 # ---------------------------------------------------------------- time windows the advice turns on
 WAIT_S = 10.0               # one "wait" step when the evidence suggests no other length
-SIGTERM_GRACE_S = 15.0      # a process given SIGTERM gets this long before SIGKILL is advised
-# after SIGKILL the driver may take this long to tear contexts down: 26 s for large pinned buffers
-# and ~90 s for the seed's workers stuck in the driver have been seen; escalating sooner is the mistake
-TEARDOWN_WINDOW_S = 120.0
 FREED_MIB = 1024            # a GPU at or below this is free (driver reservations, idle contexts)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from console.actions.ladder import SIGNAL_OF
+from console import rungs
 from console.incident.readings import when
 from console.model import ActionRecord, TimelineEntry
 
@@ -30,7 +30,7 @@ def applied(entries: Sequence[TimelineEntry], node: str) -> list[ActionRecord]:
             continue
         targets = [t for t in (e.targets or ()) if isinstance(t, dict) and isinstance(t.get("pid"), int)]
         family = tuple((t["pid"], None, str(t.get("name") or "")) for t in targets)
-        pids = tuple(t["pid"] for t in targets) if e.rung in SIGNAL_OF else ()
+        pids = tuple(t["pid"] for t in targets) if rungs.of(e.rung).signal else ()
         gpus = tuple(g for g in (e.gpus or ()) if isinstance(g, int) and not isinstance(g, bool))
         out.append(ActionRecord(rung=e.rung, ts=at, node=node, pids=pids, gpus=gpus, family=family))
     return out

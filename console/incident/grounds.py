@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from console import rungs
 from console.checks import parse as cp
 from console.incident.timeline import hypothesis_label, hypothesis_numbers
 from console.incident.verdicts import action_rung
 from console.model import TimelineEntry
 
-#: the rungs a GPU fault (an Xid) is the reason for
-XID_RUNGS = ("reset", "reload-driver", "reboot")
 XID_KINDS = ("xid", "recovery-action")
 FINDING_NOTE = "finding "
 
@@ -51,7 +50,7 @@ def _noted(e: TimelineEntry, kinds: Sequence[str] = ()) -> bool:
 
 def xid_grounds(entries: Sequence[TimelineEntry], action: TimelineEntry) -> list[str]:
     """The Xids that called for ``action`` (see the module); [] for a rung no Xid calls for."""
-    if action_rung(action) not in XID_RUNGS:
+    if not rungs.of(action_rung(action)).rests_on_faults:
         return []
     before = [e for e in entries if e.seq < action.seq and e.node == action.node]
     checks = [e for e in before if xids_of_check(e)]
@@ -71,7 +70,7 @@ def grounds(entries: Sequence[TimelineEntry], action: TimelineEntry) -> list[str
     numbers = hypothesis_numbers(entries)
     out += [f"verdict #{e.seq}: {hypothesis_label(numbers, e.hypothesis)} {e.verdict}" for e in since
             if e.kind == "verdict" and e.verdict]
-    if not xids and action_rung(action) in XID_RUNGS:
+    if not xids and rungs.of(action_rung(action)).rests_on_faults:
         out.append("no Xid recorded before it: the timeline holds no kernel-log check or finding for this node "
                    "(run the kernel-log check, c, before a reset: it records the Xids that call for one)")
     return out + xids

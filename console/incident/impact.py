@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from console import rungs
 from console.diagnosis import text as t
 from console.incident.readings import readings, when
 from console.incident.summary import BUSY_MIB, duration, offset
@@ -67,7 +68,7 @@ def mib_hours(value: float) -> str:
 
 def slurm_lines(entries: Sequence[TimelineEntry], origin: float) -> list[str]:
     """Slurm's part: the drains and resumes sent (the timeline records no job list)."""
-    sent = [(e, at) for e in entries if e.kind == "action" and action_rung(e) in ("drain", "resume")
+    sent = [(e, at) for e in entries if e.kind == "action" and rungs.of(action_rung(e)).through_slurm
             and (at := when(e)) is not None]
     if not sent:
         return ["Jobs affected: not recorded (no Slurm action was sent; the timeline holds no job list)."]

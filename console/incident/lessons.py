@@ -16,6 +16,7 @@ import math
 import re
 from typing import Mapping, Sequence
 
+from console import rungs
 from console.diagnosis import text as t
 from console.incident.grounds import xid_grounds
 from console.incident.impact import held
@@ -28,8 +29,6 @@ from console.model import TimelineEntry
 
 #: the console's first verification window: memory back within it is not slow
 VERIFY_S = 10.0
-#: the rungs that only unblock or undo (they free no memory themselves)
-UNBLOCKING = ("clear-blockers", "restore", "drain", "resume")
 
 
 def _freed(outcome: TimelineEntry | None) -> int:
@@ -40,7 +39,7 @@ def _ignored_term(entries: Sequence[TimelineEntry], done: Mapping[int, TimelineE
     out = []
     for a in entries:
         outcome = done.get(a.seq)
-        if a.kind != "action" or action_rung(a) != "sigterm" or outcome is None or _freed(outcome) >= FREED_NOTICE_MIB:
+        if a.kind != "action" or rungs.of(action_rung(a)) is not rungs.sending("TERM") or outcome is None or _freed(outcome) >= FREED_NOTICE_MIB:
             continue
         running = re.search(r"(\d+) still running", outcome.text)
         if running:
@@ -58,7 +57,7 @@ def _slow(entries: Sequence[TimelineEntry]) -> list[str]:
     spans = [h for h in held(entries) if h.freed]
     for node in dict.fromkeys(h.node for h in spans):
         back = max(h.until for h in spans if h.node == node)
-        sent = [a for a in entries if a.kind == "action" and a.node == node and action_rung(a) not in UNBLOCKING
+        sent = [a for a in entries if a.kind == "action" and a.node == node and not rungs.of(action_rung(a)).unblocks
                 and not a.text.startswith(("[read-only]", "[dry-run]")) and (when(a) or math.inf) <= back]
         if not sent:
             continue
@@ -81,7 +80,7 @@ def _slow(entries: Sequence[TimelineEntry]) -> list[str]:
 def _reset_needed(entries: Sequence[TimelineEntry], done: Mapping[int, TimelineEntry]) -> list[str]:
     out = []
     for a in entries:
-        if a.kind != "action" or action_rung(a) not in ("reset", "reload-driver", "reboot"):
+        if a.kind != "action" or not rungs.of(action_rung(a)).rests_on_faults:
             continue
         if _freed(done.get(a.seq)) < FREED_NOTICE_MIB:
             continue

@@ -21,21 +21,11 @@ from typing import Mapping, Sequence
 
 from console.diagnosis import text as t
 from console.incident.timeline import outcomes
+from console import rungs
 from console.model import TimelineEntry
 
 FREED_NOTICE_MIB = 256      # less than this between before and after is noise, not memory coming back
 _PATIENCE = re.compile(r"\b(time|wait|slow|later|teardown|releas|pinned|clean ?up|settl)", re.IGNORECASE)
-#: the words that name a rung, and the rungs they name
-RUNG_WORDS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
-    (re.compile(r"\bsig ?term\b|\bterm(inate)?\b|-TERM\b|\bgraceful", re.I), frozenset({"sigterm"})),
-    (re.compile(r"\bsig ?kill\b|\bkill(ing|ed)?\b|-9\b|-KILL\b", re.I), frozenset({"sigkill", "kill-holders"})),
-    (re.compile(r"\bholders?\b|\bfuser\b", re.I), frozenset({"kill-holders"})),
-    (re.compile(r"\bblockers?\b|\bpersistence|\bpersistenced\b|\bmps\b|\bdcgm\b|\bfabric", re.I),
-     frozenset({"clear-blockers"})),
-    (re.compile(r"\breset(s|ting)?\b|nvidia-smi -r\b", re.I), frozenset({"reset"})),
-    (re.compile(r"\breload\b|\bmodprobe\b", re.I), frozenset({"reload-driver"})),
-    (re.compile(r"\breboot\b|\brestart the node\b", re.I), frozenset({"reboot"})),
-)
 _GPUS = re.compile(r"\bGPUs?\s*((?:\d+(?:\s*[-–]\s*\d+)?)(?:\s*(?:,|and|&|\+)\s*\d+(?:\s*[-–]\s*\d+)?)*)", re.I)
 _ALL_GPUS = re.compile(r"\b(all|every|the) GPUs\b", re.I)
 
@@ -60,43 +50,13 @@ def gpus_named(text: str) -> set[int]:
 
 
 def rungs_named(text: str) -> set[str]:
-    out: set[str] = set()
-    for pattern, rungs in RUNG_WORDS:
-        if pattern.search(text):
-            out |= rungs
-    return out
+    return rungs.named_in(text)
 
 
 def action_rung(action: TimelineEntry) -> str:
     """The rung an action entry was: its ``rung`` field; in files written before there was one,
-    worked out from its title and command."""
-    if action.rung:
-        return action.rung
-    title = action.text or ""
-    command = action.command or ""
-    if title.startswith("[dry-run]") or title.startswith("[read-only]"):
-        title = title.split("]", 1)[1].strip().removeprefix("refused:").strip()
-    if re.match(r"SIGKILL .*holders? of", title) or (title.startswith("SIGKILL") and " holder" in title):
-        return "kill-holders"
-    if title.startswith("SIGKILL") or "kill -s KILL" in command:
-        return "sigkill"
-    if title.startswith("SIGTERM") or "kill -s TERM" in command:
-        return "sigterm"
-    if title.startswith("Clear the reset blockers"):
-        return "clear-blockers"
-    if title.startswith("Reset") or re.search(r"nvidia-smi -r\b", command):
-        return "reset"
-    if title.startswith("Reload"):
-        return "reload-driver"
-    if title.startswith("Reboot"):
-        return "reboot"
-    if title.startswith("Restore what B stopped"):
-        return "restore"
-    if title.endswith(" in Slurm") and title.startswith(("Drain ", "Resume ")):
-        return "drain" if title.startswith("Drain ") else "resume"
-    if re.match(r"SIG[A-Z0-9+-]+ \d+ process", title):
-        return "signal"
-    return "custom"
+    worked out from its title and command (rungs.from_title)."""
+    return action.rung or rungs.from_title(action.text or "", action.command or "")
 
 
 def _names_target(text: str, action: TimelineEntry) -> bool:

@@ -16,16 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from console import rungs
 from console.model import ActionRecord, NodeSnapshot
 
 MAX_POINTS = 720
 BARS = " ▁▂▃▄▅▆▇█"
-#: one letter per rung, as the keys that send them (driver reload and reboot are palette-only:
-#: L and X; D and U are Slurm's drain and resume; s: a signal from the F9 menu; b: B undone)
-RUNG_LETTER = {"sigterm": "t", "sigkill": "k", "kill-holders": "F", "clear-blockers": "B", "reset": "R",
-               "reload-driver": "L", "reboot": "X", "custom": "$", "wait": "w", "drain": "D", "resume": "U",
-               "signal": "s", "restore": "b", "mps-terminate": "m", "mps-quit": "Q"}
-
 
 @dataclass(frozen=True)
 class Mark:
@@ -36,7 +31,8 @@ class Mark:
 
     @property
     def letter(self) -> str:
-        return RUNG_LETTER.get(self.rung, "*")
+        """The rung's letter (rungs.Rung.letter: the key that sends it); * for one this version does not know."""
+        return rungs.BY_ID[self.rung].letter if rungs.known(self.rung) else "*"
 
 
 @dataclass(frozen=True)

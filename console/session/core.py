@@ -18,8 +18,8 @@ import logging
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from console.actions.ladder import CUSTOM_RUNG
-from console.actions.plan import ActionPlan, ActionPolicy, plan_action
+from console import rungs
+from console.actions.plan import ActionPlan, ActionPolicy, plan_action, plan_custom
 from console.actions.ports import ActionSource
 from console.actions.run import ActionOutcome, ActionWatch, execute
 from console.actions.step import Step, after_check, step_for
@@ -40,16 +40,10 @@ from console.sources.base import Source
 
 log = logging.getLogger("gpu_incident.session")
 
-#: actions planned from a reading of every process (their targets are every holder of a GPU)
-WHOLE_FIRST = ("kill-holders", "reset", "clear-blockers")
-#: actions that must not meet the console's own NVML handle: its nvidia-smi loops hold the device
-#: files (console/probe_loop.py), so they are stopped first and started again after
-LOOP_STOP_RUNGS = ("kill-holders", "reset", "clear-blockers", "reboot", "reload-driver")
 #: how long ``stop`` waits for an action in flight to write what it saw
 ACTION_STOP_S = 3.0
 #: before an action, at most this many of the findings it rests on are noted in the timeline
 GROUNDS_NOTED = 4
-GROUNDS_RUNGS = ("reset", "reload-driver", "reboot")
 
 Listener = Callable[[Event], object]
 
@@ -280,16 +274,42 @@ class Session:
         snap = seen or self.latest(node)
         if source is None or snap is None:
             raise ValueError(f"{node}: no reading of this node yet")
-        if rung in WHOLE_FIRST and not source.whole_is_fresh():
+        if rungs.of(rung).whole_first and not source.whole_is_fresh():
             snap = await self.whole_snapshot(source) or self.latest(node) or snap
-        plan = plan_action(snap, rung, pids=tuple(pids), gpus=tuple(gpus), signal=signal)
-        stop = _loop_stop_commands(source, snap) if rung in LOOP_STOP_RUNGS else ()
-        if stop:
-            pids_text = ", ".join(str(p) for p in getattr(source, "loop_pids", ()))
-            plan = dataclasses.replace(plan, notes=plan.notes + (
-                f"first the console stops its own nvidia-smi loops (PIDs {pids_text}: they hold the device "
-                f"files) and starts them again after: {'; '.join(stop)}",))
-        return plan
+        return self._stops_loops_first(plan_action(snap, rung, pids=tuple(pids), gpus=tuple(gpus), signal=signal),
+                                       source, snap)
+
+    async def plan_custom(self, node: str, line: str, *, seen: NodeSnapshot | None = None) -> ActionPlan:
+        """A command line of the operator's own on ``node``, as an action. ValueError: see plan_custom."""
+        if self.source(node) is None:
+            raise ValueError(f"{node}: not a node of this session")
+        return plan_custom(node, line, seen or self.latest(node))
+
+    async def step(self, node: str, finding: Finding, *, wait_default: int) -> Step | None:
+        """A finding's next step on ``node`` (`x`): a wait or a check, or a plan made as ``plan``
+        makes one — from a reading of every process where the rung needs it, with the loop stops
+        Confirm must show. ValueError: no reading yet."""
+        source = self.source(node)
+        snap = self.latest(node)
+        if source is None or snap is None:
+            raise ValueError(f"{node}: no reading of this node yet")
+        if rungs.of(finding.rung).whole_first and not source.whole_is_fresh():
+            snap = await self.whole_snapshot(source) or self.latest(node) or snap
+        step = step_for(finding, snap, wait_default=wait_default)
+        if step is not None and step.plan is not None:
+            step = dataclasses.replace(step, plan=self._stops_loops_first(step.plan, source, snap))
+        return step
+
+    def _stops_loops_first(self, plan: ActionPlan, source: Source, snap: NodeSnapshot) -> ActionPlan:
+        """A rung the console's own nvidia-smi loops would block: Confirm says they stop first
+        (``execute`` stops them and starts them again after: the same commands)."""
+        stop = _loop_stop_commands(source, snap) if rungs.of(plan.rung).stops_loops else ()
+        if not stop:
+            return plan
+        pids_text = ", ".join(str(p) for p in getattr(source, "loop_pids", ()))
+        return dataclasses.replace(plan, notes=plan.notes + (
+            f"first the console stops its own nvidia-smi loops (PIDs {pids_text}: they hold the device "
+            f"files) and starts them again after: {'; '.join(stop)}",))
 
     async def stop_smi_loop(self, source: Source) -> tuple[str, ...]:
         """Stop the console's own nvidia-smi loops on ``source``'s node and start none until
@@ -310,13 +330,6 @@ class Session:
     def resume_smi_loop(self, source: Source) -> None:
         if hasattr(source, "resume_loop"):
             source.resume_loop()
-
-    def step(self, node: str, finding: Finding, *, wait_default: int) -> Step | None:
-        """A finding's next step on ``node`` (a wait is a check; anything else a plan)."""
-        snap = self.latest(node)
-        if snap is None:
-            raise ValueError(f"{node}: no reading of this node yet")
-        return step_for(finding, snap, wait_default=wait_default)
 
     def after_check(self, node: str, step: Step, result: CheckResult, *,
                     chosen: Iterable[int] = ()) -> tuple[ActionPlan | None, str]:
@@ -349,7 +362,7 @@ class Session:
         task = asyncio.current_task()
         if task is not None:
             self._actions.add(task)
-        paused = node_source if (plan.rung in LOOP_STOP_RUNGS and node_source is not None and verifying > 0
+        paused = node_source if (rungs.of(plan.rung).stops_loops and node_source is not None and verifying > 0
                                  and _loop_stop_commands(node_source, None)) else None
         if verifying > 0:
             self._note_grounds(plan)
@@ -378,7 +391,7 @@ class Session:
         critical xid: …"), so the postmortem cites the Xid behind a reset without a kernel-log
         check; one already noted since the node's last action is not noted again."""
         snap = self.latest(plan.node)
-        if snap is None or self.timeline is None or plan.rung not in GROUNDS_RUNGS:
+        if snap is None or self.timeline is None or not rungs.of(plan.rung).rests_on_faults:
             return
         on = set(plan.gpus)
         since = [e for e in self.timeline.entries if e.node == plan.node]
@@ -399,7 +412,7 @@ class Session:
 
 def custom_output(outcome: ActionOutcome) -> bool:
     """A command of the operator's own printed something worth showing."""
-    return outcome.plan.rung == CUSTOM_RUNG and bool(outcome.results)
+    return rungs.of(outcome.plan.rung) is rungs.CUSTOM and bool(outcome.results)
 
 
 def _loop_stop_commands(source: Source, snap: NodeSnapshot | None) -> tuple[str, ...]:

@@ -1,8 +1,8 @@
 """The incident scenarios: what is on the machine, how it behaves, and the ground truth.
 
 ``demo`` is ``demo:seed``. Every scenario records its root cause and the
-shortest correct path down the escalation ladder (rung names from
-``state.LADDER_RUNGS``) for tests and for the reveal in exports.
+shortest correct path down the escalation ladder (rung ids of
+console/rungs.py) for tests and for the reveal in exports.
 """
 from __future__ import annotations
 

@@ -23,12 +23,9 @@ GONE = "gone"            # reaped: no longer in /proc
 class GroundTruth:
     """What really happened in a scenario, and the shortest correct way out."""
     root_cause: str
-    shortest_path: tuple[str, ...]     # rung names: wait sigterm sigkill kill-holders clear-blockers reset reboot
+    shortest_path: tuple[str, ...]     # rung ids (console/rungs.py)
     end_state: str
 
-
-LADDER_RUNGS = ("wait", "sigterm", "sigkill", "kill-holders", "clear-blockers", "reset", "reboot",
-                "mps-clients", "mps-terminate", "mps-quit")
 
 
 @dataclass(frozen=True)

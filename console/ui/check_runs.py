@@ -44,7 +44,7 @@ class CheckRuns:
 
     def pick(self) -> None:
         """c: the check picker (every check, then a command of one's own)."""
-        from console.actions.ladder import CUSTOM_RUNG
+        from console.rungs import CUSTOM
         from console.actions.plan import CUSTOM_DESCRIPTION
         from console.checks.registry import CHECKS
         from console.ui.prompts import CheckPicker
@@ -52,17 +52,17 @@ class CheckRuns:
         def chosen(name: str | None) -> None:
             if name:
                 self.ask_params(name)
-        entries = [(c.name, c.description) for c in CHECKS.values()] + [(CUSTOM_RUNG, CUSTOM_DESCRIPTION)]
+        entries = [(c.name, c.description) for c in CHECKS.values()] + [(CUSTOM.id, CUSTOM_DESCRIPTION)]
         self.app.push_screen(CheckPicker(entries), chosen)
 
     def ask_params(self, name: str) -> None:
         """Fill a check's parameters: PIDs from the selection, the rest asked for. The custom
         entry is not a check: it goes to the escalation's own command (an action)."""
-        from console.actions.ladder import CUSTOM_RUNG
+        from console.rungs import CUSTOM
         from console.checks.registry import CHECKS
         from console.ui.prompts import TextPrompt
         app = self.app
-        if name == CUSTOM_RUNG:
+        if name == CUSTOM.id:
             app.escalation.custom_command()
             return
         check = CHECKS[name]

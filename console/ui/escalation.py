@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.session.core import WHOLE_FIRST, custom_output
+from console import rungs
+from console.session.core import custom_output
 from console.sources.base import Source
 from console.ui.check_runs import WAIT_S
 from console.ui.text import printable
@@ -26,22 +27,28 @@ class Escalation:
         self.app = app
 
     def apply_finding(self, finding) -> None:
-        """A finding's next step (console/actions/step.py): waiting is the wait-and-reread
-        check, a rung goes to Confirm."""
-        from console.actions.step import step_for
+        """A finding's next step (console/actions/step.py), planned by the session on the engine
+        like every other key's (a whole read first where the rung needs one; the loop stops
+        in Confirm): waiting is the wait-and-reread check, a rung goes to Confirm."""
         source, snap = self.app.current()
         if source is None or snap is None:
             self.app.notify("no reading of this node yet", severity="warning")
             return
+        if rungs.of(finding.rung).check is None and self.app.slurm_line.drain_before(finding):
+            return                      # Slurm: drain first (ui/slurm_line.py)
+        if rungs.of(finding.rung).whole_first and not source.whole_is_fresh():
+            self.app.notify(f"{source.name}: reading every process first…", timeout=3)
+        self.app.run_worker(self._apply(finding, source), group="escalation")
+
+    async def _apply(self, finding, source: Source) -> None:
         try:
-            step = step_for(finding, snap, wait_default=WAIT_S)
+            step = await self.app.engine.call(lambda: self.app.session.step(source.name, finding,
+                                                                            wait_default=WAIT_S))
         except ValueError as exc:
             self.app.notify(str(exc), severity="error")
             return
-        if step is None:
-            return
-        if step.plan is not None and self.app.slurm_line.drain_before(finding):    # Slurm: drain first (ui/slurm_line.py)
-            return
+        if step is None or self.app.current()[0] is not source:
+            return                   # nothing to do, or the operator moved to another node meanwhile
         if step.check is not None:
             then = self.plan_after(step, source) if step.then else None
             self.app.checks.run(step.check[0], dict(step.check[1]), then=then)
@@ -73,18 +80,19 @@ class Escalation:
             self.app.notify("no reading of this node yet", severity="warning")
             return
         pids = gpus = None
-        if rung in ("sigterm", "sigkill"):
+        r = rungs.of(rung)
+        if r.on_processes and not r.whole_first:
             pids = self.app.selected_pids()
             if not pids:
                 self.app.notify("select or tag processes first (space tags)", severity="warning")
                 return
-        elif rung in ("kill-holders", "reset", "clear-blockers"):
+        elif r.whole_first:
             gpu = self.app.selected_gpu
             if gpu is None:
                 self.app.notify("select a GPU first (tab to the GPU table)", severity="warning")
                 return
             gpus = [gpu]
-        if rung in WHOLE_FIRST and not source.whole_is_fresh():
+        if r.whole_first and not source.whole_is_fresh():
             # every holder, not only those the probe watches (a hidden one may have come since
             # the last whole read): the node reads all its processes first
             self.app.notify(f"{source.name}: reading every process first…", timeout=3)
@@ -100,7 +108,6 @@ class Escalation:
 
     def signal_menu(self) -> None:
         """F9: choose a signal (SIGTERM first) for the selected/tagged processes -> Confirm."""
-        from console.actions.plan import plan_action
         from console.ui.signal_menu import SignalMenu
         source, snap = self.app.current()
         if source is None or snap is None:
@@ -118,17 +125,24 @@ class Escalation:
             source, snap = self._still_in_view(node, need_reading=True)
             if source is None or snap is None:
                 return
+            self._plan_then_confirm(source, lambda: self.app.session.plan(node, "signal", pids=pids, signal=sig,
+                                                                          seen=snap))
+        self.app.push_screen(SignalMenu(pids, node), chosen)
+
+    def _plan_then_confirm(self, source: Source, make) -> None:
+        """Plan on the engine (the session's door), then Confirm on this screen."""
+        async def planned() -> None:
             try:
-                plan = plan_action(snap, "signal", pids=pids, signal=sig)
+                plan = await self.app.engine.call(make)
             except ValueError as exc:
                 self.app.notify(str(exc), severity="error")
                 return
-            self.confirm(plan, source)
-        self.app.push_screen(SignalMenu(pids, node), chosen)
+            if self.app.current()[0] is source:
+                self.confirm(plan, source)
+        self.app.run_worker(planned(), group="escalation")
 
     def custom_command(self) -> None:
         """A command line of the operator's own: typed, then planned as an action -> Confirm."""
-        from console.actions.plan import plan_custom
         from console.ui.prompts import TextPrompt
         app = self.app
         source, _ = app.current()
@@ -142,12 +156,7 @@ class Escalation:
             source, snap = self._still_in_view(node)
             if source is None:
                 return
-            try:
-                plan = plan_custom(node, line, snap)
-            except ValueError as exc:
-                app.notify(str(exc), severity="error")
-                return
-            self.confirm(plan, source)
+            self._plan_then_confirm(source, lambda: app.session.plan_custom(node, line, seen=snap))
         app.push_screen(TextPrompt(f"Your own command on {printable(node, 40)}",
                                    placeholder="e.g. nvidia-smi -q -d PIDS",
                                    hint="an action: Confirm shows it first; refused under --read-only, "

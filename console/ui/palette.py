@@ -19,7 +19,7 @@ def _callback(app, action: str) -> Callable[[], object]:
 
 
 def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
-    from console.actions.ladder import CUSTOM_RUNG
+    from console.rungs import CUSTOM
     from console.actions.plan import CUSTOM_DESCRIPTION
     from console.checks.registry import CHECKS
     keymap = getattr(app, "keymap", {})
@@ -41,7 +41,7 @@ def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
     for check in CHECKS.values():
         out.append((f"Check: {check.name}", partial(app.checks.ask_params, check.name), check.description))
     # a command of one's own is an action (Confirm, --read-only, --dry-run), as from the picker
-    out.append((f"Check: {CUSTOM_RUNG}", app.action_custom_command, CUSTOM_DESCRIPTION))
+    out.append((f"Check: {CUSTOM.id}", app.action_custom_command, CUSTOM_DESCRIPTION))
     return out
 
 
