@@ -92,7 +92,7 @@ xid      dmesg lines with "NVRM: Xid", a GPU's firmware boot failure, a GPU fall
          returning NV_ERR_RESET_REQUIRED (KERNEL_LINES_ERE; last KERNEL_LINES_KEPT), or dmesg's own error text
 driver   driver version: cat /proc/driver/nvidia/version (first line) or nothing
 
-Bounds: the node cuts command lines (ARGS_MAX_BYTES); the reader caps each section and the
+Bounds: the node cuts each argument (probe_scope.ARG_MAX_BYTES); the reader caps each section and the
 whole probe (ProbeLimits, DEFAULT_LIMITS) and the deadline covers reading and parsing.
 """
 from __future__ import annotations
@@ -128,9 +128,6 @@ NVSMI_TIMEOUT_S = 5
 DEFAULT_DEVICE_GLOB = "/dev/nvidia*"
 DEFAULT_PROBE_TIMEOUT_S = 10.0     # the client's deadline for one whole probe: read and parse
 DEFAULT_COMMAND_TIMEOUT_S = 30.0   # and for one command (checks, actions)
-#: a ps line (pid, user, command line) is cut to this many bytes on the node: the console shows
-#: a command line in one row and in the details pane, never megabytes of it
-ARGS_MAX_BYTES = 4096
 MIB = 1 << 20
 
 
@@ -166,7 +163,6 @@ QUERY_MEMORY = "nvidia-smi --query-gpu=index,memory.used --format=csv,noheader"
 META = ("date +%s.%N; getconf CLK_TCK; grep btime /proc/stat; cat /proc/sys/kernel/hostname; "
         "id -u; readlink /proc/self/ns/pid; echo $$")
 STAT = "cat /proc/[0-9]*/stat 2>/dev/null"
-PS = f"timeout {NVSMI_TIMEOUT_S} ps -eo pid=,user:32=,args="
 DSTATE = ("grep -ls ') D ' /proc/[0-9]*/task/[0-9]*/stat | while read -r f; do d=${f%/stat}; "
           "w=; read -r w 2>/dev/null < $d/wchan; "
           "printf '%s %s %s\\0' \"$d\" \"${w:--}\" \"$(cat $f 2>/dev/null)\"; done")

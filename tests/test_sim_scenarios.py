@@ -8,6 +8,9 @@ from console import rungs
 from console import probe
 from console.sources.sim import SimSource, parse_demo_target
 
+#: what an operator types to list the processes (the simulator answers it as ps does)
+PS = "timeout 10 ps -eo pid=,user:32=,args="
+
 
 async def sh(node, cmd, timeout=600.0):
     return await node.exec(cmd, timeout)
@@ -121,7 +124,7 @@ async def test_container_driver_pids_absent_holders_found_through_device_files()
     assert listed == list(CONTAINER_HOST_PIDS)
     assert "[Not Found]" in apps.stdout
     stat = await sh(node, probe.STAT)
-    ps = await sh(node, probe.PS)
+    ps = await sh(node, PS)
     for pid in listed:
         assert f"\n{pid} (" not in "\n" + stat.stdout and f" {pid} " not in ps.stdout
     kill = await sh(node, f"kill -9 {listed[0]}")

@@ -13,6 +13,9 @@ from console import probe
 from console.sources.sim import SimSource
 from tests.sim_fixtures import sh  # the clock and node fixtures come from there too
 
+#: what an operator types to list the processes (the simulator answers it as ps does)
+PS = "timeout 10 ps -eo pid=,user:32=,args="
+
 
 
 async def test_probe_script_answers_every_section_with_rc(node):
@@ -43,7 +46,7 @@ async def test_stat_lines_have_52_fields_and_kernel_comm(node):
 
 
 async def test_ps_format_right_aligns_pid_and_pads_user(node):
-    out = (await sh(node, probe.PS)).stdout.splitlines()
+    out = (await sh(node, PS)).stdout.splitlines()
     row = next(ln for ln in out if " 72169 " in ln[:8])
     assert row == "  72169 " + "root".ljust(32) + " " + node.procs[72169].args
     assert any(ln.endswith("[kthreadd]") for ln in out)

@@ -97,7 +97,7 @@ def commands_for(rung: str, snap: NodeSnapshot, pids: Sequence[int] = (),
     ``signal``: the "signal" rung's signal (one of SIGNALS). The MPS rungs: ``pids`` are the
     server (mps-clients, mps-quit) or the clients of ``server`` (mps-terminate)."""
     r = rungs.BY_ID.get(rung)
-    if r is None or r.plans in ("slurm", "custom"):
+    if r is None or r.through_slurm or r is rungs.CUSTOM:
         raise ValueError(f"unknown rung {rung!r}; one of {', '.join(rungs.proposable())}")
     return _COMMANDS[r.plans](r, snap, pids, gpus, signal, server)
 

@@ -52,7 +52,6 @@ class ActionOutcome:
     gpu_memory_after: Mapping[str, int | None] | None = None
     freed_mib: int | None = None
     seconds_to_free: float | None = None
-    settled_after_s: float | None = None   # when the effect was seen (blockers gone count too)
     fates: av.TargetFates = av.TargetFates()
     signalled: tuple[int, ...] = ()       # targets the signal reached (rc 0)
     entry: TimelineEntry | None = None    # the `action` entry (written before anything was sent)
@@ -275,7 +274,7 @@ async def execute(plan: ActionPlan, source: ActionSource, *, policy: ActionPolic
                          text=text, results=tuple(results), rc=rc, output=output,
                          gpu_memory_before=dict(plan.memory_before), gpu_memory_after=seen.after,
                          freed_mib=seen.freed, seconds_to_free=seen.seconds_to_free,
-                         settled_after_s=seen.settled_at, fates=seen.fates, signalled=signalled,
+                         fates=seen.fates, signalled=signalled,
                          entry=action_entry, outcome_entry=outcome_entry, watch=watch,
                          timeline_error=timeline_errors[0] if timeline_errors else None)
 

@@ -76,7 +76,7 @@ def after_check(step: Step, snap: NodeSnapshot, data: Mapping[str, Any], *,
     """The plan a step's check leads to (``Step.then``), from the check's parsed answer and the
     latest reading; None and why when the answer leads to none. ``chosen``: PIDs the operator
     tagged or selected (an MPS step ends those of the server's clients)."""
-    if step.then != "mps-terminate" or step.check is None:
+    if step.then is None or step.check is None:
         return None, "this step has no plan after its check"
     server = int(step.check[1]["server"])
     return mps.plan_after_check(snap, server, data, chosen=chosen)

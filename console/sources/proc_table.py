@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from console.probe_scope import ARG_MAX_BYTES, COUNTED
 from console.sources.parse_proc import StatLine
 
-#: the longest command line the console keeps (what ps was cut to: probe.ARGS_MAX_BYTES)
+#: the longest command line the console keeps: a row and the details pane, never megabytes of it
 CMDLINE_MAX = 4096
 _CONTROL = {c: "?" for c in range(32)} | {9: " ", 10: " ", 127: "?"}
 
