@@ -26,7 +26,7 @@ KILL_RUNGS = rungs.KILLING
 
 
 @dataclass(frozen=True)
-class Step:
+class Advice:
     rung: str | None
     text: str                        # Finding.next_step: imperative, with its reason
     targets: tuple[int, ...] = ()    # PIDs the rung acts on
@@ -44,9 +44,9 @@ def _patience(window: float, age: float) -> float:
 DRAIN_FIRST = " Drain the node first (D under Slurm), so no new job lands on it before the reboot."
 
 
-def finding(kind: str, severity: str, summary: str, step: Step, pids=(), gpus=(), evidence=None,
+def finding(kind: str, severity: str, summary: str, step: Advice, pids=(), gpus=(), evidence=None,
             since: float | None = None) -> Finding:
-    """A Finding carrying a Step: its text, rung, and (in evidence) its targets and wait."""
+    """A Finding carrying a Advice: its text, rung, and (in evidence) its targets and wait."""
     ev = dict(evidence or {})
     if step.targets and tuple(step.targets) != tuple(pids):
         ev["targets"] = list(step.targets)
@@ -67,7 +67,7 @@ def in_d(p: Proc) -> bool:
 
 
 def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: str,
-                purpose: str = "") -> Step:
+                purpose: str = "") -> Advice:
     """Next step for processes that should go: TERM, then KILL, then patience or beyond.
 
     ``purpose`` is added to a first SIGTERM ("SIGTERM x if the memory must come back: ...").
@@ -94,35 +94,35 @@ def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who:
             why = ("memory is coming back" if shrinking
                    else f"the driver is still tearing down ({t.seconds(age)} so far)" if age >= 1
                    else "the driver is still tearing down")
-            return Step("wait", f"Wait: {desc}; SIGKILL again cannot help — {why}.", pids, gpus,
+            return Advice("wait", f"Wait: {desc}; SIGKILL again cannot help — {why}.", pids, gpus,
                         _patience(TEARDOWN_WINDOW_S, age))
         alive = [p for p in stuck if p.state != "Z"]
         if alive and kill is None:
-            return Step("sigkill", f"SIGKILL once: {desc} for {t.seconds(age)}; the signal stays pending "
+            return Advice("sigkill", f"SIGKILL once: {desc} for {t.seconds(age)}; the signal stays pending "
                                    f"until {they} leave the driver, and nothing else can end {their} threads.",
                         tuple(p.pid for p in alive), gpus)
         return beyond_stuck(sit, stuck, gpus, f"{desc} for {t.seconds(age)} and memory is not coming back")
     zombies = [p for p in procs if p.state == "Z"]
     if zombies and len(zombies) == len(procs):
         if kill and sit.age(kill.ts) < TEARDOWN_WINDOW_S:
-            return Step("wait", f"Wait: {who} {are} <defunct> and {were} sent SIGKILL {t.ago(sit.age(kill.ts))}; "
+            return Advice("wait", f"Wait: {who} {are} <defunct> and {were} sent SIGKILL {t.ago(sit.age(kill.ts))}; "
                                 "the driver frees the memory as the last threads exit.", pids, gpus,
                         _patience(TEARDOWN_WINDOW_S, sit.age(kill.ts)))
-        return Step("sigkill", f"SIGKILL {who}: {they} {are} <defunct> but the driver still lists {their} "
+        return Advice("sigkill", f"SIGKILL {who}: {they} {are} <defunct> but the driver still lists {their} "
                                "memory; a thread other than the leader is alive and holds it.", pids, gpus)
     if kill:
         age = sit.age(kill.ts)
         if age < SIGTERM_GRACE_S:
-            return Step("wait", f"Wait: {who} {were} sent SIGKILL {t.ago(age)}; give the driver "
+            return Advice("wait", f"Wait: {who} {were} sent SIGKILL {t.ago(age)}; give the driver "
                                 "time to free the memory.", pids, gpus, _patience(SIGTERM_GRACE_S, age))
-        return Step("sigkill", f"SIGKILL {who} again: {they} still {t.verb(n, 'runs', 'run')} {t.seconds(age)} "
+        return Advice("sigkill", f"SIGKILL {who} again: {they} still {t.verb(n, 'runs', 'run')} {t.seconds(age)} "
                                "after SIGKILL (refused? look at the action's output).", pids, gpus)
     if term:
         age = sit.age(term.ts)
         if age < SIGTERM_GRACE_S:
             return _term_grace(who, n, age, pids, gpus)
-        return Step("sigkill", f"SIGKILL {who}: {they} ignored SIGTERM for {t.seconds(age)}.", pids, gpus)
-    return Step("sigterm", f"SIGTERM {who}{purpose}: a clean exit frees GPU memory fastest, and gives "
+        return Advice("sigkill", f"SIGKILL {who}: {they} ignored SIGTERM for {t.seconds(age)}.", pids, gpus)
+    return Advice("sigterm", f"SIGTERM {who}{purpose}: a clean exit frees GPU memory fastest, and gives "
                            f"{t.verb(n, 'it', 'them')} the chance to stop {their} own workers.", pids, gpus)
 
 
@@ -131,7 +131,7 @@ CAPTURE_THEN_REBOOT = ("Drain the node (D under Slurm) so no new job lands on it
                        "(c: stack, states, kernel-log), then reboot")
 
 
-def _pending_step(sit: Situation, pending: Sequence[Proc], gpus: tuple[int, ...], who: str, kill) -> Step:
+def _pending_step(sit: Situation, pending: Sequence[Proc], gpus: tuple[int, ...], who: str, kill) -> Advice:
     """Processes with a SIGKILL sent but not taken (/proc/PID/status ShdPnd/SigPnd): signalling
     again cannot help. Inside the teardown window (or while memory comes back) wait; then drain,
     capture, reboot."""
@@ -147,31 +147,31 @@ def _pending_step(sit: Situation, pending: Sequence[Proc], gpus: tuple[int, ...]
     shrinking = sit.shrinking(gpus)
     if age < TEARDOWN_WINDOW_S or shrinking:
         why = "memory is coming back" if shrinking else f"the driver may still let go ({t.seconds(age)} so far)"
-        return Step("wait", f"Wait, do not signal again: {desc}; {why}.", pids, gpus,
+        return Advice("wait", f"Wait, do not signal again: {desc}; {why}.", pids, gpus,
                     _patience(TEARDOWN_WINDOW_S, age))
-    return Step("reboot", f"Stop signalling: {desc} for {t.seconds(age)}, so no signal can end "
+    return Advice("reboot", f"Stop signalling: {desc} for {t.seconds(age)}, so no signal can end "
                           f"{t.verb(n, 'it', 'them')}. {CAPTURE_THEN_REBOOT}.", (), gpus)
 
 
-def _term_grace(who: str, n: int, age: float, pids: tuple[int, ...], gpus: tuple[int, ...]) -> Step:
+def _term_grace(who: str, n: int, age: float, pids: tuple[int, ...], gpus: tuple[int, ...]) -> Advice:
     """The wait within SIGTERM's grace (every target kind's ladder: signal_step, kill_step)."""
-    return Step("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGTERM {t.ago(age)}; a clean shutdown "
+    return Advice("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGTERM {t.ago(age)}; a clean shutdown "
                         f"gets {t.seconds(SIGTERM_GRACE_S)} before SIGKILL.", pids, gpus,
                 _patience(SIGTERM_GRACE_S, age))
 
 
-def beyond_stuck(sit: Situation, stuck: Sequence[Proc], gpus: Sequence[int], why: str) -> Step:
+def beyond_stuck(sit: Situation, stuck: Sequence[Proc], gpus: Sequence[int], why: str) -> Advice:
     """Past the teardown window with processes stuck in the driver."""
     stuck_pids = {p.pid for p in stuck}
     others = [p for p in sit.live_holders(gpus) if p.pid not in stuck_pids and not in_d(p)]
     if others:
         return kill_step(sit, others, gpus, f"{t.plural(len(others), 'other holder')} ({sit.names(others)})",
                          f"{why}; the driver may be waiting for them to let go")
-    return Step("reboot", f"Reboot the node: {why}; a GPU reset cannot run while processes are "
+    return Advice("reboot", f"Reboot the node: {why}; a GPU reset cannot run while processes are "
                           "stuck inside the driver.", (), tuple(gpus))
 
 
-def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: str, why: str) -> Step:
+def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: str, why: str) -> Advice:
     """The ladder for holders, as for any other target: SIGTERM first (a clean exit), SIGKILL
     (kill-holders) once they ignored it past the grace, a wait after each."""
     pids = tuple(p.pid for p in procs)
@@ -179,19 +179,19 @@ def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: s
     n = len(pids)
     last = sit.last_action(KILL_RUNGS, pids)
     if last and sit.age(last.ts) < SIGTERM_GRACE_S:
-        return Step("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGKILL "
+        return Advice("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGKILL "
                             f"{t.ago(sit.age(last.ts))}; let the driver free the memory.", pids, gpus,
                     _patience(SIGTERM_GRACE_S, sit.age(last.ts)))
     if last:
-        return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}) again: {why}.", pids, gpus)
+        return Advice("kill-holders", f"Kill {who} ({t.pid_list(pids)}) again: {why}.", pids, gpus)
     term = sit.last_action(rungs.TERMINATING, pids)
     if term:
         age = sit.age(term.ts)
         if age < SIGTERM_GRACE_S:
             return _term_grace(who, n, age, pids, gpus)
-        return Step("kill-holders", f"Kill {who} ({t.pid_list(pids)}): {why}; "
+        return Advice("kill-holders", f"Kill {who} ({t.pid_list(pids)}): {why}; "
                                     f"{t.verb(n, 'it', 'they')} ignored SIGTERM for {t.seconds(age)}.", pids, gpus)
-    return Step("sigterm", f"SIGTERM {who} ({t.pid_list(pids)}): {why}; a clean exit first "
+    return Advice("sigterm", f"SIGTERM {who} ({t.pid_list(pids)}): {why}; a clean exit first "
                            f"(SIGKILL after {t.seconds(SIGTERM_GRACE_S)} if ignored).", pids, gpus)
 
 
@@ -238,19 +238,19 @@ def clear_words(b: Blockers) -> str:
     return text[:1].upper() + text[1:]
 
 
-def reset_step(sit: Situation, gpus: Sequence[int], why: str) -> Step:
+def reset_step(sit: Situation, gpus: Sequence[int], why: str) -> Advice:
     """Toward `nvidia-smi -r`: blockers first, then holders, then the reset; reboot if it failed."""
     gpus = tuple(sorted(set(gpus)))
     sit.reset_wanted.update(gpus)
     found = blockers(sit, gpus)
     if found:
-        return Step("clear-blockers", f"{clear_words(found)} first: {why}, and `nvidia-smi -r` "
+        return Advice("clear-blockers", f"{clear_words(found)} first: {why}, and `nvidia-smi -r` "
                                       "refuses while they hold the GPU.",
                     tuple(p.pid for p in found.daemons), gpus)
     holders = sit.live_holders(gpus)
     stuck = [p for p in holders if in_d(p)]
     if stuck:
-        return Step("reboot", f"Reboot the node: {why}, but {t.plural(len(stuck), 'process', 'processes')} "
+        return Advice("reboot", f"Reboot the node: {why}, but {t.plural(len(stuck), 'process', 'processes')} "
                               f"sit in the driver ({t.wchans(stuck)}) and a reset cannot run while they hold it.",
                     (), gpus)
     if holders:
@@ -260,8 +260,8 @@ def reset_step(sit: Situation, gpus: Sequence[int], why: str) -> Step:
     if tried:
         age = sit.age(tried.ts)
         if age < WAIT_S:
-            return Step("wait", f"Wait: the reset of {t.gpus(gpus)} was issued {t.ago(age)}; "
+            return Advice("wait", f"Wait: the reset of {t.gpus(gpus)} was issued {t.ago(age)}; "
                                 "re-read the memory.", (), gpus, WAIT_S)
-        return Step("reboot", f"Reboot the node: {why}, and the reset {t.ago(age)} did not free it.",
+        return Advice("reboot", f"Reboot the node: {why}, and the reset {t.ago(age)} did not free it.",
                     (), gpus)
-    return Step("reset", f"Reset {t.gpus(gpus)}: {why}; nothing holds it any more.", (), gpus)
+    return Advice("reset", f"Reset {t.gpus(gpus)}: {why}; nothing holds it any more.", (), gpus)

@@ -8,7 +8,7 @@ the fabric manager is.
 from __future__ import annotations
 
 from console.diagnosis import text as t
-from console.diagnosis.advice import Step, finding
+from console.diagnosis.advice import Advice, finding
 from console.diagnosis.context import Situation
 from console.diagnosis.who import fabric_manager_running
 from console.model import Finding
@@ -32,7 +32,7 @@ def fabric(sit: Situation) -> list[Finding]:
                  if not running else
                  "look at the fabric manager (`systemctl status nvidia-fabricmanager`, "
                  "/var/log/fabricmanager.log) and restart it (`systemctl restart nvidia-fabricmanager`)")
-        step = Step(None, f"Nothing to kill: {first}, then wait for the state Completed / Success "
+        step = Advice(None, f"Nothing to kill: {first}, then wait for the state Completed / Success "
                           "(`nvidia-smi -q`, Fabric). A GPU reset does not bring the fabric up; if it stays "
                           "down, drain the node and reboot it.", (), tuple(gpus))
         out.append(finding("fabric-not-ready", "high", summary, step, (), gpus,

@@ -9,7 +9,7 @@ from console import rungs
 from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, program_of, restore_commands
 from console.model import Finding, NodeSnapshot, recovery_words
 from console.diagnosis import text as t
-from console.diagnosis.advice import (CAPTURE_THEN_REBOOT, KILL_RUNGS, Step, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
+from console.diagnosis.advice import (CAPTURE_THEN_REBOOT, KILL_RUNGS, Advice, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
                      signal_step)
 from console.diagnosis.context import Situation
 from console.diagnosis.repair import remap_known
@@ -41,10 +41,10 @@ def probe_hung(snap: NodeSnapshot, history: Sequence[NodeSnapshot]) -> list[Find
                + (f", {len(streak)} times in a row over {t.seconds(lasted)}" if len(streak) > 1 else ""))
     ev = {"error": snap.error, "consecutive": len(streak), "since": since}
     if len(streak) >= HUNG_PROBES_BEFORE_REBOOT and lasted >= TEARDOWN_WINDOW_S:
-        step = Step("reboot", f"Reboot the node: nvidia-smi has not answered for {t.seconds(lasted)}; "
+        step = Advice("reboot", f"Reboot the node: nvidia-smi has not answered for {t.seconds(lasted)}; "
                               "a driver call is stuck (callers hang in D state) and only a reboot clears it.")
         return [finding("probe-hung", "critical", summary, step, evidence=ev, since=since)]
-    step = Step("wait", "Wait and re-poll: a driver call is probably hung (nvidia-smi stuck in D state); "
+    step = Advice("wait", "Wait and re-poll: a driver call is probably hung (nvidia-smi stuck in D state); "
                         "if it keeps timing out, read the kernel log for Xids from a plain shell.", wait_s=WAIT_S)
     return [finding("probe-hung", "high", summary, step, evidence=ev, since=since)]
 
@@ -57,39 +57,39 @@ def driver_errors(snap: NodeSnapshot) -> list[Finding]:
             and not unreachable(snap):          # GPUs nvidia-smi cannot reach: gone_gpus names each
         if "mismatch" in low:
             out.append(finding("driver-error", "critical", f"driver/library version mismatch: {err}",
-                          Step("reboot", "Reboot the node (or reload the nvidia kernel modules): the loaded "
+                          Advice("reboot", "Reboot the node (or reload the nvidia kernel modules): the loaded "
                                          "kernel module and the user-space library differ after a driver "
                                          "upgrade, and no GPU works until they match."),
                           evidence={"error": err}))
         elif "not loaded" in low or "couldn't communicate" in low:
             out.append(finding("driver-error", "critical", f"the NVIDIA driver is not loaded: {err}",
-                          Step(None, "Read `dmesg` for why the module is gone, then load it (`modprobe nvidia`) "
+                          Advice(None, "Read `dmesg` for why the module is gone, then load it (`modprobe nvidia`) "
                                      "or reboot: nothing on the GPUs can run without it."),
                           evidence={"error": err}))
         elif "no devices" in low:
             out.append(finding("driver-error", "high", f"nvidia-smi found no GPU: {err}",
-                          Step(None, "Check `lspci | grep -i nvidia` and `dmesg`: the driver is loaded but "
+                          Advice(None, "Check `lspci | grep -i nvidia` and `dmesg`: the driver is loaded but "
                                      "sees no GPU (fallen off the bus, or not bound)."),
                           evidence={"error": err}))
         elif "shared library not found" in low:
             out.append(finding("driver-error", "high", f"no NVIDIA driver here: {err}",
-                          Step(None, "Install or load the NVIDIA driver if this node should have GPUs; the "
+                          Advice(None, "Install or load the NVIDIA driver if this node should have GPUs; the "
                                      "processes below are still read."),
                           evidence={"error": err}))
         elif "not found" in low and "nvidia-smi" in low:
             out.append(finding("driver-error", "low", f"nvidia-smi is not installed here: {err}",
-                          Step(None, "Install the NVIDIA driver utilities or point PATH at nvidia-smi; "
+                          Advice(None, "Install the NVIDIA driver utilities or point PATH at nvidia-smi; "
                                      "without it this node cannot be read."),
                           evidence={"error": err}))
         elif "driver" in low or "nvml" in low:
             out.append(finding("driver-error", "critical", err if low.startswith("driver error") else f"driver error: {err}",
-                          Step(None, "Read `dmesg` for NVRM lines: the driver answers with an error."),
+                          Advice(None, "Read `dmesg` for NVRM lines: the driver answers with an error."),
                           evidence={"error": err}))
     for bus in snap.lost_gpus:
         why = _unreachable_words(snap, bus)
         out.append(finding("driver-error", "critical",
                       f"GPU {bus} lost: the driver cannot reach it (nvidia-smi: {why})",
-                      Step("reboot", _OFF_BUS_STEP.format(bus=bus)),
+                      Advice("reboot", _OFF_BUS_STEP.format(bus=bus)),
                       evidence={"bus_id": bus, "said": why, "off_bus": True}))
     return out
 
@@ -135,7 +135,7 @@ def gone_gpus(snap: NodeSnapshot) -> list[Finding]:
         if key in named:
             return
         named.add(key)
-        out.append(finding("driver-error", "critical", summary, Step("reboot", _OFF_BUS_STEP.format(bus=bus)),
+        out.append(finding("driver-error", "critical", summary, Advice("reboot", _OFF_BUS_STEP.format(bus=bus)),
                            evidence={"bus_id": bus, "off_bus": True, **ev}))
     for bus, why in unreachable(snap):
         add(bus, f"GPU {bus} unreachable: nvidia-smi cannot get a handle for it ({why}) — off the bus or "
@@ -165,7 +165,7 @@ def reset_required(sit: Situation) -> list[Finding]:
     gpus = sorted({by_bus[k] for ln in lines for k in map(bus_key, _BUS_IN_LINE.findall(ln)) if k in by_bus})
     why = "the driver says NV_ERR_RESET_REQUIRED"
     step = (reset_step(sit, gpus, f"{why} for {t.gpus(gpus)}") if gpus else
-            Step("reboot", f"Reboot the node: {why} and names no GPU, so none can be reset alone."))
+            Advice("reboot", f"Reboot the node: {why} and names no GPU, so none can be reset alone."))
     where = t.gpus(gpus) if gpus else "a GPU it does not name"
     return [finding("driver-error", "high", f"{where}: {why} ({t.plural(len(lines), 'kernel line')})",
                     step, (), tuple(gpus), {"lines": lines[-3:], "gpus": gpus})]
@@ -201,14 +201,14 @@ def hung_task_reports(sit: Situation) -> list[Finding]:
               "line": r.line, "uptime_s": r.uptime_s, "still_in_d": now_in_d}
         if (proc is not None and not in_d(proc)) or (not now_in_d and age is not None and age > HUNG_TASK_HISTORY_S):
             out.append(finding("d-state", "info", summary + " (history: it is no longer in D)",
-                               Step(None, "Nothing to do: the task has left D since the report."), evidence=ev))
+                               Advice(None, "Nothing to do: the task has left D since the report."), evidence=ev))
         elif driver:
-            step = Step("reboot", f"Stop signalling: {r.name} (PID {r.pid}) waits inside the driver, holding "
+            step = Advice("reboot", f"Stop signalling: {r.name} (PID {r.pid}) waits inside the driver, holding "
                                   f"what every other GPU call needs. {CAPTURE_THEN_REBOOT}.")
             pids = tuple(p.pid for p in ([proc] if proc is not None else same))
             out.append(finding("d-state", "critical", summary, step, pids, (), ev))
         else:
-            out.append(finding("d-state", "low", summary, Step(None, "Watch it: D outside the GPU driver is "
+            out.append(finding("d-state", "low", summary, Advice(None, "Watch it: D outside the GPU driver is "
                                                                      "usually I/O; it matters only if it lasts."),
                                evidence=ev))
     return out
@@ -266,7 +266,7 @@ def ghost_memory(sit: Situation) -> list[Finding]:
     return out
 
 
-def _ghost_step(sit: Situation, gpus: list[int], ghost: int) -> Step:
+def _ghost_step(sit: Situation, gpus: list[int], ghost: int) -> Advice:
     listed = sit.driver_pids()
     holders = sit.live_holders(gpus)
     hidden = [p for p in holders if p.pid not in listed and not in_d(p) and p.state != "Z"]
@@ -281,11 +281,11 @@ def _ghost_step(sit: Situation, gpus: list[int], ghost: int) -> Step:
         return signal_step(sit, stuck, gpus, t.plural(len(stuck), "dying process", "dying processes"))
     kill = sit.last_action(rungs.SIGNALLING)
     if kill and sit.age(kill.ts) < TEARDOWN_WINDOW_S:
-        return Step("wait", f"Wait: the last kill was {t.ago(sit.age(kill.ts))} and {why}; pinned memory "
+        return Advice("wait", f"Wait: the last kill was {t.ago(sit.age(kill.ts))} and {why}; pinned memory "
                             "can take half a minute or more to come back.", (), tuple(gpus),
                     max(WAIT_S, TEARDOWN_WINDOW_S - sit.age(kill.ts)))
     if sit.shrinking(gpus):
-        return Step("wait", f"Wait: {why}, but it is shrinking — the driver is still freeing it.", (), tuple(gpus),
+        return Advice("wait", f"Wait: {why}, but it is shrinking — the driver is still freeing it.", (), tuple(gpus),
                     WAIT_S * 3)
     return reset_step(sit, gpus, f"{why} and nothing is freeing it")
 
@@ -302,17 +302,17 @@ def _xid_handled(sit: Situation, ev: XidEvent, gpu: int | None) -> bool:
 
 
 def action_step(sit: Situation, action: str, gpu: int | None, where: str, describe: str, *,
-                drain_first: bool = False) -> Step | None:
+                drain_first: bool = False) -> Advice | None:
     """The step an Xid's or a recovery action's ``action`` (reboot, reset, drain) calls for on one
     GPU; None for the others (the caller says why nothing is to be done). One home for what a
     reset / reboot / drain request means: Xid lines and the driver's recovery action both use it."""
     gpus = (gpu,) if gpu is not None else ()
     if action == "reboot":
-        return Step("reboot", f"Reboot the node (power-cycle if the GPU does not return): {describe} "
+        return Advice("reboot", f"Reboot the node (power-cycle if the GPU does not return): {describe} "
                               f"on {where} — a GPU reset will not recover it.", (), gpus)
     if action == "reset":
         if gpu is None:
-            return Step("reboot", f"Reboot the node: {describe} names a GPU the driver no longer "
+            return Advice("reboot", f"Reboot the node: {describe} names a GPU the driver no longer "
                                   "lists, so it cannot be reset.")
         step = reset_step(sit, [gpu], f"{describe} says GPU {gpu} needs a reset")
         if drain_first:
@@ -320,7 +320,7 @@ def action_step(sit: Situation, action: str, gpu: int | None, where: str, descri
                                       "over NVLink or peer-to-peer.")
         return step
     if action == "drain":
-        return Step(None, f"Drain peer-to-peer traffic to {where}: stop the jobs that use it over NVLink "
+        return Advice(None, f"Drain peer-to-peer traffic to {where}: stop the jobs that use it over NVLink "
                           f"or P2P; {describe} asks for no reset.", (), gpus)
     return None
 
@@ -354,10 +354,10 @@ def xids(sit: Situation) -> list[Finding]:
         pids = (ev.pid,) if ev.pid and sit.proc(ev.pid) else ()
         step = None
         if _xid_handled(sit, ev, gpu):
-            severity, step = "info", Step(None, "Nothing to do: the GPU was reset or the node rebooted after "
+            severity, step = "info", Advice(None, "Nothing to do: the GPU was reset or the node rebooted after "
                                                 "this line was logged.")
         elif code == 154 and current == "none":
-            severity, step = "info", Step(None, f"Nothing to do: the driver now reports no recovery action for "
+            severity, step = "info", Advice(None, f"Nothing to do: the driver now reports no recovery action for "
                                                 f"GPU {gpu}; this line is history.", (), gpus)
         elif ev.action in ("reboot", "reset", "drain"):
             step = action_step(sit, ev.action, gpu, where, ev.describe,
@@ -365,13 +365,13 @@ def xids(sit: Situation) -> list[Finding]:
             if ev.action == "reset" and gpu is not None and ev.info.workflow:
                 step = replace(step, text=f"{step.text} {ev.info.workflow}")
         elif ev.action == "app":
-            step = Step(None, f"Restart the application{f' (PID {ev.pid})' if ev.pid else ''}: {ev.describe} "
+            step = Advice(None, f"Restart the application{f' (PID {ev.pid})' if ev.pid else ''}: {ev.describe} "
                               "is the program's fault; the GPU itself is fine.", (), gpus)
         elif ev.info.catalog == "CONTACT_SUPPORT":
-            step = Step(None, f"Nothing to do on the node: report {ev.describe} on {where} to NVIDIA support "
+            step = Advice(None, f"Nothing to do on the node: report {ev.describe} on {where} to NVIDIA support "
                               "(the Xid catalogue's advice).", (), gpus)
         if step is None:
-            step = Step(None, f"Nothing to do now: {ev.info.meaning}", (), gpus)
+            step = Advice(None, f"Nothing to do now: {ev.info.meaning}", (), gpus)
         out.append(finding("xid", severity, summary, step, pids, gpus,
                       {"xid": code, "bus": ev.bus, "gpu": gpu, "count": len(evs), "line": ev.line,
                        "recovery": ev.recovery, "action": ev.action, "meaning": ev.info.meaning,
@@ -401,7 +401,7 @@ def firmware_boot(sit: Situation) -> list[Finding]:
         why = "its firmware (GSP) found WPR2 already up" if fail.wpr2 else "its adapter init failed"
         code = f" ({fail.code})" if fail.code else ""
         summary = f"{where[0].upper()}{where[1:]} could not start: {why}{code}; the driver keeps retrying"
-        step = Step("reboot", f"Drain the node first (its jobs cannot use {where}), then reboot it; power-cycle "
+        step = Advice("reboot", f"Drain the node first (its jobs cannot use {where}), then reboot it; power-cycle "
                               "it if the GPU does not come back. A GPU reset does not clear a firmware that "
                               "cannot boot.", (), (gpu,) if gpu is not None else ())
         out.append(finding("firmware-boot", "critical", summary, step, (), step.gpus,
@@ -433,10 +433,10 @@ def recovery_actions(sit: Situation) -> list[Finding]:
         step = action_step(sit, action, g.index, where, describe,
                            drain_first="drain" in token)
         if step is None and token == "recover_imex_domain":
-            step = Step(None, f"Recover the IMEX domain {where} belongs to (its nvidia-imex daemons across the "
+            step = Advice(None, f"Recover the IMEX domain {where} belongs to (its nvidia-imex daemons across the "
                               "NVLink domain's nodes): the driver asks for no reset of this GPU.", (), (g.index,))
         if step is None:
-            step = Step(None, f"Look up {words!r} in NVIDIA's documentation of nvmlDeviceGpuRecoveryAction_t: "
+            step = Advice(None, f"Look up {words!r} in NVIDIA's documentation of nvmlDeviceGpuRecoveryAction_t: "
                               "this console does not know this recovery action.", (), (g.index,))
         out.append(finding("recovery-action", severity, summary, step, (), (g.index,),
                            {"gpu": g.index, "recovery_action": token, "words": words, "action": action,
@@ -458,11 +458,11 @@ def reset_blockers(sit: Situation) -> list[Finding]:
           "drm_modeset": found.modeset, "reset_wanted": wanted}
     for_reset = blockers(sit, wanted) if wanted else None
     if for_reset is not None and (found.daemons or found.modeset or for_reset.persistence):
-        step = Step("clear-blockers", f"{clear_words(for_reset)} before the reset of {t.gpus(wanted)}: "
+        step = Advice("clear-blockers", f"{clear_words(for_reset)} before the reset of {t.gpus(wanted)}: "
                                       "`nvidia-smi -r` refuses while persistence mode, MPS, DCGM, the fabric "
                                       "manager, a display server or nvidia_drm hold the GPU.", tuple(pids), tuple(wanted))
         return [finding("reset-blocker", "high", summary, step, pids, wanted, ev)]
-    step = Step(None, "Nothing to do unless a GPU reset is needed: then clear these first, since "
+    step = Advice(None, "Nothing to do unless a GPU reset is needed: then clear these first, since "
                       "`nvidia-smi -r` refuses while they hold the GPU.", tuple(pids), found.persistence)
     return [finding("reset-blocker", "low", summary, step, pids, found.persistence, ev)]
 
@@ -489,10 +489,10 @@ def blockers_off(sit: Situation) -> list[Finding]:
     summary = f"off since B ({t.ago(sit.age(b.ts))}): {', '.join(what)}"
     commands = ", ".join(f"`{line}`" for line in lines)
     if sit.reset_wanted:
-        step = Step(None, f"Leave them off until the reset of {t.gpus(sorted(sit.reset_wanted))} is done; then "
+        step = Advice(None, f"Leave them off until the reset of {t.gpus(sorted(sit.reset_wanted))} is done; then "
                           f"restore them ({commands}).", (), tuple(off))
         return [finding("blockers-off", "info", summary, step, (), off, {"commands": lines})]
-    step = Step("restore", f"Restore what B stopped: {commands}; the node runs without them until then "
+    step = Advice("restore", f"Restore what B stopped: {commands}; the node runs without them until then "
                            "(new CUDA jobs start slower without persistence mode; NVLink and DCGM need their "
                            "daemons).", (), tuple(off))
     return [finding("blockers-off", "low", summary, step, (), off, {"commands": lines})]
@@ -526,7 +526,7 @@ def latched_utilisation(sit: Situation) -> list[Finding]:
         return []
     summary = (f"{t.gpus(gpus)} {t.verb(len(gpus), 'reads', 'read')} ~100 % utilisation with no memory in use and "
                "no process: a latched utilisation counter, not work and not a hang")
-    step = Step(None, "Nothing is stuck: open and close a CUDA context from a fresh process (any short CUDA "
+    step = Advice(None, "Nothing is stuck: open and close a CUDA context from a fresh process (any short CUDA "
                       "program, e.g. `python -c 'import torch; torch.zeros(1, device=\"cuda\")'`) and the counter "
                       "reads 0 again; no reset is needed.", (), tuple(gpus))
     return [finding("latched-utilisation", "info", summary, step, (), gpus, {"gpus": gpus})]

@@ -7,7 +7,7 @@ from console import rungs
 from console.diagnosis.who import FREED_MIB, MPS_CONTROL, TEARDOWN_WINDOW_S, WAIT_S, label, program_of
 from console.model import Finding, Proc
 from console.diagnosis import text as t
-from console.diagnosis.advice import Step, finding, in_d, kill_step, reset_step, signal_step
+from console.diagnosis.advice import Advice, finding, in_d, kill_step, reset_step, signal_step
 from console.diagnosis.context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
 from console.diagnosis.liveness import (DETACHED, ORPHANED, SIGNAL_RUNGS, SUBREAPERS, UNKILLABLE, liveness,
                                         process_evidence)
@@ -57,7 +57,7 @@ def zombies(sit: Situation) -> list[Finding]:
                        f"holding no GPU memory; parent {_parent_words(sit, ppid)} has not reaped them")
             step_text = (f"Nothing to free: these zombies hold no GPU memory; they go when parent "
                          f"{_parent_words(sit, ppid)} reaps them or exits.")
-            out.append(finding("zombie", "low", summary, Step(None, step_text), pids, gpus, ev, since))
+            out.append(finding("zombie", "low", summary, Advice(None, step_text), pids, gpus, ev, since))
             continue
         if cls == "stuck":
             holding = f"still hold {t.mib(held)} on {t.gpus(gpus)}: " if held else "have "
@@ -101,7 +101,7 @@ def dstate(sit: Situation) -> list[Finding]:
         if on_gpu:
             step = signal_step(sit, procs, gpus, t.plural(len(procs), "process", "processes"))
         else:
-            step = Step(None, "Watch it: D state outside the GPU driver is usually I/O; it matters only if it lasts.")
+            step = Advice(None, "Watch it: D state outside the GPU driver is usually I/O; it matters only if it lasts.")
         out.append(finding("d-state", severity, summary, step, pids, gpus,
                             {"pids": pids, "gpus": sorted(gpus), "wchan": wchan, "threads": threads,
                              "mib": _mib(sit, procs)}, since))
@@ -220,14 +220,14 @@ def foreign_pids(sit: Situation) -> list[Finding]:
         kill = sit.last_action(("kill-holders", "sigkill"), gpus=tuple(gpus))
         if kill and sit.age(kill.ts) < TEARDOWN_WINDOW_S:
             step = (signal_step(sit, dying, gpus, t.plural(len(dying), "killed holder")) if dying else
-                    Step("wait", f"Wait: the holders were killed {t.ago(sit.age(kill.ts))} and the driver "
+                    Advice("wait", f"Wait: the holders were killed {t.ago(sit.age(kill.ts))} and the driver "
                                  "still lists the container's PIDs while it tears their contexts down.", (),
                          tuple(gpus), max(WAIT_S, TEARDOWN_WINDOW_S - sit.age(kill.ts))))
         elif kill:
             step = reset_step(sit, tuple(gpus), f"the container's processes were killed and {t.mib(held)} "
                                                  "is still listed")
         else:
-            step = Step(None, "Find the container: no process visible here holds these GPUs; run the checks "
+            step = Advice(None, "Find the container: no process visible here holds these GPUs; run the checks "
                               "on the host (or `docker top` / `crictl ps`) and stop the container there.")
     return [finding("foreign-pid", "high" if held > 0 else "low", summary, step, pids, gpus,
                      {"pids": pids, "gpus": sorted(gpus), "mib": held, "names": names,
@@ -319,20 +319,20 @@ def mps_servers(sit: Situation) -> list[Finding]:
     return out
 
 
-def _mps_step(sit: Situation, server: Proc, gpus: list[int]) -> Step:
+def _mps_step(sit: Situation, server: Proc, gpus: list[int]) -> Advice:
     dont = f"Do not signal the MPS server: that ends every client on {t.gpus(gpus)}."
     ask = (f"`echo get_server_list | {MPS_CONTROL}`, `echo get_client_list {server.pid} | {MPS_CONTROL}`")
     last = sit.last_action(rungs.MPS_ACTIONS, gpus=gpus)
     if last is not None and sit.age(last.ts) >= MPS_VERIFY_S and not _mps_freed_since(sit, gpus, last.ts):
         if rungs.of(last.rung).settles_on == "mps-gone":
-            return Step(None, f"`echo quit | {MPS_CONTROL}` {t.seconds(sit.age(last.ts))} ago did not stop the MPS "
+            return Advice(None, f"`echo quit | {MPS_CONTROL}` {t.seconds(sit.age(last.ts))} ago did not stop the MPS "
                               f"server (PID {server.pid}): every client has lost its GPU work already. What is "
                               f"left is SIGTERM to the server itself (t on PID {server.pid}, Confirm first), then a "
                               f"reset of {t.gpus(gpus)} (R, blockers first)", (), tuple(gpus))
-        return Step("mps-quit", f"terminate_client {t.seconds(sit.age(last.ts))} ago brought nothing back: stop MPS "
+        return Advice("mps-quit", f"terminate_client {t.seconds(sit.age(last.ts))} ago brought nothing back: stop MPS "
                                 f"with every client (`echo quit | {MPS_CONTROL}`): every client on every GPU it "
                                 f"serves loses its GPU work. {dont}", (server.pid,), tuple(gpus))
-    return Step("mps-clients", f"{dont} Ask the control daemon who its clients are ({ask}), then end the one that "
+    return Advice("mps-clients", f"{dont} Ask the control daemon who its clients are ({ask}), then end the one that "
                                f"must go (`echo terminate_client {server.pid} CLIENT_PID | {MPS_CONTROL}`, Confirm "
                                f"first); stopping MPS (`echo quit | {MPS_CONTROL}`) ends every client.",
                 (server.pid,), tuple(gpus))
@@ -394,11 +394,11 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
             step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
         elif busy is not None:
             doing = busy.work or busy.why
-            step = Step(None, f"Nothing stuck: PID {busy.pid} is computing ({'; '.join(doing[:2])}); "
+            step = Advice(None, f"Nothing stuck: PID {busy.pid} is computing ({'; '.join(doing[:2])}); "
                               f"`t` stops {who} anyway (Confirm first).", (), tuple(gpus))
             severity, idle_words = "info", ""
         elif detached is not None:
-            step = Step(None, f"A normal job, detached ({'; '.join(detached.why[:2])}): nothing says it is stuck; "
+            step = Advice(None, f"A normal job, detached ({'; '.join(detached.why[:2])}): nothing says it is stuck; "
                               f"`t` stops {who} if its memory must come back (Confirm first).", (), tuple(gpus))
         else:
             step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")

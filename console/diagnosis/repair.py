@@ -11,7 +11,7 @@ remap can take more than one reset or reboot to go (leptonai/gpud#987).
 from __future__ import annotations
 
 from console.diagnosis import text as t
-from console.diagnosis.advice import Step, finding, reset_step
+from console.diagnosis.advice import Advice, finding, reset_step
 from console.diagnosis.context import Situation
 from console.diagnosis.who import WAIT_S
 from console.model import Finding, Gpu, MemoryRepair
@@ -65,7 +65,7 @@ def _due(sit: Situation, g: Gpu, kind: str, words: str, r: MemoryRepair) -> Find
     ev = _evidence(g, r, pids)
     if pids:
         summary = f"GPU {g.index}: {what} ({words}); reset after the job ends: {who} use it"
-        step = Step(None, f"Nothing to do while the job runs: reset GPU {g.index} (or reboot) once {who} "
+        step = Advice(None, f"Nothing to do while the job runs: reset GPU {g.index} (or reboot) once {who} "
                           f"{t.verb(len(pids), 'has', 'have')} ended — {subject} takes effect only at a reset, "
                           "and a reset refuses while anything uses the GPU; the other work can keep running.",
                     (), (g.index,))
@@ -73,7 +73,7 @@ def _due(sit: Situation, g: Gpu, kind: str, words: str, r: MemoryRepair) -> Find
     summary = f"GPU {g.index}: {what} ({words}); reset now: nothing holds it"
     tried = sit.last_action(("reset",), gpus=(g.index,))
     if tried is not None and sit.age(tried.ts) >= WAIT_S:
-        step = Step("reboot", f"Reboot the node: {subject} on GPU {g.index} is still pending after the reset "
+        step = Advice("reboot", f"Reboot the node: {subject} on GPU {g.index} is still pending after the reset "
                               f"{t.ago(sit.age(tried.ts))}; it can take a reboot, or more than one.", (), (g.index,))
     else:
         step = reset_step(sit, [g.index], f"{subject} pending on GPU {g.index} takes effect only when the "
@@ -90,7 +90,7 @@ def memory_repair(sit: Situation) -> list[Finding]:
         if r.remap_failure:
             summary = (f"GPU {g.index}: a row remap failed ({_rows(r)}): the GPU can no longer map its bad "
                        "memory out")
-            step = Step(None, f"Drain the node and have GPU {g.index} inspected or "
+            step = Advice(None, f"Drain the node and have GPU {g.index} inspected or "
                               "replaced (NVIDIA's field diagnostic decides an RMA): a failed remap is a hardware "
                               "fault, and a reset does not fix it.", (), (g.index,))
             out.append(finding("row-remap-failure", "critical", summary, step, (), (g.index,),

@@ -53,6 +53,14 @@ from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, se
 REDRAW_INTERVAL_S = 0.5
 
 
+class NodeUpdated(Message):
+    """A diagnosed snapshot arrived (posted by the poller; tests post it too)."""
+
+    def __init__(self, snapshot: NodeSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = keys.bindings("help")
 
@@ -332,6 +340,11 @@ class IncidentApp(LiteralNotify, App[int]):
             self.notify(f"{outcome.plan.node}: {printable(outcome.text)}", severity=severity, timeout=10)
             if outcome.timeline_error:
                 self.notify(f"timeline: {outcome.timeline_error}", severity="error")
+
+    @on(NodeUpdated)
+    def _node_updated(self, message: NodeUpdated) -> None:
+        self.session.feed.add(message.snapshot, self.current_node)
+        self.node_updated(message.snapshot)
 
     def node_updated(self, snap: NodeSnapshot) -> None:
         """Draw the snapshot now, or with the others at the next redraw when the last one was
