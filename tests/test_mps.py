@@ -23,7 +23,7 @@ from console.checks.registry import render, run_check
 from console.clock import FakeClock
 from console.model import ActionRecord
 from console.monitor import NodeMonitor
-from console.sim.scenarios import MPS_CONTROL_PID, MPS_EXITED_PID, MPS_SERVER_PID, MPS_SERVING_PID
+from console.sim.scenarios import MPS_CONTROL_PID, MPS_EXITED_PID, MPS_SERVER_PID, MPS_SERVING_MIB, MPS_SERVING_PID
 from console.sources.sim import SimSource
 
 ASK = ("echo ::servers::; echo get_server_list | timeout 10 nvidia-cuda-mps-control 2>&1; echo ::rc:: $?; "
@@ -156,17 +156,54 @@ async def test_following_the_step_ends_the_exited_client_only_and_frees_its_memo
     tl.close()
 
 
-def test_a_tagged_client_is_the_one_ended_and_every_client_when_none_looks_stuck():
+def test_a_tagged_client_is_the_one_ended_and_a_running_one_only_when_tagged():
     import asyncio
     clock, src, monitor = asyncio.run(_demo())
     snap = asyncio.run(monitor.poll_once())
     both = [MPS_SERVING_PID, MPS_EXITED_PID]
     plan = mps.plan_terminate(snap, MPS_SERVER_PID, both, chosen=[MPS_SERVING_PID])
     assert [t.pid for t in plan.targets] == [MPS_SERVING_PID]
-    plan = mps.plan_terminate(snap, MPS_SERVER_PID, [MPS_SERVING_PID])
+    plan = mps.plan_terminate(snap, MPS_SERVER_PID, both)
+    assert [t.pid for t in plan.targets] == [MPS_EXITED_PID], "the one that looks stuck"
+    # a client that runs is never ended unless chosen: x says so instead of opening Confirm
+    plan, why = mps.plan_after_check(snap, MPS_SERVER_PID, {"servers": [MPS_SERVER_PID], "clients": [MPS_SERVING_PID]})
+    assert plan is None and why.startswith("nothing stuck") and "tag it" in why
+    plan, _ = mps.plan_after_check(snap, MPS_SERVER_PID, {"servers": [MPS_SERVER_PID], "clients": [MPS_SERVING_PID]},
+                                   chosen=[MPS_SERVING_PID])
     assert [t.pid for t in plan.targets] == [MPS_SERVING_PID]
-    plan = mps.plan_terminate(snap, MPS_SERVER_PID, [1, MPS_SERVER_PID, *snap.own_pids])
+    every = [1, MPS_SERVER_PID, *snap.own_pids]
+    plan = mps.plan_terminate(snap, MPS_SERVER_PID, every, chosen=every)
     assert not plan.commands and len(plan.refusals) == 2 + len(snap.own_pids)
+
+
+async def test_x_in_demo_mps_ends_the_exited_client_then_says_nothing_is_stuck():
+    """The scenario's end state: the exited client's 41 GiB back, the inference server sharing
+    the GPU left running — x stops there instead of ending it (and never signals the server)."""
+    from console.actions.ladder import no_step_words
+    from console.actions.step import after_check
+    from console.session import Session
+    clock = FakeClock()
+    src = SimSource(name="demo", scenario="mps", clock=clock)
+    session = Session([src], clock=clock)
+    ended = []
+    for _ in range(4):
+        clock.advance(15)
+        snap, = await session.poll_all()
+        top = top_step(snap.findings)
+        if top is None:
+            break
+        step = step_for(top, snap)
+        assert step.check is not None and step.check[0] == "mps-clients", top
+        result = await session.run_check(src, step.check[0], snap, **step.check[1])
+        plan, why = after_check(step, (await session.poll_all())[0], result.data)
+        assert plan is not None, why
+        ended += [t.pid for t in plan.targets]
+        await session.execute(plan)
+    assert ended == [MPS_EXITED_PID]
+    assert top is None and snap.gpu(0).memory_used_mib == MPS_SERVING_MIB + 4
+    words = no_step_words(snap)
+    assert words.startswith("Nothing stuck: terminate_client") and str(MPS_SERVING_PID) in words, words
+    assert snap.proc(MPS_SERVING_PID) is not None and snap.proc(MPS_SERVER_PID) is not None
 
 
 async def test_quit_is_the_later_rung_only_once_terminate_client_brought_nothing_back():

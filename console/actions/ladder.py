@@ -150,7 +150,7 @@ def no_step_words(snap: NodeSnapshot) -> str:
     """What `x` says when no finding proposes a step: a job that computes is why (its own words,
     and how to stop it anyway); every GPU back at idle with nothing of B's left off is the
     incident done (the verdict and the export next); else nothing to do now."""
-    busy = next((f for f in snap.findings if f.kind == "holder" and f.rung is None
+    busy = next((f for f in snap.findings if f.rung is None
                  and f.next_step.startswith(("Nothing stuck", "A normal job"))), None)
     if busy is not None:
         return busy.next_step

@@ -84,7 +84,8 @@ def _target(snap: NodeSnapshot, pid: int, server: int) -> ActionTarget:
 def plan_terminate(snap: NodeSnapshot, server: int, clients: Sequence[int], *,
                    chosen: Sequence[int] = ()) -> ActionPlan:
     """terminate_client for ``server``'s clients that must go: those of ``chosen`` (the operator's
-    tagged or selected PIDs) that are its clients, else those that look stuck, else all of them."""
+    tagged or selected PIDs) that are its clients, else those that look stuck; none when every
+    client runs (plan_after_check says so: a running client is not ended unless chosen)."""
     clients = list(dict.fromkeys(int(c) for c in clients))
     refusals: list[str] = []
     notes: list[str] = []
@@ -93,11 +94,6 @@ def plan_terminate(snap: NodeSnapshot, server: int, clients: Sequence[int], *,
         notes.append(f"the {t.plural(len(picked), 'client')} you selected")
     else:
         picked = [c for c in clients if stuck(snap, c) is not None]
-        if not picked:
-            picked = list(clients)
-            if len(clients) > 1:
-                notes.append("no client looks stuck (gone, <defunct>, in D, stopped): every client is listed; "
-                             "tag the one that must go (space) and press x again to end only that one")
     ok: list[int] = []
     for pid in picked:
         reason = who.protection_reason(snap, pid) if pid != server else f"PID {pid} is the server itself"
@@ -155,6 +151,9 @@ def plan_after_check(snap: NodeSnapshot, server: int, data: Mapping[str, Any], *
     clients = [int(c) for c in data.get("clients") or ()]
     if not clients:
         return plan_quit(snap, {server: []}), f"server {server} has no client: its memory is nobody's now"
+    if not set(clients) & {int(p) for p in chosen} and not any(stuck(snap, c) is not None for c in clients):
+        return None, (f"nothing stuck: server {server} serves {t.pid_list(clients)}, and none looks stuck (gone, "
+                      "<defunct>, in D, stopped); to end one anyway, tag it (space) and press x again")
     return plan_terminate(snap, server, clients, chosen=chosen), f"server {server} serves {t.pid_list(clients)}"
 
 

@@ -154,8 +154,8 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
     others: list[Proc] = []
     for p in sit.snap.processes:
         if not p.holds_devices or p.pid in listed or p.state == "Z" or not sit.touchable(p) \
-                or not sit.workload(p):      # the node's own programs and monitors hold devices all the time
-            continue
+                or not sit.workload(p) or is_mps_server(p):
+            continue      # the node's own programs, monitors and MPS (mps_servers) hold devices all the time
         on = sit.gpus_of(p)
         if on & ghost_gpus or (not on and ghost_gpus):
             suspects.append(p)
@@ -181,6 +181,11 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
             summary = f"{who} {holds} {shown} without memory the driver lists; they block a GPU reset"
             why = "only if a reset is needed: a reset refuses while any process holds the device"
         step = kill_step(sit, procs, gpus, sit.names(procs), why)
+        if severity == "low" and sit.last_action(rungs.SIGNALLING, pids) is None:
+            # they hold no memory anyone can see: nothing to do unless a reset is needed (x does not stop them)
+            step = Advice(None, f"Nothing to do unless a GPU reset is needed: a reset refuses while {who} "
+                                f"{holds} the device; then stop {t.verb(len(procs), 'it', 'them')} first (t, "
+                                "Confirm first).", tuple(pids), tuple(sorted(gpus)))
         out.append(finding("hidden-holder", severity, summary, step, pids, gpus,
                            {"pids": pids, "gpus": sorted(gpus), "device_files": files,
                             "containers": t.container_places(procs),
@@ -310,7 +315,7 @@ def mps_servers(sit: Situation) -> list[Finding]:
         seen = f"; processes here that may be its clients: {sit.names(clients)}" if clients else ""
         summary = (f"the MPS server (PID {p.pid}) holds {t.mib(held)} on {t.gpus(gpus)}: its clients' memory, "
                    f"charged to the server{seen}")
-        step = _mps_step(sit, p, gpus)
+        step = _mps_step(sit, p, gpus, clients, held)
         idle, severity, idle_words = _idle(sit, gpus)
         summary += idle_words
         out.append(finding("mps-server", severity, summary, step, (p.pid,), gpus,
@@ -319,10 +324,19 @@ def mps_servers(sit: Situation) -> list[Finding]:
     return out
 
 
-def _mps_step(sit: Situation, server: Proc, gpus: list[int]) -> Advice:
+def _mps_step(sit: Situation, server: Proc, gpus: list[int], clients: list[Proc], held: int) -> Advice:
     dont = f"Do not signal the MPS server: that ends every client on {t.gpus(gpus)}."
     ask = (f"`echo get_server_list | {MPS_CONTROL}`, `echo get_client_list {server.pid} | {MPS_CONTROL}`")
     last = sit.last_action(rungs.MPS_ACTIONS, gpus=gpus)
+    running = [c for c in clients if c.state not in ("Z", "D", "T", "t") and not in_d(c)]
+    if last is not None and sit.age(last.ts) >= MPS_VERIFY_S and _mps_freed_since(sit, gpus, last.ts) \
+            and running and len(running) == len(clients):
+        # what the stuck client held came back; what is left belongs to clients that run
+        return Advice(None, f"Nothing stuck: {'terminate_client' if rungs.of(last.rung).settles_on == 'mps' else 'MPS'}"
+                            f" {t.ago(sit.age(last.ts))} brought memory back on {t.gpus(gpus)}; the {t.mib(held)} "
+                            f"left is its running clients' (PID {', '.join(str(c.pid) for c in running)}: "
+                            f"{sit.names(running)}). `c` → mps-clients lists the "
+                            f"daemon's clients; `t` stops one anyway. {dont}", (), tuple(gpus))
     if last is not None and sit.age(last.ts) >= MPS_VERIFY_S and not _mps_freed_since(sit, gpus, last.ts):
         if rungs.of(last.rung).settles_on == "mps-gone":
             return Advice(None, f"`echo quit | {MPS_CONTROL}` {t.seconds(sit.age(last.ts))} ago did not stop the MPS "
@@ -360,8 +374,8 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
     roots: dict[int, Proc] = {}
     for p in sit.gpu_holders():
         if (p.pid in covered or p.state in ("Z", "X") or in_d(p) or not sit.touchable(p)
-                or not sit.workload(p)):
-            continue
+                or not sit.workload(p) or is_mps_server(p)):
+            continue          # an MPS server is never signalled by the ladder (mps_servers)
         root = _job_root(sit, p)
         roots[root.pid] = root
         jobs[root.pid].append(p)
