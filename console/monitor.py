@@ -61,7 +61,7 @@ def diagnosed(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
     """The snapshot with its findings filled in (diagnosis never takes a node down)."""
     from console.diagnosis import diagnose
     try:
-        findings = diagnose(snap, history, actions)
+        findings = diagnose(snap, history, actions, between=pause)
     except Exception as exc:  # noqa: BLE001
         log.exception("diagnosis failed on %s", snap.name)
         return dataclasses.replace(snap, warnings=snap.warnings + (f"diagnosis failed: {exc!r}",))
@@ -189,7 +189,7 @@ class NodeMonitor(Periodic):
 
     @property
     def deadline(self) -> float:
-        return getattr(self.source, "probe_timeout", 10.0) + POLL_SLACK_S
+        return self.source.probe_timeout + POLL_SLACK_S
 
     async def poll_once(self) -> NodeSnapshot:
         snap = await bounded_poll(self.source, self.deadline)

@@ -311,7 +311,7 @@ async def _run(plan: ActionPlan, source: ActionSource, results: list[CommandResu
 
 
 def _read_timeout(source: ActionSource) -> float:
-    return float(getattr(source, "probe_timeout", 10.0)) + 5.0
+    return float(source.probe_timeout) + 5.0
 
 
 async def _read(read: Reader, timeout: float) -> Reading | None:

@@ -11,12 +11,11 @@ To act on a finding: console/actions/step.py (``step_for``): the same path the c
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from console.diagnosis import fabric, ipc, node, processes, repair, respawn
 from console.diagnosis.context import Situation
 from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
-from console.turns import pause
 
 #: within one severity, the order findings are shown (cause before consequence)
 KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "fabric-not-ready", "row-remap-failure", "xid",
@@ -27,13 +26,16 @@ DEFAULT_GHOST_THRESHOLD_MIB = 1024
 
 def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
              actions: Sequence[ActionRecord] = (), *, now: float | None = None,
-             ghost_threshold_mib: int = DEFAULT_GHOST_THRESHOLD_MIB) -> tuple[Finding, ...]:
+             ghost_threshold_mib: int = DEFAULT_GHOST_THRESHOLD_MIB,
+             between: Callable[[], None] = lambda: None) -> tuple[Finding, ...]:
     """Findings for one snapshot, most severe first.
 
     ``history``: earlier snapshots of the same node (any order; others are ignored), or the
     engine's compacted ``diagnosis.history.History`` of them, which gives the same findings.
     ``actions``: rungs applied to the node (ladder timing: teardown windows, SIGTERM grace).
-    ``now``: the time the advice is for (default ``snap.taken_at``).
+    ``now``: the time the advice is for (default ``snap.taken_at``). ``between`` is called
+    between the long phases (the engine waits there while a key is answered: the monitor passes
+    console/turns.py ``pause``, as it does to the parser); it changes nothing of the result.
     """
     findings: list[Finding] = []
     findings += node.probe_hung(snap, history)
@@ -52,7 +54,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += processes.dstate(sit)
         findings += processes.orphans(sit)      # device files and parents: no driver needed
         findings += respawn.respawns(sit)       # a parent that started again what was killed
-        pause()                                 # a key held: the engine waits here (console/turns.py)
+        between()
     if snap.error is None:
         ghosts = node.ghost_memory(sit)
         ghost_gpus = {g for f in ghosts for g in f.gpus}
@@ -61,7 +63,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += ipc.handoffs(sit)           # an importer kept what a dead exporter shared
         findings += fabric.fabric(sit)          # NVLink fabric not set up by the fabric manager
         findings += ghosts
-        pause()
+        between()
         mps = processes.mps_servers(sit)        # its clients are named there, not as plain holders
         covered = {pid for f in findings + mps for pid in f.pids} | {
             pid for f in findings for pid in f.evidence.get("targets", ())} | {

@@ -306,7 +306,7 @@ class Session:
         stop = _loop_stop_commands(source, snap) if rungs.of(plan.rung).stops_loops else ()
         if not stop:
             return plan
-        pids_text = ", ".join(str(p) for p in getattr(source, "loop_pids", ()))
+        pids_text = ", ".join(str(p) for p in source.loop_pids)
         return dataclasses.replace(plan, notes=plan.notes + (
             f"first the console stops its own nvidia-smi loops (PIDs {pids_text}: they hold the device "
             f"files) and starts them again after: {'; '.join(stop)}",))
@@ -315,8 +315,7 @@ class Session:
         """Stop the console's own nvidia-smi loops on ``source``'s node and start none until
         ``resume_smi_loop``; the commands run (each guarded by its start time)."""
         commands = _loop_stop_commands(source, self.latest(source.name))
-        if hasattr(source, "pause_loop"):
-            source.pause_loop()
+        source.pause_loop()
         failed = []
         for command in commands:
             result = await source.run(command)
@@ -328,8 +327,7 @@ class Session:
         return commands
 
     def resume_smi_loop(self, source: Source) -> None:
-        if hasattr(source, "resume_loop"):
-            source.resume_loop()
+        source.resume_loop()
 
     def after_check(self, node: str, step: Step, result: CheckResult, *,
                     chosen: Iterable[int] = ()) -> tuple[ActionPlan | None, str]:
@@ -418,5 +416,4 @@ def custom_output(outcome: ActionOutcome) -> bool:
 def _loop_stop_commands(source: Source, snap: NodeSnapshot | None) -> tuple[str, ...]:
     """The commands that stop the console's own nvidia-smi loops on ``source``'s node (none
     when it runs none)."""
-    stop = getattr(source, "loop_stop_commands", None)
-    return tuple(stop(snap)) if stop is not None else ()
+    return tuple(source.loop_stop_commands(snap))

@@ -6,7 +6,7 @@ import logging
 
 from console.clock import REAL_CLOCK, Clock
 from console.model import CommandResult, NodeSnapshot
-from console.probe import DEFAULT_COMMAND_TIMEOUT_S, guarded_kill_command
+from console.probe import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_PROBE_TIMEOUT_S, guarded_kill_command
 
 log = logging.getLogger("gpu_incident.commands")
 
@@ -26,6 +26,8 @@ class Source(abc.ABC):
     kind: str = "?"
     #: the node's time (console/clock.py): a simulated node's own, else the machine's
     clock: Clock = REAL_CLOCK
+    #: the deadline of one poll: reading and parsing (a shell source's own; cli --probe-timeout)
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -51,6 +53,23 @@ class Source(abc.ABC):
         """Read every process at the next poll, not only what the probe watches (the operator
         looks at all of them, or is about to confirm an action). A source that reads everything
         every poll has nothing to do."""
+
+    # ---- the console's own nvidia-smi loops (console/probe_loop.py): a shell source runs them;
+    # ---- a source without loops has none to stop
+    @property
+    def loop_pids(self) -> tuple[int, ...]:
+        """The console's own nvidia-smi loops on the node, while they run."""
+        return ()
+
+    def loop_stop_commands(self, snap: NodeSnapshot | None) -> tuple[str, ...]:
+        """The commands that stop the loops now (none without loops)."""
+        return ()
+
+    def pause_loop(self) -> None:
+        """Start no loop until ``resume_loop`` (an action must not meet the console's own NVML handle)."""
+
+    def resume_loop(self) -> None:
+        """Loops may start again."""
 
     async def signal(self, pid: int, signame: str, *, start_ticks: int | None = None,
                      create_time: float | None = None) -> CommandResult:
