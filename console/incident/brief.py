@@ -17,18 +17,22 @@ from typing import Sequence
 
 from console.incident import diagnosis_story, facts
 from console.incident.freeing import freeing
-from console.incident.lessons import action_items
-from console.incident.summary import duration, summarize
+from console.incident.lessons import UNBLOCKING, action_items
+from console.incident.summary import duration, mib, summarize
 from console.incident.timeline import outcomes
+from console.incident.verdicts import action_rung
 from console.model import TimelineEntry
 from console.textsafe import markdown_text
 
-#: a finding severe enough to be the "why"
+#: findings severe enough to be the "why" (else the worst that says what holds the memory)
 WHY_SEVERITIES = ("critical", "high")
+#: findings about what a reset needs, never what held the memory
+NOT_A_CAUSE = ("reset-blocker", "blockers-off")
 
 
 def _why(entries: Sequence[TimelineEntry]) -> str:
-    found = [s for s in diagnosis_story.worst(entries) if s.severity in WHY_SEVERITIES]
+    causes = [s for s in diagnosis_story.worst(entries) if s.kind not in NOT_A_CAUSE]
+    found = [s for s in causes if s.severity in WHY_SEVERITIES] or causes
     if found:
         return f"the console found {found[0].summary}"
     s = summarize(entries)
@@ -64,16 +68,25 @@ def brief(entries: Sequence[TimelineEntry], incident_id: str = "") -> str:
     why = _why(entries)
     first = f"{stuck} stayed held" + (f" by {holder}" if holder else "") + (f": {why}" if why else "") + "."
     f = freeing(entries)
-    best = next((e for e in entries if e.kind == "action" and s.resolution.startswith(f"#{e.seq} ")), None)
+    said = re.search(r"#(\d+) ", s.resolution)
+    best = next((e for e in entries if e.kind == "action" and said is not None and str(e.seq) == said.group(1)),
+                None)
     if best is not None and f.seconds is not None:
         done = outcomes(entries)
         before = [a for a in entries if a.kind == "action" and a.seq < best.seq and a.seq in done
-                  and not a.text.startswith(("[read-only]", "[dry-run]")) and (done[a.seq].freed_mib or 0) < 256]
-        after = f" {duration(s.after_action_s)} after it was sent" if s.after_action_s is not None else ""
+                  and action_rung(a) not in UNBLOCKING and not a.text.startswith(("[read-only]", "[dry-run]"))
+                  and (done[a.seq].freed_mib or 0) < 256]
+        after = ("" if s.after_action_s is None else " at once" if s.after_action_s < 1
+                 else f" {duration(s.after_action_s)} after it was sent")
         tried = f", after {', '.join(a.text for a in before)} had freed nothing" if before else ""
         second = f"{best.text} (#{best.seq}, by {best.by}) freed it{after}{tried}."
     elif f.seconds is not None:
         second = f"It came back without an action ({s.resolution.removeprefix('no action: ')})."
+    elif best is not None and s.still_held:
+        freed = max((e.freed_mib for e in entries if e.kind == "observation" and e.action == best.seq
+                     and isinstance(e.freed_mib, int)), default=0)
+        second = (f"{best.text} (#{best.seq}, by {best.by}) freed {mib(freed)}; "
+                  f"{'; '.join(x.text() for x in s.still_held)} is still held.")
     else:
         second = "Nothing has freed it yet."
     items = action_items(entries)

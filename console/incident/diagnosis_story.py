@@ -59,12 +59,14 @@ def seen(entries: Sequence[TimelineEntry]) -> list[Seen]:
 
 
 def worst(entries: Sequence[TimelineEntry]) -> list[Seen]:
-    """Per node and kind, the finding at its worst (the highest severity; on a tie the one seen
-    last, which says the most), the worst first."""
+    """Per node and kind, the finding when it first reached its worst (the highest severity; a
+    record with its evidence over a note of the same finding), the worst first."""
     best: dict[tuple[str | None, str], Seen] = {}
     for s in seen(entries):
         key = (s.node, s.kind)
-        if key not in best or severity_rank(s.severity) >= severity_rank(best[key].severity):
+        old = best.get(key)
+        if old is None or severity_rank(s.severity) > severity_rank(old.severity) or (
+                severity_rank(s.severity) == severity_rank(old.severity) and s.evidence and not old.evidence):
             best[key] = s
     return sorted(best.values(), key=lambda s: (-severity_rank(s.severity), s.node or "", s.seq))
 

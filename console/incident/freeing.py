@@ -61,5 +61,6 @@ def time_to_free_text(f: Freeing, s: Summary, start: float | None) -> str:
     out = (f"{'at least ' if f.held_at_first else ''}{duration(seconds)} held, from the first reading that "
            "showed it held" + (" (it was held before the console looked)" if f.held_at_first else ""))
     if s.after_action_s is not None:
-        out += f"; {duration(s.after_action_s)} from the action that freed it"
+        out += ("; at once after the action that freed it" if s.after_action_s < 1
+                else f"; {duration(s.after_action_s)} from the action that freed it")
     return out

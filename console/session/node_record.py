@@ -13,7 +13,8 @@ from console.diagnosis import roles
 from console.model import Finding, NodeSnapshot, severity_rank
 from console.sources.slurm_parse import job_of_cgroup
 
-#: a finding below this severity is not recorded (info: the holder that is simply running)
+#: a finding below this severity is not recorded unless it has a next step (an info that only
+#: describes, e.g. a GPU's clocks, is not)
 RECORDED_SEVERITY = "low"
 #: at most this many PIDs per finding, evidence values of this many characters, findings per entry
 MAX_PIDS = 16
@@ -47,7 +48,7 @@ def finding_record(f: Finding) -> dict[str, Any]:
 def recorded(snap: NodeSnapshot) -> list[Finding]:
     """The findings worth a line in the incident, the worst first."""
     floor = severity_rank(RECORDED_SEVERITY)
-    kept = [f for f in snap.findings if severity_rank(f.severity) >= floor]
+    kept = [f for f in snap.findings if severity_rank(f.severity) >= floor or f.rung]
     return sorted(kept, key=lambda f: -severity_rank(f.severity))[:MAX_FINDINGS]
 
 
@@ -99,11 +100,13 @@ def workload(snap: NodeSnapshot) -> list[dict[str, Any]]:
         command = (p.cmdline or p.name)[:MAX_VALUE_CHARS]
         if command not in group["commands"] and len(group["commands"]) < MAX_COMMANDS:
             group["commands"].append(command)
-        parent = snap.proc(p.ppid)
-        if group["parent"] is None and parent is not None and parent.pid > 1 and not parent.is_gpu_holder:
-            group["parent"] = {"pid": parent.pid, "user": parent.user,
-                               "command": (parent.cmdline or parent.name)[:MAX_VALUE_CHARS]}
+        group.setdefault("ppids", set()).add(p.ppid)
     out = []
     for g in list(groups.values())[:MAX_GROUPS]:
+        ppids = g.pop("ppids")
+        parent = snap.proc(next(iter(ppids))) if len(ppids) == 1 else None
+        if parent is not None and parent.pid > 1 and not parent.is_gpu_holder:   # one launcher for them all
+            g["parent"] = {"pid": parent.pid, "user": parent.user,
+                           "command": (parent.cmdline or parent.name)[:MAX_VALUE_CHARS]}
         out.append({k: v for k, v in g.items() if v is not None})
     return out
