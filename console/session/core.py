@@ -412,7 +412,8 @@ class Session:
             self.watches.append(outcome.watch)
         if outcome.status == "settled" and outcome.seconds_to_free and self.timeline is not None:
             # how long memory took to come back after this rung, kept for the next wait's length
-            freetimes.record(self.timeline.path.parent, plan.node, plan.rung, outcome.seconds_to_free)
+            freetimes.record(self.timeline.path.parent, plan.node, plan.rung, outcome.seconds_to_free,
+                             demo=getattr(node_source, "kind", "") == "sim")
         self.publish(ActionFinished(outcome))
         return outcome
 
