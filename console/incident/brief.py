@@ -85,7 +85,7 @@ def brief(entries: Sequence[TimelineEntry], incident_id: str = "") -> str:
     elif best is not None and s.still_held:
         freed = max((e.freed_mib for e in entries if e.kind == "observation" and e.action == best.seq
                      and isinstance(e.freed_mib, int)), default=0)
-        second = (f"{best.text} (#{best.seq}, by {best.by}) freed {mib(freed)}; "
+        second = (f"{best.text} (#{best.seq}, by {best.by}) freed {mib(freed) if freed >= 256 else 'nothing'}; "
                   f"{'; '.join(x.text() for x in s.still_held)} is still held.")
     else:
         second = "Nothing has freed it yet."

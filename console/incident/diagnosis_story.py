@@ -43,7 +43,8 @@ def _from_entry(e: TimelineEntry) -> list[Seen]:
         for f in e.findings:
             if not isinstance(f, Mapping):
                 continue
-            evidence = f.get("evidence") if isinstance(f.get("evidence"), Mapping) else {}
+            raw = f.get("evidence")
+            evidence: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
             out.append(Seen(e.node, str(f.get("kind") or "?"), str(f.get("severity") or "?"),
                             str(f.get("summary") or ""), evidence, e.seq, at))
         return out
@@ -91,7 +92,8 @@ def _pids(e: TimelineEntry, s: Seen) -> str:
     for f in e.findings or ():
         if isinstance(f, Mapping) and f.get("kind") == s.kind and isinstance(f.get("pids"), list):
             pids = [str(p) for p in f["pids"]]
-            more = f.get("npids") if isinstance(f.get("npids"), int) else len(pids)
+            npids = f.get("npids")
+            more = npids if isinstance(npids, int) else len(pids)
             return ", ".join(pids) + (f" and {more - len(pids)} more" if more > len(pids) else "")
     return ""
 
