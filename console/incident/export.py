@@ -2,16 +2,25 @@
 
 The postmortem, in the order a team reads it:
 
-- the headline (console/incident/summary.py: nodes, what was stuck, the root-cause verdict,
-  the resolution, the time to free, who acted) and, when the console wrote one, the memory
-  chart (an SVG beside the Markdown, linked);
+- two or three sentences first (console/incident/brief.py: what was stuck and why, what freed
+  it, what to change);
+- the headline (console/incident/summary.py: nodes, whether it is a demo, how it was detected
+  (console/incident/facts.py), what was stuck, when it was first seen held, the root-cause
+  verdict, the resolution, the time to free from that first held reading and from the action
+  (console/incident/freeing.py), who acted) and, when the console wrote one, the memory chart
+  (an SVG beside the Markdown, linked);
+- The node and the workload (console/incident/facts.py): GPUs, driver, kernel; owner, commands,
+  launcher, Slurm job, container;
+- What the console found (console/incident/diagnosis_story.py): its findings at their worst
+  with their evidence, and how they changed;
 - Impact (console/incident/impact.py): per GPU the memory held and for how long, GPU-hours,
-  memory × time, the total;
+  the total;
 - Timeline (console/incident/narrative.py): hypotheses, checks and actions one line each at
-  their time since the start, each action with what it rested on (console/incident/grounds.py)
-  and its outcome; Verdicts, each with its reasons (console/incident/verdicts.py);
+  their time since the start, in the order they happened, each action with what it rested on
+  (console/incident/grounds.py) and its outcome; Verdicts, each with its reasons
+  (console/incident/verdicts.py);
 - Action items (console/incident/lessons.py);
-- Record: every entry whole. Summaries come first: a check shows its digest (holders per
+- Record, folded whole into one ``<details>`` at the end: every entry whole. Summaries come first: a check shows its digest (holders per
   process, threads in D, memory per read) before its output; a wait's ``::t=S::`` frames are a
   table of one line per read (console/incident/readings.py); outputs longer than a screenful
   are folded (``<details>``) and cut; a command already shown, or echoed by its own output, is

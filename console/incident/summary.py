@@ -13,7 +13,9 @@ console/incident/consoles.py — "console gone since HH:MM" for one that died wi
   below 1 GiB, else "open" — and ``still_held`` says what is still held, where (a node the
   console only watched counts: the session records each node's first reading that holds memory
   and its last one when the console stops, console/session/core.py);
-- time to free: from the incident's first entry to that reading (and from its action).
+- time to free: from the incident's first entry to that reading (and from its action); the
+  postmortem says it from the first reading that showed the memory held instead
+  (console/incident/freeing.py).
 """
 from __future__ import annotations
 
