@@ -220,3 +220,24 @@ def test_an_entry_during_a_wait_is_listed_after_the_wait_began():
                  command="nvidia-smi --query-gpu=index,memory.used --format=csv,noheader", rc=0)]
     story = section(as_markdown(entries, incident_id="w"), "## Timeline")
     assert story.index("**wait**") < story.index("findings on gpu07"), story
+
+
+async def test_a_gate_s_incident_says_it_was_the_gate_and_names_the_node_and_workload(tmp_path):
+    from console.clock import FakeClock
+    from console.incident.timeline import load, open_incident
+    from console.session import gate
+    from console.sources.sim import SimSource
+    _nodes, ident = await gate.run([SimSource(name="gpu07", scenario="graceful", clock=FakeClock())], wait_s=0,
+                                   open_incident=lambda: open_incident(tmp_path), directory=tmp_path)
+    md = as_markdown(load(tmp_path / f"{ident}.jsonl")[0], incident_id=ident)
+    r = rows(md)
+    assert r["Detected"].startswith("the gate (`gpu-incident gate`, a Prolog/Epilog check) found the node not clean: "
+                                    "gpu07: GPUs 0-1 hold 138.7 GiB"), r["Detected"]
+    node = section(md, "## The node and the workload")
+    assert "gpu07: 8 × NVIDIA RTX PRO 6000" in node and "kernel 6.8.0-87-generic (a simulated demo node)" in node
+    assert "workload: 2 processes of user mlops: `sglang::scheduler_TP0`, `sglang::scheduler_TP1`; started by " \
+           "PID 65102 (mlops)" in node, node
+    assert r["What was stuck"] == "138.7 GiB on GPUs 0-1 on gpu07"
+    assert md.split("\n\n")[1].startswith("138.7 GiB on GPUs 0-1 on gpu07 stayed held by mlops's python3 -m "
+                                           "sglang.launch_server")
+    assert "- **" in section(md, "## What the console found")

@@ -51,8 +51,6 @@ ACTION_STOP_S = 3.0
 #: before an action, at most this many of the findings it rests on are noted in the timeline
 GROUNDS_NOTED = 4
 GROUNDS_RUNGS = ("reset", "reload-driver", "reboot")
-#: how long the first reading waits for the node's kernel version (``uname -r``)
-KERNEL_READ_S = 3.0
 #: at most this many changes of a node's findings are recorded per session (a flapping finding
 #: must not fill the incident)
 MAX_FINDING_CHANGES = 40
@@ -169,19 +167,10 @@ class Session:
         if not busy:
             return
         source = self.source(snap.name)
-        kernel = None
-        if source is not None and self.timeline is not None:
-            try:
-                result = await asyncio.wait_for(source.run("uname -r", timeout=KERNEL_READ_S), KERNEL_READ_S)
-                kernel = result.stdout.strip().splitlines()[0][:80] if result.ok and result.stdout.strip() else None
-            except Exception:  # noqa: BLE001 - a fact not read is left out, never a failed reading
-                kernel = None
-        found = node_record.recorded(snap)
-        self._findings[snap.name] = node_record.signature(found)
-        self._record_reading(snap, first=True, extra={
-            "facts": node_record.facts(snap, kernel=kernel, demo=getattr(source, "kind", "") == "sim"),
-            "workload": node_record.workload(snap),
-            "findings": [node_record.finding_record(f) for f in found]})
+        kernel = await node_record.read_kernel(source) if self.timeline is not None else None
+        self._findings[snap.name] = node_record.signature(node_record.recorded(snap))
+        self._record_reading(snap, first=True, extra=node_record.recorded_fields(
+            snap, kernel=kernel, demo=node_record.demo_source(source)))
 
     def _record_findings(self, snap: NodeSnapshot) -> None:
         """A change of the node's findings (a kind new or gone, a severity changed) while it held
@@ -413,7 +402,7 @@ class Session:
         if outcome.status == "settled" and outcome.seconds_to_free and self.timeline is not None:
             # how long memory took to come back after this rung, kept for the next wait's length
             freetimes.record(self.timeline.path.parent, plan.node, plan.rung, outcome.seconds_to_free,
-                             demo=getattr(node_source, "kind", "") == "sim")
+                             demo=node_record.demo_source(node_source))
         self.publish(ActionFinished(outcome))
         return outcome
 

@@ -22,7 +22,7 @@ from console.diagnosis import fitness
 from console.model import Finding, NodeSnapshot
 from console.incident import freetimes, gatemarks
 from console.incident.timeline import Timeline
-from console.session import evidence
+from console.session import evidence, node_record
 from console.session.core import Session
 from console.sources.base import Source
 from console.sources.slurm import SlurmClient
@@ -167,7 +167,7 @@ async def run(sources: Sequence[Source], *, wait_s: float, open_incident: Callab
             node.usually = freetimes.said(kept, "job", node.name)
             if node.clean and node.seconds_to_free:       # 0: nothing had to come back
                 freetimes.record(directory, node.name, "job", node.seconds_to_free,
-                                 demo=getattr(session.source(node.name), "kind", "") == "sim")
+                                 demo=node_record.demo_source(session.source(node.name)))
             if node.clean and node.snapshot is not None:
                 gatemarks.record(directory, node.snapshot)
         failed = [n for n in nodes if not n.clean]

@@ -2,15 +2,18 @@
 diagnosis (its findings, each with the evidence it rested on), the node's facts (driver, GPU
 model and count, kernel, whether it is a simulated demo node) and the workload that holds its
 GPUs (per owner, Slurm job and container: the holders' commands) — so that the postmortem can
-say them (console/incident/diagnosis_story.py, console/incident/facts.py). Pure: snapshots in,
-JSON-able dicts out; bounded (a finding's PIDs, its evidence, the workload's groups are cut).
+say them (console/incident/diagnosis_story.py, console/incident/facts.py). Pure — snapshots in,
+JSON-able dicts out; bounded (a finding's PIDs, its evidence, the workload's groups are cut) —
+but for ``read_kernel``, which asks the node (``uname -r``, bounded in time).
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Mapping, Sequence
 
 from console.diagnosis import roles
 from console.model import Finding, NodeSnapshot, severity_rank
+from console.sources.base import Source
 from console.sources.slurm_parse import job_of_cgroup
 
 #: a finding below this severity is not recorded unless it has a next step (an info that only
@@ -20,6 +23,8 @@ RECORDED_SEVERITY = "low"
 MAX_PIDS = 16
 MAX_VALUE_CHARS = 300
 MAX_FINDINGS = 12
+#: how long the kernel's version may take to read
+KERNEL_READ_S = 3.0
 #: at most this many workload groups (owner, job, container), commands per group
 MAX_GROUPS = 8
 MAX_COMMANDS = 4
@@ -110,3 +115,26 @@ def workload(snap: NodeSnapshot) -> list[dict[str, Any]]:
                            "command": (parent.cmdline or parent.name)[:MAX_VALUE_CHARS]}
         out.append({k: v for k, v in g.items() if v is not None})
     return out
+
+
+async def read_kernel(source: Source | None) -> str | None:
+    """The node's kernel release (``uname -r``); None when it cannot be read in KERNEL_READ_S."""
+    if source is None:
+        return None
+    try:
+        result = await asyncio.wait_for(source.run("uname -r", timeout=KERNEL_READ_S), KERNEL_READ_S)
+    except Exception:  # noqa: BLE001 - a fact not read is left out, never a failed reading
+        return None
+    text = result.stdout.strip() if result.ok else ""
+    return text.splitlines()[0][:80] if text else None
+
+
+def demo_source(source: Source | None) -> bool:
+    """The built-in simulated node (TARGET ``demo``/``demo:NAME``)."""
+    return getattr(source, "kind", "") == "sim"
+
+
+def recorded_fields(snap: NodeSnapshot, *, kernel: str | None, demo: bool) -> dict[str, Any]:
+    """The ``facts``, ``workload`` and ``findings`` of a node's first reading (docs/timeline.md)."""
+    return {"facts": facts(snap, kernel=kernel, demo=demo), "workload": workload(snap),
+            "findings": [finding_record(f) for f in recorded(snap)]}
