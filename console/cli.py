@@ -197,8 +197,10 @@ def build_sub_parser(name: str) -> Parser:
         p.add_argument("--threads", type=_table_size, default=None, metavar="T",
                        help="threads in all with --procs (default 5 a process)")
     elif name == "timeline":
-        p.add_argument("verb", choices=("list", "show", "export"))
+        p.add_argument("verb", choices=("list", "show", "export", "prune"))
         p.add_argument("ref", nargs="?", metavar="FILE|ID")
+        p.add_argument("--all", action="store_true", help="list: demo incidents and those nobody acted on too")
+        p.add_argument("--dry-run", action="store_true", help="prune: say what would be removed, remove nothing")
         p.add_argument("--format", choices=("markdown", "json"), default="markdown")
         p.add_argument("-o", dest="output", metavar="FILE")
         p.add_argument("--incident-dir", metavar="DIR")
@@ -441,13 +443,23 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from console.incident import export
     from console.incident import timeline
     directory = Path(args.incident_dir) if args.incident_dir else None
-    if args.verb == "list":
+    if args.verb in ("list", "prune"):
+        from console.incident import hygiene
         from console.incident.summary import incident_rows
-        rows = timeline.list_incidents(directory)
-        if not rows:
-            print(f"no incidents in {directory or timeline.default_incident_dir()}")
+        rows = [(ident, path, timeline.load(path)[0]) for ident, path, _n, _first in timeline.list_incidents(directory)]
+        if args.verb == "prune":
+            said = hygiene.prune(rows, dry_run=args.dry_run)
+            print("\n".join(said) if said else "nothing to prune (no untouched demo incident, none untouched "
+                                                "that held nothing)")
             return 0
-        sys.stdout.write(incident_rows([(ident, timeline.load(path)[0]) for ident, path, _n, _first in rows]))
+        shown = [(ident, entries) for ident, _path, entries in rows if args.all or not hygiene.hidden(entries)]
+        if shown:
+            sys.stdout.write(incident_rows(shown, marks=hygiene.mark if args.all else None))
+        if len(shown) < len(rows):
+            print(f"({len(rows) - len(shown)} hidden: demo incidents and those nobody acted on that held nothing "
+                  "— `timeline list --all` shows them, `timeline prune` removes the untouched ones)")
+        elif not rows:
+            print(f"no incidents in {directory or timeline.default_incident_dir()}")
         return 0
     if not args.ref:
         raise UsageError(f"timeline {args.verb} needs FILE or ID")

@@ -464,6 +464,14 @@ class TimelineEntry:
     # writes the incident ({"pid", "host", "start_ticks"}): one that died without a word is told
     # apart from one still attached (console/incident/consoles.py)
     console: Mapping[str, Any] | None = None
+    # what the console itself diagnosed (docs/timeline.md): a node's first reading and every
+    # change of its findings carry them ([{"kind", "severity", "summary", "pids", "gpus",
+    # "evidence"}]); the first reading also names the node (``facts``: driver, GPUs, kernel,
+    # whether it is a simulated demo node) and what holds its memory (``workload``: per owner,
+    # job and container, the holders' commands). Absent in files written before
+    findings: Sequence[Mapping[str, Any]] | None = None
+    facts: Mapping[str, Any] | None = None
+    workload: Sequence[Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

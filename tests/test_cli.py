@@ -71,14 +71,14 @@ def test_bad_config_file_names_the_problem(tmp_path):
 def test_timeline_cli_list_show_export(tmp_path):
     from console.incident import timeline
     with timeline.open_incident(tmp_path, "inc-7") as tl:
-        tl.append("hypothesis", "memory needs more time", node="demo")
-        tl.append("check", "wait 5 s", node="demo", command="sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader",
+        tl.append("hypothesis", "memory needs more time", node="gpu07")
+        tl.append("check", "wait 5 s", node="gpu07", command="sleep 5; nvidia-smi --query-gpu=index,memory.used --format=csv,noheader",
                   rc=0, output="0, 76109 MiB")
     r = run("timeline", "list", "--incident-dir", str(tmp_path))
     assert r.returncode == 0 and r.stdout.splitlines()[0].split() == [
         "ID", "NODES", "STARTED", "(UTC)", "HYPOTHESES", "ACTIONS", "STATE", "LAST", "ENTRY"]
     row = r.stdout.splitlines()[1].split()
-    assert row[:2] == ["inc-7", "demo"] and row[4:9] == ["1", "(1", "open)", "0", "open"]
+    assert row[:2] == ["inc-7", "gpu07"] and row[4:9] == ["1", "(1", "open)", "0", "open"]
     r = run("timeline", "show", "inc-7", "--incident-dir", str(tmp_path))
     assert "memory needs more time" in r.stdout and "$ sleep 5;" in r.stdout
     out = tmp_path / "pm.md"

@@ -134,8 +134,8 @@ def test_a_terminal_that_goes_away_stops_the_console_and_it_exits(terms, tmp_pat
 
 def timeline_list(tmp_path) -> str:
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    return subprocess.run([sys.executable, "-m", "console", "timeline", "list"], capture_output=True, text=True,
-                          env=env, timeout=60).stdout
+    return subprocess.run([sys.executable, "-m", "console", "timeline", "list", "--all"],   # demo incidents too
+                          capture_output=True, text=True, env=env, timeout=60).stdout
 
 
 def test_a_console_killed_without_a_word_shows_as_gone_in_timeline_list_and_to_followers(terms, tmp_path):

@@ -55,12 +55,12 @@ async def test_the_postmortem_opens_with_a_headline(seed_incident):
     head = md.split("## Impact")[0]
     rows = {line.split("|")[1].strip(" *"): line.split("|")[2].strip() for line in head.splitlines()
             if line.startswith("| **")}
-    assert rows["Nodes"] == "demo" and rows["State"] == "resolved"
+    assert rows["Nodes"] == "demo" and rows["State"] == "resolved" and rows["Demo"].startswith("yes")
     assert rows["What was stuck"] == "594.6 GiB on GPUs 0-7 on demo"
     assert rows["Root cause"] == "H2 confirmed: SIGKILL of the schedulers frees GPUs 0-7, given time"
     assert rows["Resolution"].startswith("#") and "SIGKILL 8 processes on demo: 594.6 GiB freed on GPUs 0-7, 1 min 3" \
         in rows["Resolution"]
-    assert "after the action that freed it" in rows["Time to free"]
+    assert rows["Time to free"].startswith("at least 1 min 3") and "from the action that freed it" in rows["Time to free"]
     assert rows["Who acted"] == "alice@bastion: 1 action"
     assert "![GPU memory over the incident, actions marked](seed-pm.memory.svg)" in head
     assert md.index("| **Nodes**") < md.index("## Impact") < md.index("## Timeline") < md.index("## Verdicts")

@@ -36,3 +36,23 @@ def test_markdown_text_keeps_ordinary_words_readable():
     assert markdown_text("sglang::scheduler_TP3 holds GPUs 0-7 (PID 72170)") == \
         "sglang::scheduler_TP3 holds GPUs 0-7 (PID 72170)"
     assert render(markdown_text(HOSTILE)).count("<a ") == 0
+
+
+def test_hostile_words_in_the_findings_facts_and_workload_link_nothing(tmp_path):
+    """What the session records of a node (console/session/node_record.py): a finding's summary
+    and evidence, the GPU model, the holders' owner and commands, the launcher's command."""
+    tl = Timeline(tmp_path / "y.jsonl", by=f"ops@{HOSTILE}")
+    tl.append("note", f"gate: gpu07: {HOSTILE}")
+    tl.append("observation", "first reading of gpu07: GPU 0 holds 70.0 GiB", node="gpu07",
+              gpu_memory_before={"0": 71680},
+              facts={"driver": HOSTILE, "kernel": HOSTILE, "gpus": [{"model": HOSTILE, "count": 1}]},
+              workload=[{"user": HOSTILE, "job": HOSTILE, "container": HOSTILE, "commands": [HOSTILE],
+                         "pids": 1, "parent": {"pid": 1, "user": HOSTILE, "command": HOSTILE}}],
+              findings=[{"kind": "zombie", "severity": "critical", "summary": f"1 {HOSTILE} still holds 70.0 GiB",
+                         "pids": [4242], "npids": 1, "gpus": [0], "evidence": {"wchan": HOSTILE, "names": [HOSTILE]}}])
+    tl.close()
+    md = as_markdown(load(tmp_path / "y.jsonl")[0], incident_id="y")
+    assert "## What the console found" in md and "## The node and the workload" in md
+    html = render(md)
+    assert "evil.example" in html
+    assert "<a " not in html and "<img" not in html and "<strong>bold" not in html

@@ -2,16 +2,25 @@
 
 The postmortem, in the order a team reads it:
 
-- the headline (console/incident/summary.py: nodes, what was stuck, the root-cause verdict,
-  the resolution, the time to free, who acted) and, when the console wrote one, the memory
-  chart (an SVG beside the Markdown, linked);
+- two or three sentences first (console/incident/brief.py: what was stuck and why, what freed
+  it, what to change);
+- the headline (console/incident/summary.py: nodes, whether it is a demo, how it was detected
+  (console/incident/facts.py), what was stuck, when it was first seen held, the root-cause
+  verdict, the resolution, the time to free from that first held reading and from the action
+  (console/incident/freeing.py), who acted) and, when the console wrote one, the memory chart
+  (an SVG beside the Markdown, linked);
+- The node and the workload (console/incident/facts.py): GPUs, driver, kernel; owner, commands,
+  launcher, Slurm job, container;
+- What the console found (console/incident/diagnosis_story.py): its findings at their worst
+  with their evidence, and how they changed;
 - Impact (console/incident/impact.py): per GPU the memory held and for how long, GPU-hours,
-  memory × time, the total;
+  the total;
 - Timeline (console/incident/narrative.py): hypotheses, checks and actions one line each at
-  their time since the start, each action with what it rested on (console/incident/grounds.py)
-  and its outcome; Verdicts, each with its reasons (console/incident/verdicts.py);
+  their time since the start, in the order they happened, each action with what it rested on
+  (console/incident/grounds.py) and its outcome; Verdicts, each with its reasons
+  (console/incident/verdicts.py);
 - Action items (console/incident/lessons.py);
-- Record: every entry whole. Summaries come first: a check shows its digest (holders per
+- Record, folded whole into one ``<details>`` at the end: every entry whole. Summaries come first: a check shows its digest (holders per
   process, threads in D, memory per read) before its output; a wait's ``::t=S::`` frames are a
   table of one line per read (console/incident/readings.py); outputs longer than a screenful
   are folded (``<details>``) and cut; a command already shown, or echoed by its own output, is
@@ -28,17 +37,22 @@ import re
 from typing import Sequence
 
 from console.checks.registry import digest
+from console.incident.brief import brief
+from console.incident.diagnosis_story import finding_lines
+from console.incident.facts import detection, fact_lines, is_demo
+from console.incident.freeing import first_held_text, freeing, time_to_free_text
 from console.incident.impact import impact_lines
 from console.incident.lessons import action_item_lines
 from console.incident.narrative import timeline_lines, verdict_lines
 from console.incident.readings import is_wait, memory_text, wait_table, when
-from console.incident.summary import Summary, duration, gpu_list, mib, summarize
+from console.incident.summary import Summary, gpu_list, mib, summarize
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.model import TimelineEntry
 from console.textsafe import markdown_text, one_line, printable
 
 FOLD_LINES = 12            # outputs longer than this are folded into <details>
 KEEP_LINES = 120           # and cut to this many lines there (the JSON export keeps them whole)
+ESCAPED = ("Detected", "Demo")
 LONG_COMMAND = 100         # a command longer than this (or of several lines) is shown once, then named
 
 
@@ -130,30 +144,32 @@ def as_text(entries: Sequence[TimelineEntry]) -> str:
 
 # ---------------------------------------------------------------- Markdown
 
-def headline(s: Summary) -> list[str]:
+def headline(s: Summary, entries: Sequence[TimelineEntry] = ()) -> list[str]:
     """The postmortem's opening block: one table a reader takes in at a glance."""
     if not s.entries:
         return ["_No entries._", ""]
     stuck = "; ".join(x.text() for x in s.stuck) or "no memory reading recorded"
-    if s.time_to_free_s is not None:
-        free = f"{duration(s.time_to_free_s)} from the first entry"
-        if s.after_action_s is not None:
-            free += f" ({duration(s.after_action_s)} after the action that freed it)"
-    else:
-        free = "not freed (no reading showed the memory back)"
+    found = freeing(entries)
+    start = when(entries[0]) if entries else None
     rows = [("Nodes", ", ".join(s.nodes) or "-"),
             ("State", s.state + (" (a console is still attached)" if s.console_running else "")),
+            *([("Demo", "yes: every node is simulated (a `demo` target); kept apart from real incidents")]
+              if entries and is_demo(entries) else []),
+            ("Detected", detection(entries)),
             ("What was stuck", stuck),
+            ("First seen held", first_held_text(found, start)),
             *([("Still held", "; ".join(x.text() for x in s.still_held))] if s.still_held else []),
             *([("Left off", "what B stopped, not restored on " + ", ".join(s.left_off))] if s.left_off else []),
             ("Root cause", s.root_cause),
             ("Resolution", s.resolution),
-            ("Time to free", free),
+            ("Time to free", time_to_free_text(found, s, start)),
             ("Who acted", "; ".join(s.acted_by) or "nobody sent an action"),
             ("Hypotheses", f"{s.hypotheses} ({s.open_hypotheses} open)"),
             ("Started / last entry", f"{s.started} / {s.last}")]
     out = ["| | |", "|---|---|"]
-    out += [f"| **{label}** | {_cell(value)} |" for label, value in rows]
+    # rows written escaped already ("Detected" quotes the gate's and the watch's words)
+    out += [f"| **{label}** | {value.replace('|', chr(92) + '|') if label in ESCAPED else _cell(value)} |"
+            for label, value in rows]
     return out + [""]
 
 
@@ -173,19 +189,26 @@ def _fold(lines: list[str], label: str) -> list[str]:
 def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", chart: str | None = None) -> str:
     """The postmortem. ``chart``: the file name of the memory chart written beside it (linked)."""
     out = [f"# Incident {incident_id}".rstrip(), ""]
-    out += headline(summarize(entries, incident_id))
+    said = brief(entries, incident_id) if entries else ""
+    if said:
+        out += [said, ""]
+    out += headline(summarize(entries, incident_id), entries)
     if chart:
         out += [f"![GPU memory over the incident, actions marked]({chart})", ""]
     if not entries:
         return "\n".join(out)
     start = when(entries[0])
+    out += fact_lines(entries)
+    out += finding_lines(entries, start)
     out += impact_lines(entries, start)
     out += timeline_lines(entries, start)
     out += verdict_lines(entries)
     out += action_item_lines(entries)
-    out += ["## Record", "", "Every entry as it was written; long outputs folded (`gpu-incident timeline export ID "
-            "--format json` has every field of every entry).", ""]
-    return "\n".join(out + _record(entries))
+    kept = sum(1 for e in entries if e.kind != "observation" or not e.outcome)
+    out += ["## Record", "", f"<details><summary>Every entry as it was written ({kept} entries; long outputs "
+            "folded again inside)</summary>", "",
+            "`gpu-incident timeline export ID --format json` has every field of every entry.", ""]
+    return "\n".join(out + _record(entries) + ["</details>", ""])
 
 
 def _record(entries: Sequence[TimelineEntry]) -> list[str]:

@@ -2,7 +2,8 @@
 the incidents (``times-to-free.log`` in the incident directory), so that a wait is sized by
 this cluster's own history, not a guess.
 
-One JSON line per measurement: ``{"node", "after", "seconds", "at"}`` — ``after`` is what ended
+One JSON line per measurement: ``{"node", "after", "seconds", "at"}`` (and ``"demo": true`` for one
+measured on a simulated node: kept apart, never counted) — ``after`` is what ended
 before the memory came back: ``job`` (the gate, after a job), or the rung (``sigterm``,
 ``sigkill``, ``kill-holders``, …) of a verified action. The file is the user's own, appended
 without following a link (console/incident/safefiles.py), and read back bounded (the last
@@ -36,12 +37,15 @@ def path_in(directory: str | os.PathLike[str]) -> Path:
     return Path(directory) / FILE
 
 
-def record(directory: str | os.PathLike[str] | None, node: str, after: str, seconds: float | None) -> None:
-    """Append one measurement (nothing without a directory or a time; never raises for the disk)."""
+def record(directory: str | os.PathLike[str] | None, node: str, after: str, seconds: float | None, *,
+           demo: bool = False) -> None:
+    """Append one measurement (nothing without a directory or a time; never raises for the disk).
+    ``demo``: measured on a simulated node — kept, marked, and never counted (``load``)."""
     if directory is None or seconds is None or not math.isfinite(seconds) or seconds < 0:
         return
-    line = json.dumps({"node": str(node)[:200], "after": str(after)[:40], "seconds": round(float(seconds), 1),
-                       "at": round(time.time(), 1)}) + "\n"
+    item = {"node": str(node)[:200], "after": str(after)[:40], "seconds": round(float(seconds), 1),
+            "at": round(time.time(), 1)}
+    line = json.dumps({**item, "demo": True} if demo else item) + "\n"
     try:
         fd = safefiles.open_incident_file(path_in(directory))
     except (OSError, safefiles.UnsafeFile):
@@ -68,8 +72,16 @@ def _keep_newest(directory: str | os.PathLike[str]) -> None:
         pass
 
 
-def load(directory: str | os.PathLike[str] | None) -> list[dict]:
-    """The last KEEP measurements (malformed lines skipped)."""
+def is_demo(item: dict) -> bool:
+    """A measurement on a simulated node: marked so, or (written before the mark) on a node named
+    as the simulated targets are (``demo``, ``demo:NAME``)."""
+    node = str(item.get("node") or "")
+    return item.get("demo") is True or node == "demo" or node.startswith("demo:")
+
+
+def load(directory: str | os.PathLike[str] | None, *, demo: bool = False) -> list[dict]:
+    """The last KEEP measurements (malformed lines skipped); those of simulated nodes only with
+    ``demo`` (a demo's timings never size a real wait, nor the metrics' histogram)."""
     if directory is None:
         return []
     try:
@@ -83,7 +95,7 @@ def load(directory: str | os.PathLike[str] | None) -> list[dict]:
         except ValueError:
             continue
         if isinstance(item, dict) and isinstance(item.get("seconds"), (int, float)) and \
-                math.isfinite(item["seconds"]) and isinstance(item.get("after"), str):
+                math.isfinite(item["seconds"]) and isinstance(item.get("after"), str) and (demo or not is_demo(item)):
             out.append(item)
     return out
 

@@ -1,8 +1,8 @@
 """What the incident cost: per GPU, the memory it held from the first reading that showed it held
 to the first that showed it back (console/incident/readings.py: every reading at its moment), as
-GPU-hours (the hours it was held) and memory × time; the total; and Slurm's part where the
-timeline has it. Pure: reads timeline entries only. Memory is said with the console's one rule
-(console/diagnosis/text.py ``mib``), memory × time too ("17.5 GiB·h").
+GPU-hours (the hours it was held); the total; and Slurm's part where the timeline has it (memory
+× time is left out: beside GPU-hours it told a reader nothing more). Pure: reads timeline entries
+only. Memory is said with the console's one rule (console/diagnosis/text.py ``mib``).
 """
 from __future__ import annotations
 
@@ -29,10 +29,6 @@ class Held:
     @property
     def hours(self) -> float:
         return max(0.0, self.until - self.since) / 3600
-
-    @property
-    def mib_hours(self) -> float:
-        return self.mib * self.hours
 
 
 def held(entries: Sequence[TimelineEntry]) -> list[Held]:
@@ -62,10 +58,6 @@ def gpu_hours(hours: float) -> str:
     return "0" if hours <= 0 else "< 0.01" if hours < 0.005 else f"{hours:.2f}"
 
 
-def mib_hours(value: float) -> str:
-    return t.mib(round(value)) + "·h"
-
-
 def slurm_lines(entries: Sequence[TimelineEntry], origin: float) -> list[str]:
     """Slurm's part: the drains and resumes sent (the timeline records no job list)."""
     sent = [(e, at) for e in entries if e.kind == "action" and rungs.of(action_rung(e)).through_slurm
@@ -85,10 +77,9 @@ def impact_lines(entries: Sequence[TimelineEntry], start: float | None) -> list[
         return out + ["No reading showed a GPU holding more than 1 GiB.", ""] + slurm_lines(entries, start or 0.0) + [""]
     origin = start if start is not None else min(h.since for h in spans)
     out += ["Memory held per GPU, from the first reading that showed it held to the first that showed it "
-            "back at or under 1 GiB (GPU-hours: the hours it was held; memory × time: what it held times "
-            "those hours).", "",
-            "| Node | GPUs | Held | From | Until | For | GPU-hours | Memory × time |",
-            "|---|---|---|---|---|---|---|---|"]
+            "back at or under 1 GiB (GPU-hours: the hours it was held).", "",
+            "| Node | GPUs | Held | From | Until | For | GPU-hours |",
+            "|---|---|---|---|---|---|---|"]
     rows: dict[tuple, list[Held]] = {}
     for h in spans:          # one row for GPUs that read the same, to the rounding
         until = offset(h.until - origin) + ("" if h.freed else " (still held at the last entry)")
@@ -97,13 +88,11 @@ def impact_lines(entries: Sequence[TimelineEntry], start: float | None) -> list[
         rows.setdefault(cells, []).append(h)
     for (node, mib, since, until, span, hours), group in rows.items():
         each = " each" if len(group) > 1 else ""
-        least, most = (mib_hours(f(h.mib_hours for h in group)) for f in (min, max))
-        mem = least if least == most else f"{least} to {most}"
         out.append(f"| {node} | {t.gpus([h.gpu for h in group])} | {mib}{each} | {since} | {until} | {span} "
-                   f"| {hours}{each} | {mem}{each} |")
+                   f"| {hours}{each} |")
     total_mib = sum(h.mib for h in spans)
     total_h = sum(h.hours for h in spans)
     out.append(f"| **Total** | {t.plural(len(spans), 'GPU')} | {t.mib(total_mib)} | | | "
                f"{duration(max(h.until for h in spans) - min(h.since for h in spans))} | "
-               f"{gpu_hours(total_h)} | {mib_hours(sum(h.mib_hours for h in spans))} |")
+               f"{gpu_hours(total_h)} |")
     return out + [""] + slurm_lines(entries, origin) + [""]

@@ -50,8 +50,11 @@ class IncidentLog:
 
     def observation(self, node: str | None, text: str, output: str = "", **memory: Any) -> TimelineEntry | None:
         """What was seen without running a check (a headless caller's evidence: a snapshot; a
-        node's memory: ``gpu_memory_before`` / ``gpu_memory_after``)."""
-        fields = {k: dict(v) for k, v in memory.items() if k in ("gpu_memory_before", "gpu_memory_after") and v}
+        node's memory: ``gpu_memory_before`` / ``gpu_memory_after``; what the console found and
+        knows of the node: ``findings``, ``facts``, ``workload``)."""
+        fields: dict[str, Any] = {k: dict(v) for k, v in memory.items()
+                                  if k in ("gpu_memory_before", "gpu_memory_after") and v}
+        fields.update({k: v for k, v in memory.items() if k in ("findings", "facts", "workload") and v is not None})
         return self._append("observation", text.strip(), node, **({"output": output} if output else {}), **fields)
 
     def record_check(self, result: CheckResult) -> TimelineEntry | None:

@@ -7,8 +7,10 @@ Pure: reads timeline entries only.
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
+from console.incident.consoles import is_start
 from console.incident.grounds import grounds
 from console.incident.readings import is_wait, wait_span, when
 from console.incident.summary import offset
@@ -58,8 +60,8 @@ def timeline_lines(entries: Sequence[TimelineEntry], start: float | None) -> lis
     done = outcomes(entries)
     actions = {e.seq: e for e in entries if e.kind == "action"}
     shown = {id(o) for a, o in done.items() if a in actions}     # said under their action
-    for e in entries:
-        if id(e) in shown:
+    for e in in_shown_order(entries):
+        if id(e) in shown or is_start(e):      # a console starting is no event of the incident
             continue
         node = f" on {_line(e.node)}" if e.node else ""
         at = _at(e, start)
@@ -76,12 +78,33 @@ def timeline_lines(entries: Sequence[TimelineEntry], start: float | None) -> lis
         elif e.kind == "action":
             out += _action(entries, e, done.get(e.seq), start, numbers)
         elif e.kind == "observation" and isinstance(e.action, int) and e.action in actions:
-            out.append(f"- {at} after #{e.action} ({_line(actions[e.action].text)}): {_line(e.text)} (#{e.seq})")
+            out.append(f"- {at} after #{e.action} ({_line(actions[e.action].text)}): {_line(reworded(e.text))} "
+                       f"(#{e.seq})")
         elif e.kind == "observation":
             out.append(f"- {at} {_line(e.text)} (#{e.seq})")
         else:
             out.append(f"- {at} {_line(e.kind)}{node}: {_line(e.text)} (#{e.seq})")
     return out + [""]
+
+
+def in_shown_order(entries: Sequence[TimelineEntry]) -> list[TimelineEntry]:
+    """The entries by the moment the Timeline shows for each — a wait at its start, not at its
+    end when it was written — so that what happened during a wait is listed after it began;
+    the file's order where the moments are equal or unknown."""
+    def moment(pair: tuple[int, TimelineEntry]) -> tuple[float, int]:
+        i, e = pair
+        span = wait_span(e)
+        at = span[0] if span is not None else when(e)
+        return (at if at is not None else float("-inf"), i)
+    if any(when(e) is None for e in entries):
+        return list(entries)          # a hand-edited file: its own order
+    return [e for _, e in sorted(enumerate(entries), key=moment)]
+
+
+def reworded(text: str) -> str:
+    """The action layer's "targets 9 still running" as a reader says it: "9 targets still running"."""
+    text = re.sub(r"\btargets (\d+) ", r"\1 targets ", text)
+    return re.sub(r"\btargets all ", "all targets ", text)
 
 
 def _action(entries: Sequence[TimelineEntry], e: TimelineEntry, outcome: TimelineEntry | None,
@@ -91,7 +114,8 @@ def _action(entries: Sequence[TimelineEntry], e: TimelineEntry, outcome: Timelin
     out = [f"- {_at(e, start)} **action: {_line(e.text)}**{node}{why} (#{e.seq}, by {_line(e.by)}){_command(e)}"]
     out += [f"  - rested on: {_line(g)}" for g in grounds(entries, e)]
     if outcome is not None:
-        out.append(f"  - outcome ({_at(outcome, start).strip('*')}, #{outcome.seq}): {without_title(outcome, e)}")
+        out.append(f"  - outcome ({_at(outcome, start).strip('*')}, #{outcome.seq}): "
+                   f"{reworded(without_title(outcome, e))}")
     return out
 
 

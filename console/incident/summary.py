@@ -13,7 +13,9 @@ console/incident/consoles.py — "console gone since HH:MM" for one that died wi
   below 1 GiB, else "open" — and ``still_held`` says what is still held, where (a node the
   console only watched counts: the session records each node's first reading that holds memory
   and its last one when the console stops, console/session/core.py);
-- time to free: from the incident's first entry to that reading (and from its action).
+- time to free: from the incident's first entry to that reading (and from its action); the
+  postmortem says it from the first reading that showed the memory held instead
+  (console/incident/freeing.py).
 """
 from __future__ import annotations
 
@@ -291,10 +293,11 @@ def console_state(entries: Sequence[TimelineEntry], *, host: str | None = None, 
 
 
 def incident_rows(incidents: Sequence[tuple[str, Sequence[TimelineEntry]]], *, host: str | None = None,
-                  alive=None) -> str:
+                  alive=None, marks=None) -> str:
     """`gpu-incident timeline list`: one line per incident (ID, nodes, start, hypotheses, actions,
     state, last entry), newest first as given, under a header. ``host``, ``alive``: where this
-    runs and how a console's process is checked (console/incident/consoles.py; tests)."""
+    runs and how a console's process is checked (console/incident/consoles.py; tests).
+    ``marks(entries)``: words added to the state ("demo, untouched": console/incident/hygiene.py)."""
     from console.textsafe import one_line
     rows = [("ID", "NODES", "STARTED (UTC)", "HYPOTHESES", "ACTIONS", "STATE", "LAST ENTRY")]
     for ident, entries in incidents:
@@ -302,7 +305,8 @@ def incident_rows(incidents: Sequence[tuple[str, Sequence[TimelineEntry]]], *, h
         nodes = ", ".join(s.nodes[:2]) + (f" +{len(s.nodes) - 2}" if len(s.nodes) > 2 else "") or "-"
         same_day = s.started is not None and s.last is not None and (s.started or "")[:10] == (s.last or "")[:10]
         console = console_state(entries, host=host, alive=alive) if s.console_running else ""
-        state = s.state + (f", {console}" if console else "")
+        extra = marks(entries) if marks is not None else ""
+        state = s.state + (f", {console}" if console else "") + (f", {extra}" if extra else "")
         rows.append((one_line(ident, 40), one_line(nodes, 30), _short_ts(s.started),
                      f"{s.hypotheses} ({s.open_hypotheses} open)", str(s.actions), state,
                      _short_ts(s.last, day=not same_day)))

@@ -79,7 +79,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "freed_mib": (int, type(None)), "seconds_to_free": (int, float, type(None)),
     "verdict": (str, type(None)), "targets": (list, type(None)), "outcome": (bool, type(None)),
     "digest": (list, type(None)), "rung": (str, type(None)), "gpus": (list, type(None)),
-    "console": (dict, type(None)),
+    "console": (dict, type(None)), "findings": (list, type(None)), "facts": (dict, type(None)),
+    "workload": (list, type(None)),
 }
 
 
@@ -97,6 +98,9 @@ def entry_from_dict(data: dict[str, Any]) -> TimelineEntry:
             raise ValueError(f"{key} has the wrong type")
     if known.get("targets") and not all(isinstance(t, dict) for t in known["targets"]):
         raise ValueError("targets has the wrong type")
+    for key in ("findings", "workload"):
+        if known.get(key) and not all(isinstance(t, dict) for t in known[key]):
+            raise ValueError(f"{key} has the wrong type")
     if known.get("digest") and not all(isinstance(t, str) for t in known["digest"]):
         raise ValueError("digest has the wrong type")
     return TimelineEntry(**known)

@@ -35,6 +35,7 @@ from console.model import ActionRecord, Finding, NodeSnapshot, severity_rank
 from console.monitor import NodeMonitor, start_all
 from console.output.memory_series import MemorySeries
 from console.session.events import ActionFinished, ActionStarted, Event, NodeUpdated, Said
+from console.session import node_record
 from console.session.feed import FEED_INTERVAL_S, LiveFeed
 from console.sources.base import Source
 
@@ -44,6 +45,9 @@ log = logging.getLogger("gpu_incident.session")
 ACTION_STOP_S = 3.0
 #: before an action, at most this many of the findings it rests on are noted in the timeline
 GROUNDS_NOTED = 4
+#: at most this many changes of a node's findings are recorded per session (a flapping finding
+#: must not fill the incident)
+MAX_FINDING_CHANGES = 40
 
 Listener = Callable[[Event], object]
 
@@ -69,6 +73,8 @@ class Session:
         self._finished = False
         self._first_read: set[str] = set()        # nodes whose first reading was looked at
         self._held: set[str] = set()              # ... and held memory then (recorded)
+        self._findings: dict[str, frozenset] = {}   # per node: the findings last recorded
+        self._findings_written: dict[str, int] = {}  # per node: how many changes were recorded
         self.started = False
         self.polling = False                      # the monitors poll on their own
         for s in sources:
@@ -143,10 +149,37 @@ class Session:
         self.feed.add(snap, self.viewing)
         if snap.name not in self._first_read and snap.error is None and snap.gpus:
             self._first_read.add(snap.name)
-            self._record_reading(snap, first=True)
+            await self._record_first(snap)
+        elif snap.name in self._held and snap.error is None:
+            self._record_findings(snap)
         self.publish(NodeUpdated(snap))
 
-    def _record_reading(self, snap: NodeSnapshot, *, first: bool) -> None:
+    async def _record_first(self, snap: NodeSnapshot) -> None:
+        """The node's first reading, with its facts (the kernel asked once: ``uname -r``), the
+        workload holding it and the console's findings (console/session/node_record.py)."""
+        busy = any((g.memory_used_mib or 0) > FREED_MIB for g in snap.gpus)
+        if not busy:
+            return
+        source = self.source(snap.name)
+        kernel = await node_record.read_kernel(source) if self.timeline is not None else None
+        self._findings[snap.name] = node_record.signature(node_record.recorded(snap))
+        self._record_reading(snap, first=True, extra=node_record.recorded_fields(
+            snap, kernel=kernel, demo=node_record.demo_source(source)))
+
+    def _record_findings(self, snap: NodeSnapshot) -> None:
+        """A change of the node's findings (a kind new or gone, a severity changed) while it held
+        memory: one observation with the findings as they are now (bounded per node)."""
+        found = node_record.recorded(snap)
+        now = node_record.signature(found)
+        before = self._findings.get(snap.name, frozenset())
+        if now == before or self._findings_written.get(snap.name, 0) >= MAX_FINDING_CHANGES:
+            return
+        self._findings[snap.name] = now
+        self._findings_written[snap.name] = self._findings_written.get(snap.name, 0) + 1
+        self.incident.observation(snap.name, node_record.change_text(snap.name, found, before),
+                                  findings=[node_record.finding_record(f) for f in found])
+
+    def _record_reading(self, snap: NodeSnapshot, *, first: bool, extra: Mapping[str, Any] | None = None) -> None:
         """The memory a node holds, into the incident: its first reading that holds any (what
         was stuck, even on a node nobody acted on) and, when the console stops, its last one
         (what is still held): console/incident/summary.py judges "resolved" from them."""
@@ -158,7 +191,7 @@ class Session:
             self._held.add(snap.name)
             text = (f"first reading of {snap.name}: {t.gpus([g.index for g in busy])} "
                     f"{t.verb(len(busy), 'holds', 'hold')} {t.mib(sum(g.memory_used_mib or 0 for g in busy))}")
-            self.incident.observation(snap.name, text, gpu_memory_before=memory)
+            self.incident.observation(snap.name, text, gpu_memory_before=memory, **(extra or {}))
         else:
             text = (f"{snap.name} when the console stopped: " + (
                 f"{t.gpus([g.index for g in busy])} still {t.verb(len(busy), 'holds', 'hold')} "
@@ -379,7 +412,8 @@ class Session:
             self.watches.append(outcome.watch)
         if outcome.status == "settled" and outcome.seconds_to_free and self.timeline is not None:
             # how long memory took to come back after this rung, kept for the next wait's length
-            freetimes.record(self.timeline.path.parent, plan.node, plan.rung, outcome.seconds_to_free)
+            freetimes.record(self.timeline.path.parent, plan.node, plan.rung, outcome.seconds_to_free,
+                             demo=node_record.demo_source(node_source))
         self.publish(ActionFinished(outcome))
         return outcome
 

@@ -1,5 +1,7 @@
 """The evidence a headless caller keeps before anyone acts (the gate on a failed node, the watch
-on a new cause): the snapshot's GPU-related processes, the findings with their next steps, and
+on a new cause): the snapshot's GPU-related processes (with the node's facts, its workload and
+the findings, as the session records a first reading: console/session/node_record.py), the
+findings with their next steps, and
 the read-only checks that keep what a kill would destroy — who holds the device files, the
 states and wchan of every holder, zombie and process in D, where the biggest holders wait
 (kernel stack where root), the kernel log's NVRM lines, and `nvidia-smi -q` (the driver's whole
@@ -17,6 +19,7 @@ from console.diagnosis import who
 from console.incident.log import IncidentLog
 from console.model import NodeSnapshot, TimelineEntry, severity_rank
 from console.output.json import node_json
+from console.session import node_record
 from console.sources.base import Source
 from console.textsafe import one_line
 
@@ -69,7 +72,11 @@ async def record(log: IncidentLog, source: Source | None, node: str, snap: NodeS
     if snap is None or snap.error is not None:
         kept(log.observation(node, seen), "reading")
         return written
-    kept(log.observation(node, seen, output=json.dumps(gpu_related(snap), indent=1)[:SNAPSHOT_CHARS]), "snapshot")
+    recorded = node_record.recorded_fields(snap, kernel=await node_record.read_kernel(source),
+                                           demo=node_record.demo_source(source))
+    memory = {str(g.index): g.memory_used_mib for g in snap.gpus}       # what was stuck, for the summary
+    kept(log.observation(node, seen, output=json.dumps(gpu_related(snap), indent=1)[:SNAPSHOT_CHARS],
+                         gpu_memory_before=memory, **recorded), "snapshot")
     for f in sorted(snap.findings, key=lambda f: -severity_rank(f.severity)):
         kept(log.note(node, f"finding {f.severity} {f.kind}: {f.summary} — next: {f.next_step}"), f.kind)
     if source is None:

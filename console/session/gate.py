@@ -22,7 +22,7 @@ from console.diagnosis import fitness
 from console.model import Finding, NodeSnapshot
 from console.incident import freetimes, gatemarks
 from console.incident.timeline import Timeline
-from console.session import evidence
+from console.session import evidence, node_record
 from console.session.core import Session
 from console.sources.base import Source
 from console.sources.slurm import SlurmClient
@@ -30,6 +30,18 @@ from console.textsafe import one_line
 
 #: how often the gate reads each node while it waits
 GATE_INTERVAL_S = 1.0
+#: node errors that waiting does not mend (no driver, the wrong library, no GPU, no nvidia-smi):
+#: the gate says so at once instead of waiting out --wait; a node unreachable or timing out is
+#: read again until the wait is over
+PERMANENT_ERRORS = ("driver not loaded", "no nvidia driver", "shared library not found", "version mismatch",
+                    "no devices", "nvidia-smi not found")
+PASSING_ERRORS = ("timed out", "unreachable", "refused")
+
+
+def permanent(error: str | None) -> bool:
+    """A node error no wait mends (see PERMANENT_ERRORS)."""
+    low = (error or "").lower()
+    return bool(low) and not any(w in low for w in PASSING_ERRORS) and any(w in low for w in PERMANENT_ERRORS)
 
 
 @dataclass
@@ -43,6 +55,7 @@ class GateNode:
     drained: str | None = None                # the drain's outcome line, with --drain
     usually: str = ""                         # "memory usually comes back within N s here (…)"
     signals: list[fitness.Signal] = field(default_factory=list)   # every health signal, at the last reading
+    permanent: bool = False                   # an error no wait mends: said at once, not waited out
 
 
 async def wait_clean(session: Session, wait_s: float, *, interval: float = GATE_INTERVAL_S,
@@ -54,7 +67,7 @@ async def wait_clean(session: Session, wait_s: float, *, interval: float = GATE_
     started = clock.now()
     first = True
     while True:
-        pending = [m for m in session.monitors if not nodes[m.name].clean]
+        pending = [m for m in session.monitors if not nodes[m.name].clean and not nodes[m.name].permanent]
         snaps = await asyncio.gather(*(m.poll_once() for m in pending))
         elapsed = clock.now() - started
         for snap in snaps:
@@ -65,9 +78,11 @@ async def wait_clean(session: Session, wait_s: float, *, interval: float = GATE_
             node.held = fitness.why_not(node.signals)
             if node.held is None:       # clean at the first reading: nothing had to come back
                 node.clean, node.seconds_to_free = True, 0.0 if first else round(elapsed, 1)
+            elif permanent(snap.error):
+                node.permanent = True
         first = False
         left = wait_s - (clock.now() - started)
-        if all(n.clean for n in nodes.values()) or left <= 0:
+        if all(n.clean or n.permanent for n in nodes.values()) or left <= 0:
             return list(nodes.values())
         await clock.sleep(min(interval, left))
 
@@ -110,7 +125,8 @@ def line(node: GateNode, wait_s: float, incident: str | None) -> str:
     usually = f"; {node.usually}" if node.usually else ""
     if node.clean:
         return f"gpu-incident gate: {name}: clean (GPUs back to idle in {node.seconds_to_free:g} s{usually})"
-    out = f"gpu-incident gate: {name}: NOT CLEAN after {wait_s:g} s: {one_line(node.held or '', 300)}{usually}"
+    when = "at once (waiting would not mend it)" if node.permanent else f"after {wait_s:g} s"
+    out = f"gpu-incident gate: {name}: NOT CLEAN {when}: {one_line(node.held or '', 300)}{usually}"
     if incident:
         out += f"; incident {incident}"
     if node.drained:
@@ -127,7 +143,7 @@ def document(nodes: Sequence[GateNode], wait_s: float, incident: str | None) -> 
                  "summary": f.summary, "next_step": f.next_step} for f in snap.findings]
     return {"clean": all(n.clean for n in nodes), "wait_s": wait_s, "incident": incident,
             "nodes": [{"name": n.name, "clean": n.clean, "seconds_to_free": n.seconds_to_free,
-                       "held": None if n.clean else n.held,
+                       "held": None if n.clean else n.held, "permanent": n.permanent,
                        "signals": {sg.name: sg.to_json() for sg in n.signals}, "evidence": n.evidence, "drained": n.drained,
                        "usually": n.usually or None,
                        "findings": [] if n.clean else findings(n.snapshot)} for n in nodes]}
@@ -150,7 +166,8 @@ async def run(sources: Sequence[Source], *, wait_s: float, open_incident: Callab
         for node in nodes:
             node.usually = freetimes.said(kept, "job", node.name)
             if node.clean and node.seconds_to_free:       # 0: nothing had to come back
-                freetimes.record(directory, node.name, "job", node.seconds_to_free)
+                freetimes.record(directory, node.name, "job", node.seconds_to_free,
+                                 demo=node_record.demo_source(session.source(node.name)))
             if node.clean and node.snapshot is not None:
                 gatemarks.record(directory, node.snapshot)
         failed = [n for n in nodes if not n.clean]
