@@ -300,7 +300,7 @@ def test_ten_big_nodes_with_history_diagnosed_in_turn():
         kinds = [(f.kind, f.severity, f.since) for f in fs]
         assert first is None or kinds == first
         first = kinds
-    assert {"zombie", "orphan", "hidden-holder", "ghost-memory", "holder"} <= {k for k, _, _ in first}
+    assert {"zombie", "orphan", "hidden-holder", "holder"} <= {k for k, _, _ in first}
     zombie = next(s for k, _, s in first if k == "zombie")
     assert zombie == T0                        # stuck since the first poll kept
     print(f"\ndiagnose, 10 nodes x 1000 processes with 60 polls of history, in turn: "

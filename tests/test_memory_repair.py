@@ -133,7 +133,7 @@ def test_a_pending_remap_with_nothing_on_the_gpu_is_a_reset_now():
     f = only(diagnose(s), "row-remap-pending")
     assert f.severity == "high" and f.gpus == (2,) and f.rung == "reset"
     assert f.summary == ("GPU 2: a row remap is pending (4 rows remapped after uncorrectable errors); "
-                         "reset now: nothing holds it")
+                         "no process uses it: it can be reset now")
     assert f.next_step.startswith("Reset GPU 2: the row remap pending on GPU 2 takes effect only when the GPU is reset")
     assert f.evidence["rows_uncorrectable"] == 4 and f.evidence["holders"] == []
     # persistence mode on: the reset step the ladder uses clears the blockers first
@@ -262,7 +262,8 @@ def test_the_remap_pending_scenario_through_snapshot_json(capsys):
     assert node["error"] is None and max(g["memory_used_mib"] for g in node["gpus"]) < 1024
     f, = [f for f in node["findings"] if f["kind"] == "row-remap-pending"]
     assert f["gpus"] == [2] and f["severity"] == "high" and f["rung"] == "clear-blockers"
-    assert "reset now: nothing holds it" in f["summary"] and "4 rows" in f["summary"]
+    # its blockers come first (the summary says so, as the step does: they no longer disagree)
+    assert "it can be reset once its reset blockers are cleared" in f["summary"] and "4 rows" in f["summary"]
     assert f["evidence"]["remap_pending"] is True and f["evidence"]["rows_uncorrectable"] == 4
     assert not [x for x in node["findings"] if x["kind"] == "xid"], "Xid 63 is the pending remap's, said once"
     assert not [x for x in node["findings"] if 5 in x["gpus"] and x["kind"].startswith("row-remap")]

@@ -466,7 +466,7 @@ def test_real_remapped_rows_and_retired_pages(name, found, kind):
     assert [f.kind for f in found_kinds] == ([kind] if kind else [])
     if kind == "row-remap-pending":
         f = found_kinds[0]
-        assert f.severity == "high" and f.rung == "reset" and "reset now: nothing holds it" in f.summary
+        assert f.severity == "high" and f.rung == "reset" and "no process uses it: it can be reset now" in f.summary
         rows = found[next(iter(found))][2]
         assert f"{rows} rows remapped after uncorrectable errors" in f.summary
 

@@ -18,8 +18,8 @@ from conftest import wait_for  # noqa: E402
 class GatedSim(SimSource):
     """The seed node, whose memory reads after the first wait for the test to let them through."""
 
-    def __init__(self) -> None:
-        super().__init__(name="demo", scenario="seed", clock=FakeClock())
+    def __init__(self, name: str = "demo") -> None:
+        super().__init__(name=name, scenario="seed", clock=FakeClock())
         self.gate = asyncio.Event()
         self.reads = 0
 
@@ -155,20 +155,20 @@ async def test_the_status_line_says_a_check_ended_and_what_it_found_never_its_fr
 
 async def test_w_waits_as_long_as_memory_usually_takes_here_after_what_was_done(incident_dir):
     """Three SIGTERMs on this node came back within 20-26 s: after a SIGTERM, w waits that
-    long (not 5 s) and says why."""
+    long (not 5 s) and says why. (A real node's name: a demo's timings never size a wait.)"""
     from console.incident import freetimes, timeline
     from console.model import ActionRecord
     from console.ui.app import NodeUpdated
     tl = timeline.open_incident(incident_dir, "waits")
     for s in (20, 24, 26):
-        freetimes.record(incident_dir, "demo", "sigterm", s)
-    source = GatedSim()
+        freetimes.record(incident_dir, "gpu07", "sigterm", s)
+    source = GatedSim("gpu07")
     source.gate.set()
     app = IncidentApp([source], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
         app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
-        await wait_for(pilot, lambda: "demo" in app.snapshots)
-        app.monitors[0].actions.append(ActionRecord(rung="sigterm", ts=source.clock.now(), node="demo",
+        await wait_for(pilot, lambda: "gpu07" in app.snapshots)
+        app.monitors[0].actions.append(ActionRecord(rung="sigterm", ts=source.clock.now(), node="gpu07",
                                                     pids=(72169,), gpus=(0,)))
         await pilot.press("w")
         said = lambda: "\n".join(s.text for s in app.activity.history())  # noqa: E731

@@ -11,8 +11,11 @@ To act on a finding: console/actions/step.py (``step_for``): the same path the c
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
+from console import rungs
+from console.diagnosis import text as t
 from console.diagnosis import fabric, ipc, node, processes, repair, respawn
 from console.diagnosis.context import Situation
 from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
@@ -58,8 +61,11 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
     if snap.error is None:
         ghosts = node.ghost_memory(sit)
         ghost_gpus = {g for f in ghosts for g in f.gpus}
-        findings += processes.hidden_holders(sit, ghost_gpus)
-        findings += processes.foreign_pids(sit)
+        foreign = processes.foreign_pids(sit)
+        # the host-side holders of a container's GPUs are named by the foreign-pid finding
+        named = {pid for f in foreign for pid in f.evidence.get("targets", ())}
+        findings += processes.hidden_holders(sit, ghost_gpus, named)
+        findings += foreign
         findings += ipc.handoffs(sit)           # an importer kept what a dead exporter shared
         findings += fabric.fabric(sit)          # NVLink fabric not set up by the fabric manager
         findings += ghosts
@@ -74,7 +80,46 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += repair.memory_repair(sit)     # a pending remap wants a reset: before reset_blockers
         findings += node.reset_blockers(sit)      # last: knows which GPUs the advice wants reset
         findings += node.blockers_off(sit)        # ... and so does this: restore once none is
-    return tuple(sorted(findings, key=_order))
+    return tuple(one_step_each(sorted(findings, key=_order)))
+
+
+def one_step_each(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings as the operator reads them, most severe first: memory no listed process
+    accounts for folds into the hidden holders that explain it (one cause, one finding), and a
+    finding whose next step is one already given above says so instead of repeating it word for
+    word (its rung stays: x on it takes the same step)."""
+    hidden = [f for f in findings if f.kind == "hidden-holder" and f.severity == "high" and f.rung is not None]
+    folded: dict[int, int] = {}          # the hidden holders' finding (its index) -> the MiB it explains
+    out: list[Finding] = []
+    for f in findings:
+        explained = next((h for h in hidden if f.kind == "ghost-memory" and f.rung == h.rung
+                          and set(f.gpus) <= set(h.gpus) and set(_targets(f)) <= set(_targets(h))), None)
+        if explained is None:
+            out.append(f)
+        else:
+            i = findings.index(explained)
+            folded[i] = folded.get(i, 0) + int(f.evidence.get("ghost_mib") or 0)
+    for i, mib in folded.items():
+        h = findings[i]
+        j = out.index(h)
+        out[j] = dataclasses.replace(h, summary=f"{h.summary} ({t.mib(mib)})", evidence={**h.evidence, "ghost_mib": mib})
+    given: dict[tuple, Finding] = {}
+    for i, f in enumerate(out):
+        if f.rung is None:
+            continue
+        key = (f.rung, tuple(sorted(_targets(f))), tuple(f.gpus))
+        first = given.setdefault(key, f)
+        if first is not f:
+            out[i] = dataclasses.replace(f, next_step=f"The step of the {first.kind} finding above: "
+                                                      f"{f.reason.rstrip('.')}.")
+    return out
+
+
+def _targets(f: Finding) -> tuple[int, ...]:
+    """What the finding's step acts on (as console/actions/ladder.py step_args hands it over)."""
+    if not rungs.of(f.rung).on_processes:
+        return ()
+    return tuple(f.evidence.get("targets") or f.pids)
 
 
 def _order(f: Finding) -> tuple:

@@ -142,7 +142,7 @@ def orphans(sit: Situation) -> list[Finding]:
     return out
 
 
-def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
+def hidden_holders(sit: Situation, ghost_gpus: set[int], named: set[int] = frozenset()) -> list[Finding]:
     """Processes with /dev/nvidia* open that the driver does not list.
 
     On a GPU with memory no listed process accounts for, such a process is the suspect
@@ -154,8 +154,9 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int]) -> list[Finding]:
     others: list[Proc] = []
     for p in sit.snap.processes:
         if not p.holds_devices or p.pid in listed or p.state == "Z" or not sit.touchable(p) \
-                or not sit.workload(p) or is_mps_server(p):
-            continue      # the node's own programs, monitors and MPS (mps_servers) hold devices all the time
+                or not sit.workload(p) or is_mps_server(p) or p.pid in named:
+            continue      # the node's own programs, monitors and MPS (mps_servers) hold devices all the
+            # time; ``named``: host-side holders another finding names (a container's, foreign_pids)
         on = sit.gpus_of(p)
         if on & ghost_gpus or (not on and ghost_gpus):
             suspects.append(p)

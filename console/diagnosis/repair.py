@@ -10,6 +10,7 @@ remap can take more than one reset or reboot to go (leptonai/gpud#987).
 """
 from __future__ import annotations
 
+from console import rungs
 from console.diagnosis import text as t
 from console.diagnosis.advice import Advice, finding, reset_step
 from console.diagnosis.context import Situation
@@ -70,14 +71,15 @@ def _due(sit: Situation, g: Gpu, kind: str, words: str, r: MemoryRepair) -> Find
                           "and a reset refuses while anything uses the GPU; the other work can keep running.",
                     (), (g.index,))
         return finding(kind, "low", summary, step, (), (g.index,), ev)
-    summary = f"GPU {g.index}: {what} ({words}); reset now: nothing holds it"
-    tried = sit.last_action(("reset",), gpus=(g.index,))
+    tried = sit.last_action(rungs.ids(plans="reset"), gpus=(g.index,))
     if tried is not None and sit.age(tried.ts) >= WAIT_S:
         step = Advice("reboot", f"Reboot the node: {subject} on GPU {g.index} is still pending after the reset "
                               f"{t.ago(sit.age(tried.ts))}; it can take a reboot, or more than one.", (), (g.index,))
     else:
         step = reset_step(sit, [g.index], f"{subject} pending on GPU {g.index} takes effect only when the "
                                           "GPU is reset")
+    first = " once its reset blockers are cleared" if rungs.of(step.rung).stops_blockers else " now"
+    summary = f"GPU {g.index}: {what} ({words}); no process uses it: it can be reset{first}"
     return finding(kind, "high", summary, step, (), (g.index,), ev)
 
 

@@ -149,8 +149,10 @@ class Session:
         self.feed.add(snap, self.viewing)
         if snap.name not in self._first_read and snap.error is None and snap.gpus:
             self._first_read.add(snap.name)
+            self.publish(NodeUpdated(snap))      # drawn at once: the record asks the node its kernel first
             await self._record_first(snap)
-        elif snap.name in self._held and snap.error is None:
+            return
+        if snap.name in self._held and snap.error is None:
             self._record_findings(snap)
         self.publish(NodeUpdated(snap))
 
