@@ -24,10 +24,12 @@ named in the block, so a later SIGKILL's effect is never read as the SIGTERM's.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Sequence
 
 from console.checks.registry import digest
+from console.incident.consoles import attached_elsewhere
 from console.incident.impact import impact_lines
 from console.incident.lessons import action_item_lines
 from console.incident.narrative import timeline_lines, verdict_lines
@@ -173,7 +175,10 @@ def _fold(lines: list[str], label: str) -> list[str]:
 def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", chart: str | None = None) -> str:
     """The postmortem. ``chart``: the file name of the memory chart written beside it (linked)."""
     out = [f"# Incident {incident_id}".rstrip(), ""]
-    out += headline(summarize(entries, incident_id))
+    summary = summarize(entries, incident_id)
+    if summary.console_running and not attached_elsewhere(entries):   # gone, or the one exporting
+        summary = dataclasses.replace(summary, console_running=False)
+    out += headline(summary)
     if chart:
         out += [f"![GPU memory over the incident, actions marked]({chart})", ""]
     if not entries:
