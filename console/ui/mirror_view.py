@@ -79,7 +79,7 @@ class LiveFollowApp(FollowApp):
         #: who the follower's own words are recorded as (``--as NAME``; None: the user, as the
         #: timeline names one: console/incident/timeline.py operator_id)
         self.by = by
-        self._closed_seen: float | None = None    # the driver's last Confirm whose end was said
+        self._closed_seen: float | None = None    # when the last Confirm seen closed (0: none; None: no state yet)
         self._subject = ""
 
     def compose(self) -> ComposeResult:
@@ -138,6 +138,9 @@ class LiveFollowApp(FollowApp):
         """Who the follower's words are recorded as."""
         from console.incident.timeline import operator_id
         return self.by or operator_id()
+
+    def reader(self) -> str:
+        return f", you: {printable(self.me, 40)}"
 
     def subject(self) -> str:
         """"incident p1 · demo": the incident and the node in view (the driver's, or the one picked)."""
@@ -290,7 +293,7 @@ class LiveFollowApp(FollowApp):
             status.append("  " + mirror_pair.closed_words(closed), style="bold magenta")
         if self.state_problem:
             status.append("  ⚠ " + printable(self.state_problem, 80), style="yellow")
-        status.append(f"  read-only, you: {printable(self.me, 40)}", style="dim")
+        status.append("  read-only", style="dim")
         self._show_status(status)
         self._show_confirm(state)
         if self.subject() != self._subject:
@@ -315,10 +318,11 @@ class LiveFollowApp(FollowApp):
         if panel.display != (pending is not None):
             panel.display = pending is not None
         closed = state.confirm_closed
-        if closed is not None and closed.at != self._closed_seen:
+        at = closed.at if closed is not None else 0.0
+        if at != self._closed_seen:
             first = self._closed_seen is None
-            self._closed_seen = closed.at
-            if not first:            # seen closing while following (not an old one found at start)
+            self._closed_seen = at
+            if closed is not None and not first:    # seen closing while following, not found at start
                 self.notify(mirror_pair.closed_words(closed), timeout=8)
 
     def _asked_long_enough(self) -> bool:

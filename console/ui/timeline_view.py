@@ -240,6 +240,10 @@ class FollowApp(_TimelineViewApp):
         "…/incidents/2026…"); the live follower adds the node in view."""
         return f"incident {printable(self.incident_id, 40)}"
 
+    def reader(self) -> str:
+        """After "read-only" in the header: who this view writes as (the live follower's h and n)."""
+        return ""
+
     def on_resize(self) -> None:
         self.call_after_refresh(self._fit_what)
 
@@ -281,6 +285,7 @@ class FollowApp(_TimelineViewApp):
                 if not update.more:
                     break
             self.check_consoles()
+            self._fit_what()          # the list's width settles a layout after a resize: looked at each poll
         finally:
             self._busy = False
 
@@ -379,8 +384,9 @@ class FollowApp(_TimelineViewApp):
             rest.append(f"  {self.unseen} new ↓ (end)", style="bold yellow")
         if self.console_gone_since is not None:
             rest.append(f"  console gone since {local_hhmm(self.console_gone_since)}", style="bold yellow")
-        budget = self._header_width() - len("following  — read-only") - len(rest.plain)
-        line = Text(f"following {printable(self.subject(), max(12, budget))} — read-only", style="bold")
+        tail = " — read-only" + self.reader()
+        budget = self._header_width() - len("following ") - len(tail) - len(rest.plain)
+        line = Text(f"following {printable(self.subject(), max(12, budget))}{tail}", style="bold")
         line.append_text(rest)
         self._set_header(line)
 
