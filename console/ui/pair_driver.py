@@ -16,6 +16,7 @@ import time
 
 from console.incident import pending
 from console.incident.pairing import OthersNews, follow_command, news_line, recap
+from console.incident.timeline import operator_id
 from console.textsafe import printable
 
 #: how often the driving console looks for what the others appended
@@ -64,12 +65,14 @@ class PairDriver:
             self.app.say("✎ " + news_line(e, tl.entries))
 
     def idle_text(self) -> str:
-        """The hint when nothing else is said: who this console writes as, and what a second
-        person runs to see the same panels."""
+        """The hint when nothing else is said: who this console writes as (when ``--as`` named
+        the person), and what a second person runs to see the same panels."""
         tl = self.timeline
         if tl is None:
             return "no incident file (nothing is recorded)"
-        return f"as {printable(tl.by, 60)} · a second person: {follow_command(tl.path)} · m: messages"
+        named = tl.by != operator_id()          # --as NAME (else the user, as every console says)
+        who = f"as {printable(tl.by, 60)} · " if named else ""
+        return f"{who}a second person: {follow_command(tl.path)} · m: messages"
 
 
 def _feed(app):
