@@ -311,9 +311,9 @@ class Timeline:
                 data = (entry_to_json(entry) + "\n").encode("utf-8")
                 self._write(data, size)
                 self._end = size + len(data)
+                self.own.add(seq)           # first: a reader of ``entries`` never takes it for another's
                 self.entries.append(entry)
                 self._max_seq = max(self._max_seq, seq)
-                self.own.add(seq)
         return entry
 
     def _write_all(self, data: bytes) -> None:
