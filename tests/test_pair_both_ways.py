@@ -64,13 +64,14 @@ async def test_the_driver_is_told_what_the_follower_adds_naming_who(incident_dir
     tl.close()
 
 
-async def test_the_hint_is_the_command_that_shows_the_same_panels(incident_dir):
-    tl, app = driver(incident_dir)
+async def test_the_hint_is_the_command_that_shows_the_same_panels_and_names_who_drives(incident_dir):
+    tl, app = driver(incident_dir, by="[b]alice@bastion")         # --as "[b]alice": shown as typed
     async with app.run_test(size=(100, 30)) as pilot:
         await polled(pilot, app)
+        assert str(app.query_one("#status").render()).rstrip().endswith("incident pair as [b]alice@bastion")
         said = await messages(pilot, app)
         assert f"gpu-incident follow pair --live --incident-dir {incident_dir}" in said, said
-        assert "as alice@bastion" in said
+        assert "as [b]alice@bastion" in said
         await pilot.press("q")
     tl.close()
 

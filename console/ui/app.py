@@ -613,7 +613,8 @@ class IncidentApp(LiteralNotify, App[int]):
             multi_node=self.multi_node, stale_s=self.stale_s(self.current_node), proc_filter=self.proc_filter,
             tagged=len(self.tagged)))
         self.work.status(line)
-        line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width)
+        line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width,
+                                      person=self.pair.named())
         self.query_one("#status", StatusLine).show(line)
 
     @property

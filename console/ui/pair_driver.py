@@ -64,14 +64,20 @@ class PairDriver:
         for e in news.news():
             self.app.say("✎ " + news_line(e, tl.entries))
 
+    def named(self) -> str | None:
+        """Who this console writes as, where ``--as`` named the person (else None: the user,
+        as every console is)."""
+        tl = self.timeline
+        return tl.by if tl is not None and tl.by != operator_id() else None
+
     def idle_text(self) -> str:
         """The hint when nothing else is said: who this console writes as (when ``--as`` named
         the person), and what a second person runs to see the same panels."""
         tl = self.timeline
         if tl is None:
             return "no incident file (nothing is recorded)"
-        named = tl.by != operator_id()          # --as NAME (else the user, as every console says)
-        who = f"as {printable(tl.by, 60)} · " if named else ""
+        named = self.named()
+        who = f"as {printable(named, 60)} · " if named else ""
         return f"{who}a second person: {follow_command(tl.path)} · m: messages"
 
 
