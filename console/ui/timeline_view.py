@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable
@@ -244,7 +244,7 @@ class FollowApp(_TimelineViewApp):
         """After "read-only" in the header: who this view writes as (the live follower's h and n)."""
         return ""
 
-    def on_resize(self) -> None:
+    def on_resize(self, _event: events.Resize) -> None:
         self.call_after_refresh(self._fit_what)
 
     def _fit_what(self) -> None:
