@@ -30,6 +30,7 @@ class PairDriver:
         self.app = app
         self.news: OthersNews | None = None
         self._busy = False
+        self._named: tuple[str] | None = None
 
     @property
     def timeline(self):
@@ -67,8 +68,10 @@ class PairDriver:
     def named(self) -> str | None:
         """Who this console writes as, where ``--as`` named the person (else None: the user,
         as every console is)."""
-        tl = self.timeline
-        return tl.by if tl is not None and tl.by != operator_id() else None
+        if self._named is None:         # once: the status line asks at every redraw
+            tl = self.timeline
+            self._named = (tl.by if tl is not None and tl.by != operator_id() else "",)
+        return self._named[0] or None
 
     def idle_text(self) -> str:
         """The hint when nothing else is said: who this console writes as (when ``--as`` named
