@@ -116,6 +116,9 @@ def build_console_parser() -> Parser:
     p.add_argument("--incident-dir", metavar="DIR",
                    help="where incident timelines go (default: the user state dir)")
     p.add_argument("--incident", metavar="ID", help="continue an existing incident")
+    p.add_argument("--as", dest="as", type=_as_name, default=None, metavar="NAME",
+                   help="who you are in the incident: every entry's `by` is NAME@host (default: the user, "
+                        "SUDO_USER under sudo; config key as)")
     p.add_argument("--config", metavar="FILE", help="TOML config (key bindings, defaults)")
     p.add_argument("--debug-log", metavar="FILE", help="record polls, commands and timings")
     p.add_argument("--version", action="version", version=f"gpu-incident {__version__}")
@@ -212,6 +215,8 @@ def build_sub_parser(name: str) -> Parser:
         if name == "follow":
             p.add_argument("--live", action="store_true",
                            help="also mirror the driving console's panels (GPUs, processes, findings), read-only")
+            p.add_argument("--as", dest="as", type=_as_name, default=None, metavar="NAME",
+                           help="who you are: your hypotheses and notes (h, n) are recorded as NAME@host")
     elif name == "gate":
         p.add_argument("targets", nargs="*", metavar="TARGET", help="as the console's (default: local)")
         p.add_argument("--wait", type=_gate_wait, default=120.0, metavar="S",
@@ -489,6 +494,15 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _as_name(text: str) -> str:
+    """--as NAME: a person's name, one line of text (console/incident/pairing.py)."""
+    from console.incident.pairing import check_name
+    try:
+        return check_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"NAME {exc}") from None
+
+
 def _table_size(text: str) -> int:
     try:
         n = int(text)
@@ -551,7 +565,9 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     check_ui_settings(args, config)        # Textual only from here on
     fleet = make_fleet(args, fleet_target) if fleet_target else None
     from console.incident import timeline
-    tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident)
+    from console.incident.pairing import person
+    tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident,
+                                by=person(getattr(args, "as", None)))
     from console.ui.app import IncidentApp
     from console.monitor import interval_for
     interval = args.interval if args.interval is not None else interval_for(len(sources))
@@ -599,7 +615,8 @@ def cmd_follow(args: argparse.Namespace) -> int:
     if args.live:
         from console.incident.mirror import state_path
         from console.ui.mirror_view import run_live_follow  # Textual only from here on
-        return run_live_follow(str(path), str(state_path(path)), args.theme)
+        from console.incident.pairing import person
+        return run_live_follow(str(path), str(state_path(path)), args.theme, by=person(getattr(args, "as", None)))
     from console.ui.timeline_view import run_follow  # Textual only from here on
     return run_follow(str(path), args.theme)
 

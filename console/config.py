@@ -9,6 +9,7 @@ same settings have on the command line (cli.py's flags check with these function
     incident_dir = "~/incidents"
     device_glob = "/dev/nvidia*"   # an absolute glob
     read_only = true
+    as = "alice"               # who you are in the incident (--as): every entry's `by` is alice@host
 
     [keys]
     quit = "ctrl+q"        # binding id = key(s), comma-separated for alternatives
@@ -97,6 +98,26 @@ def _bool(value: object) -> bool:
     return value
 
 
+#: the longest name ``--as`` (or ``as``) takes: a name, not a paragraph (it is in every entry's ``by``)
+NAME_LIMIT = 64
+
+
+def person_name(value: object) -> str:
+    """A person's name (``--as NAME``, ``[defaults] as``): one line of printable text, at most
+    NAME_LIMIT characters, stripped. Markup such as ``[bold]`` is kept as typed (every screen
+    shows it literally)."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string (a person's name), not {_kind(value)}")
+    name = value.strip()
+    if not name:
+        raise ValueError("is empty: give the person's name")
+    if any(not ch.isprintable() for ch in name):
+        raise ValueError("holds control characters or line breaks: give the name as one line of text")
+    if len(name) > NAME_LIMIT:
+        raise ValueError(f"is longer than {NAME_LIMIT} characters")
+    return name
+
+
 #: every [defaults] key and its check (returns the value the console uses)
 DEFAULTS: dict[str, Callable[[object], Any]] = {
     "interval": lambda v: seconds_in(v, *INTERVAL_S),
@@ -106,6 +127,7 @@ DEFAULTS: dict[str, Callable[[object], Any]] = {
     "incident_dir": _path,
     "device_glob": device_glob,
     "read_only": _bool,
+    "as": person_name,
 }
 DEFAULT_KEYS = tuple(DEFAULTS)
 

@@ -52,3 +52,33 @@ def test_follow_of_an_unknown_id_says_so_in_one_line(pair):
     follower.start("follow", "nope")
     assert follower.shows("EXITED 2"), follower.screen()
     assert "no incident 'nope'" in follower.screen()
+
+
+def test_both_ways_the_followers_words_reach_the_driver_and_the_drivers_confirm_the_follower(pair):
+    """Issue 34 as a pair tried it: the follower's note shows on the driver's screen with who wrote
+    it; the driver's open Confirm shows on the follower's, then that it was cancelled; each person
+    is named by --as; the driver's hint is the command that shows the same panels."""
+    driver, follower, _ = pair
+    driver.start("demo", "--incident", "both", "--as", "alice")
+    assert driver.shows("sglang::scheduler_TP0"), driver.screen()
+    assert driver.shows("a second person: gpu-incident follow both --live"), driver.screen()
+    follower.start("follow", "both", "--live", "--as", "bob")
+    assert follower.shows("you: bob@"), follower.screen()
+    assert follower.shows("following incident both · demo"), follower.screen()
+    follower("send-keys", "n")
+    assert follower.shows("recorded in the incident as bob@"), follower.screen()     # the prompt is open
+    follower("send-keys", "-l", "watching GPU 3")
+    follower("send-keys", "Enter")
+    assert driver.shows("noted on demo: watching GPU 3"), driver.screen()
+    assert "bob@" in driver.screen()
+    driver("send-keys", "k")                               # the process panel has focus at start
+    assert driver.shows("y: run it"), driver.screen()
+    assert follower.shows("CONFIRM OPEN"), follower.screen()
+    assert "kill -s KILL" in follower.screen()
+    driver("send-keys", "n")
+    assert follower.shows("cancelled SIGKILL"), follower.screen()
+    assert "CONFIRM OPEN" not in follower.screen()
+    driver("send-keys", "q")
+    assert driver.shows("EXITED 0"), driver.screen()
+    follower("send-keys", "q")
+    assert follower.shows("EXITED 0"), follower.screen()

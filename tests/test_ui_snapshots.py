@@ -26,6 +26,13 @@ INCIDENT = "20251129-095320-demo"
 pytestmark = pytest.mark.usefixtures("utc")     # the clock in UTC (tests/conftest.py)
 
 
+@pytest.fixture(autouse=True)
+def _incidents_in_the_default_dir(tmp_path, monkeypatch):
+    """The pictures' incidents are where the console puts them by default: its hint for a second
+    person then needs no `--incident-dir` (a temporary directory's name differs each run)."""
+    monkeypatch.setattr("console.incident.pairing.default_incident_dir", lambda: tmp_path / "incidents")
+
+
 def poll(src: SimSource) -> NodeSnapshot:
     return dataclasses.replace(diagnosed(asyncio.run(src.poll())), probe_ms=None)
 
@@ -196,7 +203,7 @@ def test_follower(snap_compare, tmp_path, size, monkeypatch):
     monkeypatch.setattr(timeline, "now_iso", lambda: "2025-11-29T09:40:00.000Z")
     monkeypatch.chdir(tmp_path)                  # the title shows the incident's path as given
     path, state = _driven_incident(Path("incidents"))
-    app = LiveFollowApp(path, state, poll_interval=0.05, clock=lambda: 1764409200.0)
+    app = LiveFollowApp(path, state, poll_interval=0.05, clock=lambda: 1764409200.0, by="bob@laptop")
 
     async def run_before(pilot):
         from console.ui.tables import gpu_fitted

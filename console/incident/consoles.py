@@ -148,3 +148,15 @@ def gone_since(consoles: Sequence[Attached]) -> str | None:
     if not consoles or not all(c.gone for c in consoles):
         return None
     return max((c.last_seen or c.start.ts) for c in consoles)
+
+
+def attached_elsewhere(entries: Sequence[TimelineEntry], *, host: str | None = None,
+                       alive: Callable[[int, int | None], bool] = process_alive,
+                       me: tuple[int, str] | None = None) -> bool:
+    """Is a console other than this process still (or maybe still) attached? One whose process
+    on this host is gone is not; nor is this very process (``me``: its PID and host), so the
+    postmortem exported from the live console (its ``e``) does not say "a console is still
+    attached" of the console that writes it."""
+    here = socket.gethostname() if host is None else host
+    me = me if me is not None else (os.getpid(), here)
+    return any(not c.gone and (c.pid, c.host) != me for c in attached(entries, host=here, alive=alive))

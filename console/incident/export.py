@@ -33,11 +33,13 @@ named in the block, so a later SIGKILL's effect is never read as the SIGTERM's.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Sequence
 
 from console.checks.registry import digest
 from console.incident.brief import brief
+from console.incident.consoles import attached_elsewhere
 from console.incident.diagnosis_story import finding_lines
 from console.incident.facts import detection, fact_lines, is_demo
 from console.incident.freeing import first_held_text, freeing, time_to_free_text
@@ -192,7 +194,10 @@ def as_markdown(entries: Sequence[TimelineEntry], *, incident_id: str = "", char
     said = brief(entries, incident_id) if entries else ""
     if said:
         out += [said, ""]
-    out += headline(summarize(entries, incident_id), entries)
+    summary = summarize(entries, incident_id)
+    if summary.console_running and not attached_elsewhere(entries):   # gone, or the one exporting
+        summary = dataclasses.replace(summary, console_running=False)
+    out += headline(summary, entries)
     if chart:
         out += [f"![GPU memory over the incident, actions marked]({chart})", ""]
     if not entries:

@@ -22,7 +22,11 @@ The document (fields may be added, never renamed)::
      "interval": 1.0, "viewing": NODE, "activity": ["demo: wait-and-reread: 15 of 86 s, …"],
      "nodes": [NodeSnapshot as JSON, …],
      "memory": {NODE: {"points": [[t, {"0": MiB}]], "totals": {"0": MiB}}},
-     "actions": [{"node", "rung", "ts", "gpus", "pids"}]}
+     "actions": [{"node", "rung", "ts", "gpus", "pids"}],
+     "confirm": {…} or null, "confirm_closed": {…} or null}
+
+``confirm`` is the driving console's open Confirm (its commands and targets), ``confirm_closed``
+how the last one ended, run or cancelled (console/incident/pending.py): the follower shows both.
 
 ``console`` names the process that writes it: a state still "running" whose process on this
 host is gone was left by a console that died without a word (``LiveState.gone``; the follower
@@ -44,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from console.incident import consoles, safefiles
+from console.incident import consoles, pending, safefiles
 from console.incident.timeline import SUFFIX
 from console.model import (ActionRecord, Cgroup, DriverProc, Finding, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc,
                            ThreadInfo)
@@ -263,6 +267,22 @@ class StateFeed:
         self.error: str | None = None
         self._data: dict[str, tuple[NodeSnapshot, dict[str, Any]]] = {}   # each snapshot turned into JSON once
         self._procs: dict[str, dict[int, tuple[Proc, dict]]] = {}          # and each process
+        #: the open Confirm and how the last one ended (console/incident/pending.py): replaced
+        #: whole (the writer's thread reads them), never changed in place
+        self.confirm: dict[str, Any] | None = None
+        self.confirm_closed: dict[str, Any] | None = None
+
+    def confirm_opened(self, data: Mapping[str, Any]) -> None:
+        """A Confirm opened (pending.opened): written at the next turn, whoever polls."""
+        self.confirm = dict(data)
+        self.dirty = True
+
+    def confirm_answered(self, answer: str, now: float | None = None) -> None:
+        """The open Confirm was answered ("run" or "cancelled")."""
+        if self.confirm is not None:
+            self.confirm_closed = pending.closed(self.confirm, answer, time.time() if now is None else now)
+        self.confirm = None
+        self.dirty = True
 
     def update(self, snap: NodeSnapshot, viewing: str | None = None) -> None:
         if snap.name not in self.order:
@@ -298,7 +318,8 @@ class StateFeed:
                 "order": names,
                 "memory": {k: dict(v) for k, v in memory.items()},
                 "actions": [{"node": a.node, "rung": a.rung, "ts": a.ts, "gpus": list(a.gpus), "pids": list(a.pids)}
-                            for a in actions]}
+                            for a in actions],
+                "confirm": self.confirm if running else None, "confirm_closed": self.confirm_closed}
 
     def write(self, document: Mapping[str, Any]) -> None:
         """Replace the state file (0600, atomically, never through a link). OSError is kept in
@@ -345,6 +366,8 @@ class LiveState:
     actions: tuple[ActionRecord, ...]
     activity: tuple[str, ...] = ()          # what the driving console is busy with (checks running)
     console: Mapping[str, Any] | None = None   # the process that writes it: {"pid", "host", "start_ticks"}
+    confirm: pending.Pending | None = None     # its open Confirm (console/incident/pending.py)
+    confirm_closed: pending.Closed | None = None   # how its last Confirm ended
 
     def node(self, name: str | None) -> NodeSnapshot | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -398,7 +421,9 @@ def parse_state(raw: bytes) -> LiveState:
                          memory={k: v for k, v in (doc.get("memory") or {}).items() if isinstance(v, dict)},
                          actions=actions,
                          activity=tuple(str(a) for a in doc.get("activity") or () if isinstance(a, str)),
-                         console=dict(doc["console"]) if isinstance(doc.get("console"), dict) else None)
+                         console=dict(doc["console"]) if isinstance(doc.get("console"), dict) else None,
+                         confirm=pending.parse_pending(doc.get("confirm")),
+                         confirm_closed=pending.parse_closed(doc.get("confirm_closed")))
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
         raise ValueError(f"the live state is malformed ({type(exc).__name__}: {exc})"[:200]) from None
 
@@ -452,7 +477,10 @@ def read_states(state_file: str | os.PathLike[str]) -> LiveState:
                      written_at=newest.written_at, running=any(s.running for s in live),
                      interval=min(s.interval for s in live), viewing=newest.viewing, nodes=tuple(nodes.values()),
                      hidden=hidden, memory=memory, actions=tuple(actions),
-                     activity=tuple(a for s in live for a in s.activity), console=newest.console)
+                     activity=tuple(a for s in live for a in s.activity), console=newest.console,
+                     confirm=next((s.confirm for s in reversed(live) if s.confirm is not None), None),
+                     confirm_closed=max((s.confirm_closed for s in live if s.confirm_closed is not None),
+                                        key=lambda c: c.at, default=None))
 
 
 def read_state(path: str | os.PathLike[str]) -> LiveState:

@@ -190,6 +190,9 @@ class Timeline:
         self._pending = b""         # an incomplete last line seen by the last read
         self._lines = 0             # complete lines read (for warnings)
         self._max_seq = 0           # the highest seq read from the file
+        #: the seqs this Timeline appended (every other entry is another writer's: a follower's
+        #: note, a second console's; console/incident/pairing.py tells the driver of them)
+        self.own: set[int] = set()
         existed = self.path.exists()
         self._fd = safefiles.open_incident_file(self.path)
         try:
@@ -312,6 +315,7 @@ class Timeline:
                 data = (entry_to_json(entry) + "\n").encode("utf-8")
                 self._write(data, size)
                 self._end = size + len(data)
+                self.own.add(seq)           # first: a reader of ``entries`` never takes it for another's
                 self.entries.append(entry)
                 self._max_seq = max(self._max_seq, seq)
         return entry

@@ -85,7 +85,14 @@ class MemoryTrail:
         self.totals.update({g.index: g.memory_total_mib for g in snap.gpus})
         if self.points and snap.taken_at <= self.points[-1][0]:
             return
-        self.points.append((snap.taken_at, read))
+        self.add_reading(snap.taken_at, read)
+
+    def add_reading(self, t: float, read: Mapping[int, int | None]) -> None:
+        """A reading at ``t`` (a poll's, or one an incident's timeline held from before this
+        console: console/session/feed.py); one older than the last is not taken."""
+        if not read or (self.points and t <= self.points[-1][0]):
+            return
+        self.points.append((t, read if isinstance(read, dict) else dict(read)))
         if len(self.points) > self.max_points:        # thin the older half, keep the newest as they are
             half = len(self.points) // 2
             self.points = self.points[:half:2] + self.points[half:]

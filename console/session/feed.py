@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from console.incident.mirror import StateFeed, followed, state_path, want_path
+from console.incident.readings import readings
 from console.incident.timeline import Timeline
-from console.model import ActionRecord, NodeSnapshot
+from console.model import ActionRecord, NodeSnapshot, TimelineEntry
 from console.output.memory_series import MemorySeries, MemoryTrail
 
 FEED_INTERVAL_S = 1.0
@@ -35,11 +36,26 @@ class LiveFeed:
         self._warned = False
         self._want: Path | None = None
         if timeline is not None:
+            self.seed(timeline.entries)
             every = max(FEED_INTERVAL_S, nodes / FEED_NODES_PER_S)
             self._want = want_path(timeline.path)
             # one state file per driving console: two on one incident never overwrite each other's
             self.state = StateFeed(state_path(timeline.path, driver=str(os.getpid())), incident_id=timeline.incident_id,
                                    by=timeline.by, interval=interval, min_interval=every)
+
+    def seed(self, entries: Sequence[TimelineEntry]) -> None:
+        """Continuing an incident (``--incident ID``): every memory reading its timeline holds
+        (first readings, actions' before and after, a wait's reads: console/incident/readings.py)
+        starts each node's trail, so the chart shows the incident so far, not an empty line."""
+        for r in readings(entries):
+            if not isinstance(r.node, str):
+                continue
+            read = {int(k): v for k, v in r.memory.items()
+                    if str(k).isdecimal() and (v is None or (isinstance(v, int) and not isinstance(v, bool)))}
+            trail = self.trails.get(r.node)
+            if trail is None:
+                trail = self.trails[r.node] = MemoryTrail()
+            trail.add_reading(r.t, read)
 
     def add(self, snap: NodeSnapshot, viewing: str | None) -> None:
         """Every poll: the node's memory trail, and the follower's state (cheap: kept, not written)."""

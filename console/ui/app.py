@@ -37,6 +37,7 @@ from console.ui.fleet_view import FleetScreen, FleetSetup, FleetUpdated
 from console.ui.footer import FittedFooter
 from console.ui.panels import FindingsPanel, FindingTable, GpuTable, NodeTable, ProcTable, fit_main_panels
 from console.ui.memory_chart import MemoryChart
+from console.ui.pair_driver import PairDriver
 from console.ui.palette import IncidentCommands
 from console.ui.reasoning import Reasoning
 from console.ui.slurm_line import SlurmLine
@@ -187,6 +188,7 @@ class IncidentApp(LiteralNotify, App[int]):
         self.checks = CheckRuns(self)
         self.escalation = Escalation(self)
         self.reasoning = Reasoning(self)
+        self.pair = PairDriver(self)        # the others' words, the follower's hint (ui/pair_driver.py)
         self.redraw_interval_s = REDRAW_INTERVAL_S
         self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
         self._redraw_timer = None
@@ -268,6 +270,7 @@ class IncidentApp(LiteralNotify, App[int]):
         if self.timeline is not None:
             for w in self.timeline.warnings:
                 self.notify(w, severity="warning")
+            self.pair.start()               # "continuing ID: …", then the others' words as they land
             watched = [s.name for s in self.sources] + ([self.fleet.name] if self.fleet_mode else [])
             self.incident.note(None, consoles.CONSOLE_STARTED + ", ".join(watched), console=self.console_id)
         self.refresh_node_view()
@@ -610,7 +613,8 @@ class IncidentApp(LiteralNotify, App[int]):
             multi_node=self.multi_node, stale_s=self.stale_s(self.current_node), proc_filter=self.proc_filter,
             tagged=len(self.tagged)))
         self.work.status(line)
-        line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width)
+        line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width,
+                                      person=self.pair.named())
         self.query_one("#status", StatusLine).show(line)
 
     @property
@@ -619,10 +623,7 @@ class IncidentApp(LiteralNotify, App[int]):
 
     # ------------------------------------------------------------------ the status line
     def _idle_text(self) -> str:
-        ident = self.incident_id
-        if ident is None:
-            return "no incident file (nothing is recorded)"
-        return f"a second person: gpu-incident follow {ident} · m: messages"
+        return self.pair.idle_text()
 
     def _render_activity(self) -> None:
         said = activity.line(self.activity.latest, self._idle_text(), running=self.running_work())

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input
 
 from console.actions.plan import ActionPlan
-from console.ui import pinned
+from console.ui import pair_driver, pinned
 from console.ui.text import LiteralInput, LiteralStatic, printable
 from console.ui import keys
 
@@ -95,6 +95,7 @@ class ConfirmScreen(ModalScreen[str | None]):
         self._head = head_text(plan)
         self._body = body_text(plan)
         self._scrolls = False           # the targets are taller than the room: the prompt says ↑ ↓
+        self._ran = False               # answered to run (the follower is told how it ended)
 
     @property
     def text(self) -> str:
@@ -115,6 +116,7 @@ class ConfirmScreen(ModalScreen[str | None]):
                            problem=problem)
 
     def on_mount(self) -> None:
+        pair_driver.confirm_opened(self.app, self.plan)      # a follower sees what is about to run
         if not self._body.plain:
             self.query_one("#confirm-body").display = False
         if self.plan.typed_confirmation:
@@ -136,8 +138,12 @@ class ConfirmScreen(ModalScreen[str | None]):
     def action_scroll(self, how: str) -> None:
         getattr(self.query_one("#confirm-body", VerticalScroll), f"scroll_{how}")()
 
+    def on_unmount(self) -> None:
+        pair_driver.confirm_answered(self.app, self._ran)
+
     def action_confirm(self) -> None:
         if not self.plan.typed_confirmation:
+            self._ran = True
             self.dismiss("y")
 
     def action_cancel(self) -> None:
@@ -146,6 +152,7 @@ class ConfirmScreen(ModalScreen[str | None]):
     @on(Input.Submitted, "#typed")
     def _typed(self, event: Input.Submitted) -> None:
         if event.value == self.plan.typed_confirmation:
+            self._ran = True
             self.dismiss(event.value)
         else:
             self.query_one("#confirm-prompt", LiteralStatic).update(

@@ -162,6 +162,8 @@ KEYS: tuple[Key, ...] = (
     Key("follow-tail", "end", "follow_tail", "Follow new", "follow new entries as they come", scope="follow",
         priority=True),
     Key("follow-quit", "q", "quit", "Quit", "quit", scope="follow", priority=True),
+    Key("follow-help", "question_mark", "help", "Help", "this help screen: the follower's keys",
+        scope="follow-live", priority=True),
 )
 #: scopes whose keys are bound to a panel of the main screen and act on the app
 APP_ACTION_SCOPES = ("procs", "gpus", "findings")

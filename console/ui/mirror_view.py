@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -29,7 +29,7 @@ from console.incident.safefiles import UnsafeFile
 from console.model import NodeSnapshot
 from console.output.memory_series import marks_of, series_from_data
 from console.output.rows import RowMemory, proc_view
-from console.ui import keys, tables
+from console.ui import keys, mirror_pair, tables
 from console.ui.footer import QuietFooter
 from console.ui.memory_chart import MemoryChart
 from console.ui.panels import FindingsPanel, FitsGpus, fit_main_panels
@@ -54,6 +54,7 @@ class LiveFollowApp(FollowApp):
     CSS_PATH = ["app.tcss", "timeline_view.tcss", "mirror_view.tcss"]
     BINDINGS = [
         *keys.bindings("follow"),
+        *keys.bindings("follow-live"),
         # the driving console's acting keys: pressed here they say whose they are, never nothing
         *(Binding(k.key, f"drivers_key('{k.id}')", k.footer, show=False) for k in keys.KEYS
           if k.id in DRIVERS_KEYS),
@@ -61,7 +62,7 @@ class LiveFollowApp(FollowApp):
     ]
 
     def __init__(self, path: str, state_file: str, *, poll_interval: float | None = None,
-                 theme_name: str | None = None, clock=time.time) -> None:
+                 theme_name: str | None = None, clock=time.time, by: str | None = None) -> None:
         kwargs = {} if poll_interval is None else {"poll_interval": poll_interval}
         super().__init__(path, theme_name=theme_name, **kwargs)
         self.state_file = state_file
@@ -75,10 +76,16 @@ class LiveFollowApp(FollowApp):
         self._clock = clock
         self._rewrap_pending = False              # a draw before the first layout asked for another
         self._row_memory = RowMemory()            # the process rows of the last state, reused
+        #: who the follower's own words are recorded as (``--as NAME``; None: the user, as the
+        #: timeline names one: console/incident/timeline.py operator_id)
+        self.by = by
+        self._closed_seen: float | None = None    # when the last Confirm seen closed (0: none; None: no state yet)
+        self._subject = ""
 
     def compose(self) -> ComposeResult:
         yield LiteralStatic(id="tv-header")
         yield LiteralStatic(id="tv-notice")
+        yield LiteralStatic(id="live-confirm")      # the driver's open Confirm (mirror_pair.confirm_text)
         with Horizontal(id="live-split"):
             with Vertical(id="main"):
                 yield StatusLine(id="live-status")
@@ -102,7 +109,10 @@ class LiveFollowApp(FollowApp):
     def _what_width(self) -> int:
         from console.ui.timeline_render import COLUMNS
         fixed = sum(w + 2 for _, _, w in COLUMNS) + 2 + 1
-        room = self.size.width * 2 // 5 if self.wide else self.size.width
+        laid_out = self.query("#tv-list")
+        room = laid_out.first().outer_size.width + 2 if laid_out else 0     # the list's own width, once laid out
+        if room <= 2:
+            room = self.size.width * 2 // 5 if self.wide else self.size.width
         return max(12, room - fixed)
 
     def _rewrap(self) -> None:
@@ -123,13 +133,37 @@ class LiveFollowApp(FollowApp):
         self.set_interval(self.poll_interval, self.poll_state)
         self.call_later(self.poll_state)
 
-    def on_resize(self) -> None:
-        self._layout()
+    @property
+    def me(self) -> str:
+        """Who the follower's words are recorded as."""
+        from console.incident.timeline import operator_id
+        return self.by or operator_id()
+
+    def reader(self) -> str:
+        return f", you: {printable(self.me, 40)}"
+
+    def subject(self) -> str:
+        """"incident p1 · demo": the incident and the node in view (the driver's, or the one picked)."""
+        node = self.viewing()
+        more = len(self.state.nodes) - 1 if self.state is not None else 0
+        where = f" · {printable(node, 40)}" + (f" (+{more} nodes)" if more > 0 else "") if node else ""
+        return super().subject() + where
+
+    def action_help(self) -> None:
+        """?: the follower's keys (moving, looking, its own words, quitting), from the key table."""
+        from console.ui.app import HelpScreen
+        self.push_screen(HelpScreen(mirror_pair.help_rows(FOLLOWERS_KEYS)))
+
+    def on_resize(self, event: events.Resize) -> None:
+        # the event's size: the App's own handler, which sets ``self.size``, runs after this one
+        # (at 80 -> 160 columns the entries stayed under the panels, their "what" 18 wide)
+        self._layout(event.size.width)
         if self.state is not None:
             self.call_after_refresh(self.render_state)      # findings rewrapped to the new width
 
-    def _layout(self) -> None:
-        self.query_one("#live-split").set_class(not self.wide, "-narrow")
+    def _layout(self, width: int | None = None) -> None:
+        wide = (width if width is not None else self.size.width) >= WIDE
+        self.query_one("#live-split").set_class(not wide, "-narrow")
 
     # ------------------------------------------------------------------ the live state
     def _ask_and_read(self) -> tuple[LiveState, str, bool]:
@@ -186,7 +220,7 @@ class LiveFollowApp(FollowApp):
         def got(text: str | None) -> None:
             if text and text.strip():
                 self._write(kind, text.strip())
-        self.push_screen(TextPrompt(f"{title} (recorded in the incident under your name)"), got)
+        self.push_screen(TextPrompt(f"{title} (recorded in the incident as {printable(self.me, 40)})"), got)
 
     def _write(self, kind: str, text: str) -> None:
         self.run_worker(self._append(kind, text, self.viewing()), group="follower-notes")
@@ -197,7 +231,7 @@ class LiveFollowApp(FollowApp):
         from console.incident.timeline import Timeline
 
         def write():
-            tl = Timeline(Path(self.path))
+            tl = Timeline(Path(self.path), by=self.by)
             try:
                 return tl.append(kind, text, node=node)
             finally:
@@ -254,10 +288,17 @@ class LiveFollowApp(FollowApp):
             status.append(f" — {max(0.0, age):.0f} s ago", style="dim")
         for text in state.activity:
             status.append("  ⏳ " + printable(text, 90), style="bold cyan")
+        closed = state.confirm_closed
+        if closed is not None and state.confirm is None and self._clock() - closed.at < mirror_pair.CLOSED_SHOWN_S:
+            status.append("  " + mirror_pair.closed_words(closed), style="bold magenta")
         if self.state_problem:
             status.append("  ⚠ " + printable(self.state_problem, 80), style="yellow")
         status.append("  read-only", style="dim")
         self._show_status(status)
+        self._show_confirm(state)
+        if self.subject() != self._subject:
+            self._subject = self.subject()
+            self._render_header()
         nodes = self.query_one("#nodes", DataTable)
         nodes.display = len(state.nodes) > 1
         if nodes.display:
@@ -266,6 +307,23 @@ class LiveFollowApp(FollowApp):
         snap = state.node(name)
         self._render_node(snap, state.hidden.get(name or "", 0))
         fit_main_panels(self, nodes.display)
+
+    def _show_confirm(self, state: LiveState) -> None:
+        """The driver's open Confirm above the panels (read-only), and once it closes, how it
+        ended (the status line says it for a minute; a message says it once)."""
+        panel = self.query_one("#live-confirm", LiteralStatic)
+        pending = state.confirm if state.running and not self.state_gone else None
+        if pending is not None:
+            panel.update(mirror_pair.confirm_text(pending, self.size.width - 2))
+        if panel.display != (pending is not None):
+            panel.display = pending is not None
+        closed = state.confirm_closed
+        at = closed.at if closed is not None else 0.0
+        if at != self._closed_seen:
+            first = self._closed_seen is None
+            self._closed_seen = at
+            if closed is not None and not first:    # seen closing while following, not found at start
+                self.notify(mirror_pair.closed_words(closed), timeout=8)
 
     def _asked_long_enough(self) -> bool:
         """This follower has asked for the state longer than a console takes to answer."""
@@ -314,11 +372,11 @@ class LiveFollowApp(FollowApp):
         set_title(procs, f"processes: {shown} GPU-related{more} (read-only)")
         findings = self.query_one("#findings", FindingsPanel)
         if findings.size.width:
-            findings.show(snap, max(20, findings.size.width - 2))
+            findings.show(snap, max(20, findings.size.width - 4))     # a scroll bar may take two
         elif not self._rewrap_pending:              # not laid out yet: drawn once it is
             self._rewrap_pending = True
             self.call_after_refresh(self._rewrap)
-        set_title(findings, f"findings: {len(snap.findings) if snap is not None else 0} (enter: details)")
+        set_title(findings, mirror_pair.findings_title(findings, len(snap.findings) if snap is not None else 0))
 
     def on_findings_panel_resized(self, _event: FindingsPanel.Resized) -> None:
         """The findings panel got its height: the findings fill its lines again."""
@@ -361,10 +419,11 @@ class LiveFollowApp(FollowApp):
             self.push_screen(DetailScreen(body, can_apply=False))
 
 
-def run_live_follow(path: str, state_file: str, theme: str | None = None) -> int:
-    """`gpu-incident follow ID --live`. FileNotFoundError / ValueError (one line) before any UI starts."""
+def run_live_follow(path: str, state_file: str, theme: str | None = None, by: str | None = None) -> int:
+    """`gpu-incident follow ID --live` (``by``: ``--as NAME``'s). FileNotFoundError / ValueError
+    (one line) before any UI starts."""
     from console.incident.tail import check_readable
     check_readable(path)
-    app = LiveFollowApp(str(path), str(state_file), theme_name=theme)
+    app = LiveFollowApp(str(path), str(state_file), theme_name=theme, by=by)
     app.run()
     return app.return_code or 0

@@ -73,16 +73,19 @@ def status_text(f: StatusFacts) -> Text:
     return line
 
 
-def with_mode_and_incident(line: Text, mode: str, incident_id: str | None, width: int) -> Text:
+def with_mode_and_incident(line: Text, mode: str, incident_id: str | None, width: int,
+                           person: str | None = None) -> Text:
     """The mode after what the line says; the incident's ID at the right edge (its word
-    "incident" dropped first, the line cut with … before the ID is)."""
+    "incident" dropped first, the line cut with … before the ID is); ``person``: who this
+    console writes as, where ``--as`` named them ("incident p1 as alice@vm")."""
     if mode:
         line.append("  " + mode, style="bold yellow")
     if incident_id:
         width = max(0, width - 2)
-        right = Text(f"incident {printable(incident_id, 40)}", style="dim")
+        who = f" as {printable(person, 30)}" if person else ""
+        right = Text(f"incident {printable(incident_id, 40)}{who}", style="dim")
         if line.cell_len + right.cell_len + 2 > width:
-            right = Text(printable(incident_id, 40), style="dim")
+            right = Text(printable(incident_id, 40) + who, style="dim")
         room = width - right.cell_len - 2
         if room >= 20:
             line.truncate(room, overflow="ellipsis")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+from pathlib import Path
 from typing import Sequence
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable
@@ -229,6 +230,39 @@ class FollowApp(_TimelineViewApp):
         self.consoles: list[consoles.Attached] = []
         self._consoles_checked = float("-inf")
 
+    @property
+    def incident_id(self) -> str:
+        from console.incident.timeline import SUFFIX
+        return Path(self.path).name.removesuffix(SUFFIX)
+
+    def subject(self) -> str:
+        """What the header names: the incident (never a path's tail: a split pane cut it to
+        "…/incidents/2026…"); the live follower adds the node in view."""
+        return f"incident {printable(self.incident_id, 40)}"
+
+    def reader(self) -> str:
+        """After "read-only" in the header: who this view writes as (the live follower's h and n)."""
+        return ""
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self.call_after_refresh(self._fit_what)
+
+    def _fit_what(self) -> None:
+        """The "what" column takes the width the pane has now (it kept the width of the pane it
+        was opened in: 30 characters and 20 blank beside them after a widening)."""
+        if not self.is_running or not self.query("#tv-list"):
+            return
+        table, width = self.table, self._what_width()
+        column = table.columns.get("what")         # type: ignore[call-overload]
+        if column is None or column.width == width:
+            return
+        column.width = width
+        numbers = hypothesis_numbers(self.entries)
+        for i, e in enumerate(self.entries):
+            state = hypothesis_state(self.entries, len(self.entries), e.seq) if e.kind == "hypothesis" else None
+            table.update_cell(f"e{i}", "what", row_cells(e, state, width, numbers)[-1], update_width=True)
+        self._render_header()
+
     def on_mount(self) -> None:
         self._setup_table()
         self.table.focus()
@@ -251,6 +285,7 @@ class FollowApp(_TimelineViewApp):
                 if not update.more:
                     break
             self.check_consoles()
+            self._fit_what()          # the list's width settles a layout after a resize: looked at each poll
         finally:
             self._busy = False
 
@@ -349,8 +384,9 @@ class FollowApp(_TimelineViewApp):
             rest.append(f"  {self.unseen} new ↓ (end)", style="bold yellow")
         if self.console_gone_since is not None:
             rest.append(f"  console gone since {local_hhmm(self.console_gone_since)}", style="bold yellow")
-        budget = self._header_width() - len("following  — read-only") - len(rest.plain)
-        line = Text(f"following {short_path(self.path, max(12, budget))} — read-only", style="bold")
+        tail = " — read-only" + self.reader()
+        budget = self._header_width() - len("following ") - len(tail) - len(rest.plain)
+        line = Text(f"following {printable(self.subject(), max(12, budget))}{tail}", style="bold")
         line.append_text(rest)
         self._set_header(line)
 
