@@ -152,15 +152,15 @@ class Session:
             self.publish(NodeUpdated(snap))      # drawn at once: the record asks the node its kernel first
             await self._record_first(snap)
             return
-        if snap.name in self._held and snap.error is None:
-            self._record_findings(snap)
+        if snap.name in self._held and snap.error is None and not self._finished:
+            self._record_findings(snap)      # after "console stopped" nothing more is written
         self.publish(NodeUpdated(snap))
 
     async def _record_first(self, snap: NodeSnapshot) -> None:
         """The node's first reading, with its facts (the kernel asked once: ``uname -r``), the
         workload holding it and the console's findings (console/session/node_record.py)."""
         busy = any((g.memory_used_mib or 0) > FREED_MIB for g in snap.gpus)
-        if not busy:
+        if not busy or self._finished:
             return
         source = self.source(snap.name)
         kernel = await node_record.read_kernel(source) if self.timeline is not None else None
