@@ -137,8 +137,10 @@ class IncidentApp(LiteralNotify, App[int]):
                  theme_name: str | None = None, autostart: bool = True,
                  keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None,
                  fleet: FleetSetup | None = None, engine_thread: bool = False,
-                 stop_signals: bool = False) -> None:
+                 stop_signals: bool = False, new_incident: str | None = None) -> None:
         super().__init__()
+        #: ``--incident ID`` named no incident that existed: what is said of it (console/session/startup.py)
+        self.new_incident = new_incident
         #: SIGHUP and SIGTERM stop the console as q does (the CLI's console; a test that sends them)
         self.stop_signals = stop_signals
         #: the signal that stopped the console ("SIGTERM"), None while it runs or after q
@@ -263,6 +265,8 @@ class IncidentApp(LiteralNotify, App[int]):
         self.query_one("#nodes" if self.multi_node else "#procs").focus()
         self._render_status()
         self._render_activity()
+        if self.new_incident is not None:
+            self.say(self.new_incident, "warning")
         for w in self.theme_warnings:
             self.notify(w, severity="warning")
         if self.timeline is not None:
@@ -610,7 +614,8 @@ class IncidentApp(LiteralNotify, App[int]):
             multi_node=self.multi_node, stale_s=self.stale_s(self.current_node), proc_filter=self.proc_filter,
             tagged=len(self.tagged)))
         self.work.status(line)
-        line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width)
+        line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width,
+                                      new=self.new_incident is not None)
         self.query_one("#status", StatusLine).show(line)
 
     @property

@@ -73,16 +73,19 @@ def status_text(f: StatusFacts) -> Text:
     return line
 
 
-def with_mode_and_incident(line: Text, mode: str, incident_id: str | None, width: int) -> Text:
+def with_mode_and_incident(line: Text, mode: str, incident_id: str | None, width: int,
+                           new: bool = False) -> Text:
     """The mode after what the line says; the incident's ID at the right edge (its word
-    "incident" dropped first, the line cut with … before the ID is)."""
+    "incident" dropped first, the line cut with … before the ID is). ``new``: ``--incident ID``
+    named none that existed: "new incident ID" (its "new" kept at every width)."""
     if mode:
         line.append("  " + mode, style="bold yellow")
     if incident_id:
         width = max(0, width - 2)
-        right = Text(f"incident {printable(incident_id, 40)}", style="dim")
+        right = Text(f"{'new ' if new else ''}incident {printable(incident_id, 40)}",
+                     style="bold yellow" if new else "dim")
         if line.cell_len + right.cell_len + 2 > width:
-            right = Text(printable(incident_id, 40), style="dim")
+            right = Text(f"{'new ' if new else ''}{printable(incident_id, 40)}", style="bold yellow" if new else "dim")
         room = width - right.cell_len - 2
         if room >= 20:
             line.truncate(room, overflow="ellipsis")
