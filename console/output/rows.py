@@ -71,6 +71,14 @@ def _matches(p: Proc, needle: str) -> bool:
             or needle == (p.user or "").lower())
 
 
+def hidden_holders(snap: NodeSnapshot, text_filter: str) -> int:
+    """The GPU holders (memory or a device file) a process filter hides: the panel says so."""
+    needle = text_filter.lower()
+    if not needle:
+        return 0
+    return sum(1 for p in snap.processes if (p.gpu_memory_mib or p.device_files) and not _matches(p, needle))
+
+
 @dataclass(frozen=True)
 class _Tree:
     """The processes one view holds, as a forest: worked out once per snapshot and view."""

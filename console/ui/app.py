@@ -122,6 +122,7 @@ class IncidentApp(LiteralNotify, App[int]):
     #: a ``reactive`` on the App would also repaint the whole screen at every change)
     current_node: var[str] = var("", init=False)     # the node in view
     proc_filter: var[str] = var("", init=False)      # the process panel's filter (/)
+    node_filter: var[str] = var("", init=False)      # the node table's filter (/ there)
     show_all: var[bool] = var(False, init=False)     # every process, not GPU-related only (a)
     proc_sort: var[str] = var("tree", init=False)    # the process panel's order (o: rows.SORTS)
 
@@ -415,7 +416,7 @@ class IncidentApp(LiteralNotify, App[int]):
     def _render_nodes(self, updated) -> None:
         """The node table (NodeTable.show_nodes); ``updated``: the nodes whose readings changed."""
         self.query_one("#nodes", NodeTable).show_nodes([s.name for s in self.sources], self.snapshots,
-                                                       self.stale_s, updated)
+                                                       self.stale_s, updated, self.node_filter)
 
     @on(NodeTable.RowHighlighted, "#nodes")
     def _node_chosen(self, event: NodeTable.RowHighlighted) -> None:
@@ -432,9 +433,16 @@ class IncidentApp(LiteralNotify, App[int]):
             self.slurm_line.refresh_reading()
 
     def watch_proc_filter(self) -> None:
+        self.refresh_bindings()          # esc: Clear filter in the footer while one is set
         if self._panels_up:
             self._render_status()
             self.refresh_procs()
+
+    def watch_node_filter(self) -> None:
+        self.refresh_bindings()
+        if self._panels_up and self.multi_node:
+            self._render_nodes(())
+            self.fit_panels()
 
     def watch_show_all(self, show_all: bool) -> None:
         if show_all:
@@ -520,8 +528,10 @@ class IncidentApp(LiteralNotify, App[int]):
         the keys of the node console's panels are off (there is no panel to act on)."""
         if self.read_only and keys.is_dangerous(action, parameters):
             return False
-        if action == "fleet":
-            return self.fleet_mode and not self.on_fleet_screen
+        if action == "fleet":       # esc: with a filter set it clears that first (clear_filter)
+            return self.fleet_mode and not self.on_fleet_screen and not (self.proc_filter or self.node_filter)
+        if action == "clear_filter":
+            return bool(self.proc_filter or self.node_filter) and not self.on_fleet_screen
         if action in keys.NODE_ACTIONS and self.on_fleet_screen:
             return False
         return True
@@ -836,8 +846,21 @@ class IncidentApp(LiteralNotify, App[int]):
         self.reasoning.export()
 
     # ------------------------------------------------------------------ the process panel's view
+    @property
+    def on_node_table(self) -> bool:
+        nodes = self.query("#nodes")
+        return bool(nodes) and self.focused is nodes.first()
+
     def action_filter(self) -> None:
+        """/: filters the table in focus (k9s's way): the nodes on the node table, else the processes."""
         from console.ui.prompts import TextPrompt
+        if self.on_node_table:
+            def got_nodes(text: str | None) -> None:
+                if text is not None:
+                    self.node_filter = text.strip()
+            self.push_screen(TextPrompt("Filter the nodes (a part of the name, its error or a finding's kind; "
+                                        "empty clears)", value=self.node_filter), got_nodes)
+            return
 
         def got(text: str | None) -> None:
             if text is not None:
@@ -846,12 +869,16 @@ class IncidentApp(LiteralNotify, App[int]):
                                     value=self.proc_filter), got)
 
     def action_clear_filter(self) -> None:
-        """Escape on the process panel: the filter goes (with none, in fleet mode: the fleet)."""
-        if self.proc_filter:
+        """esc: the filter of the panel in focus goes, or, where that panel has none, the one that
+        is set (the process filter first). With none set, esc is the fleet key's (check_action)."""
+        node_first = self.on_node_table and self.node_filter
+        if self.proc_filter and not node_first:
             self.proc_filter = ""
-            self.say("process filter cleared")
-        elif self.fleet_mode:
-            self.action_fleet()
+            self.say("process filter cleared" + (f" (the node filter “{self.node_filter}” stays: esc again)"
+                                                 if self.node_filter else ""))
+        elif self.node_filter:
+            self.node_filter = ""
+            self.say("node filter cleared: every node is listed")
 
     def action_tag(self) -> None:
         key = self.selected_process_key

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from console.diagnosis import text as t
+from console.diagnosis.who import FREED_MIB
 from console.actions.ladder import top_step
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
 from console.output import health
@@ -139,14 +140,18 @@ def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = Non
         return (literal(name, limit=28), literal("✖ " + kind, "bold red", limit=14), "", "", probe,
                 literal(why or snap.error, "bold red", limit=FINDING_CELL))
     used = sum(g.memory_used_mib or 0 for g in snap.gpus)
-    # the node's worst finding when it is high or critical, else "ok": never "ok" beside a critical
-    # zombie (a low one, persistence mode say, needs nothing done)
+    # the node's worst finding when it is high or critical, else what its GPUs do: "holding" (a
+    # GPU holds memory: the finding beside it says whose and what to do) or "idle" — never "ok",
+    # which read as healthy beside a node holding 594 GiB (a low finding, persistence mode say,
+    # needs nothing done)
     worst = max((f.severity for f in snap.findings if severity_rank(f.severity) >= severity_rank("high")),
                 key=severity_rank, default=None)
-    word = worst or "ok"
+    holding = any((g.memory_used_mib or 0) > FREED_MIB for g in snap.gpus)
+    word = worst or ("holding" if holding else "idle")
     if snap.warnings:
         word += f" ⚠{len(snap.warnings)}"
-    state = Text(word, style=SEVERITY_STYLE.get(worst, "") if worst else ("green" if not snap.warnings else "yellow"))
+    state = Text(word, style=SEVERITY_STYLE.get(worst, "") if worst
+                 else ("green" if not snap.warnings and not holding else "yellow"))
     return (literal(name, limit=28), state, t.mib(used), str(len(snap.gpus)), probe,
             finding_cell(snap) if finding else "")
 
