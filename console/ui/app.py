@@ -43,7 +43,7 @@ from console.ui.slurm_line import SlurmLine
 from console.ui.status_line import StatusFacts, StatusLine, status_text, with_mode_and_incident
 from console.ui.theme_install import install_themes
 from console.output.fleet_rows import opened_text
-from console.output.rows import SORTS
+from console.output.rows import SORTS, order_words
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
 
 
@@ -904,8 +904,37 @@ class IncidentApp(LiteralNotify, App[int]):
     def action_sort(self) -> None:
         """o: the process panel's next order (tree, GPU memory, PID, user); the cursor stays on its
         process."""
-        self.proc_sort = SORTS[(SORTS.index(self.proc_sort) + 1) % len(SORTS)]
-        self.say(f"processes: {'as a tree' if self.proc_sort == 'tree' else 'by ' + self.proc_sort} (o: next order)")
+        base = self.proc_sort.removeprefix("-")
+        self.proc_sort = SORTS[(SORTS.index(base) + 1) % len(SORTS)]
+        self.say(f"processes: {order_words(self.proc_sort)} (o: next order, F6: choose or reverse)")
+
+    def action_tree(self) -> None:
+        """F5 (htop's tree): the processes as a tree, or back to the flat order they had."""
+        if self.proc_sort != "tree":
+            self._flat_sort, self.proc_sort = self.proc_sort, "tree"
+        else:
+            self.proc_sort = getattr(self, "_flat_sort", "memory")
+        self.say(f"processes: {order_words(self.proc_sort)} (F5: {'flat' if self.proc_sort == 'tree' else 'tree'}, "
+                 "F6: choose the order)")
+
+    def action_order_menu(self) -> None:
+        """F6 (htop's order): a chooser of every order, each flat one also reversed."""
+        from console.ui.order_menu import OrderMenu
+
+        def chosen(order: str | None) -> None:
+            if order is not None:
+                self.proc_sort = order
+                self.say(f"processes: {order_words(order)}")
+        self.push_screen(OrderMenu(self.proc_sort), chosen)
+
+    def on_key(self, event: events.Key) -> None:
+        """A key another tool taught (j, \\, F2 …) that is no key here: say which key does that job
+        here (keys.HABITS), on the main screen, when nothing is bound to it."""
+        if len(self.screen_stack) != 1 or event.key in self.active_bindings:
+            return
+        hint = keys.habit(event.key, self.keymap)
+        if hint is not None:
+            self.say(hint, "warning")
 
     def read_whole_table(self, source: Source | None = None) -> None:
         """The node in view (or ``source``) reads its whole process table at once."""

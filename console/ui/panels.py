@@ -10,10 +10,10 @@ from textual.message import Message
 
 from console.diagnosis.history import memo
 from console.model import NodeSnapshot
-from console.output.rows import RowMemory, hidden_holders, proc_view, sorted_rows
+from console.output.rows import RowMemory, hidden_holders, order_words, proc_view, sorted_rows
 from console.ui import keys, layout, tables
 from console.ui.node_filter import node_filter_title, node_matches
-from console.ui.text import LiteralTable, literal, printable, set_title
+from console.ui.text import LiteralTable, printable, set_subtitle, set_title
 from console.ui.virtual_table import VirtualTable
 
 
@@ -76,8 +76,7 @@ class NodeTable(VirtualTable):
         for name in updated:
             widths[name] = tables.node_widths(name, snapshots.get(name), stale_s(name))
         shown = [n for n in names if node_matches(n, snapshots.get(n), text_filter)]
-        said = node_filter_title(names, shown, snapshots, text_filter)
-        self.border_subtitle = literal(said, "bold cyan") if said else None
+        set_subtitle(self, node_filter_title(names, shown, snapshots, text_filter), "bold cyan")
         order = sorted(shown, key=lambda n: tables.node_order(n, snapshots.get(n)))
         wide = {key: max((w[key] for w in widths.values() if key in w), default=0)
                 for _label, key in tables.NODE_COLUMNS[:-1]}
@@ -151,7 +150,8 @@ class ProcTable(VirtualTable):
                        lambda _s: tables.proc_widths(rows, tagged)) if snap is not None else {})
         self.set_rows(listed, make, widths)
         total = view.total if view is not None else 0
-        hint = ("a: GPU-related only" if show_all else "a: all") + (f", by {order} (o)" if order != "tree" else "")
+        hint = ("a: GPU-related only" if show_all else "a: all") + (f", {order_words(order)} (o, F6)"
+                                                                   if order != "tree" else "")
         # a filter that hides GPU holders says so first: the panel may look as if nothing held the GPUs
         hides = hidden_holders(snap, text_filter) if snap is not None else 0
         said = (f"filter “{printable(text_filter, 20)}” hides {hides} GPU holder{'s' if hides != 1 else ''} "
