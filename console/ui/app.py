@@ -43,6 +43,7 @@ from console.ui.slurm_line import SlurmLine
 from console.ui.status_line import StatusFacts, StatusLine, status_text, with_mode_and_incident
 from console.ui.theme_install import install_themes
 from console.output.fleet_rows import opened_text
+from console.output.remedy import remedy_first
 from console.output.rows import SORTS, order_words
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
 
@@ -680,6 +681,9 @@ class IncidentApp(LiteralNotify, App[int]):
         where = [self._idle_text()] + ([f"recorded in {self.timeline.path}"] if self.timeline is not None else [])
         # what the nodes warn of, whole (the status line has room for the first 60 characters)
         where += [f"⚠ {name}: {w}" for name, snap in self.snapshots.items() if snap is not None for w in snap.warnings]
+        # and every node's error, what to do about it first (console/output/remedy.py)
+        where += [f"✖ {name}: {remedy_first(snap.error)}" for name, snap in self.snapshots.items()
+                  if snap is not None and snap.error]
         self.push_screen(DetailScreen(activity.history_text(self.activity.history(), where)))
 
     def action_elsewhere(self, key_id: str) -> None:

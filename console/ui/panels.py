@@ -186,7 +186,7 @@ class FindingsPanel(LiteralTable):
 
     def show(self, snap: NodeSnapshot | None, width: int) -> None:
         """The findings at ``width`` (tables.finding_rows), into the lines the panel has now."""
-        self.base_lines = tables.finding_lines(snap)
+        self.base_lines = tables.finding_lines(snap, width)
         tables.sync_table(self, tables.finding_rows(snap, width, self.size.height))
 
 

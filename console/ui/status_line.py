@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 from rich.text import Text
 
+from console.output.remedy import remedy_first
 from console.diagnosis import text as t
 from console.model import NodeSnapshot
 from console.ui.text import LiteralStatic, printable
@@ -46,13 +47,13 @@ def status_text(f: StatusFacts) -> Text:
         if f.stale_s is not None:
             line.append(f" ⚠ last reading {f.stale_s:.0f} s ago", style="bold yellow")
         if snap is not None and snap.error:
-            line.append(" ✖ " + printable(snap.error, 80), style="bold red")
+            line.append(" ✖ " + printable(remedy_first(snap.error), 80), style="bold red")
     else:
         line.append(printable(f.viewing, 30), style="bold")
         if snap is None:
             line.append(" connecting…", style="dim")
         elif snap.error:
-            line.append(" ✖ " + printable(snap.error, 120), style="bold red")
+            line.append(" ✖ " + printable(remedy_first(snap.error), 120), style="bold red")
         elif f.stale_s is not None:
             line.append(f"  ⚠ last reading {f.stale_s:.0f} s ago: the poll stopped returning", style="bold yellow")
         else:
