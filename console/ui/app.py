@@ -183,6 +183,7 @@ class IncidentApp(LiteralNotify, App[int]):
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.current_node = self.sources[0].name if self.sources else ""
         self._quit_asked_at = float("-inf")     # q with work running: when it was said
+        self._gpus_in_view: int | None = None     # the GPU rows the panel shows (fit_panels)
         self.tagged: set[str] = set()
         self.activity = activity.Activity(clock)
         self.work = activity.Work()                 # checks running, results waiting for a window
@@ -598,6 +599,12 @@ class IncidentApp(LiteralNotify, App[int]):
         fitted = fit_main_panels(self, self.multi_node)
         findings = self.query_one("#findings", DataTable)
         self._title_findings(fitted and findings.styles.height is not None)
+        gpus, row = self.query_one("#gpus", DataTable), self.query_one("#gpu-row")
+        in_view = tables.rows_in_view(gpus, int(row.styles.height.value)) \
+            if fitted and row.styles.height is not None else None
+        if in_view != self._gpus_in_view:       # the status line says when the GPU panel hides some
+            self._gpus_in_view = in_view
+            self._render_status()
 
     def on_finding_table_scrolled(self, _event: FindingTable.Scrolled) -> None:
         self._title_findings(True)
@@ -623,7 +630,7 @@ class IncidentApp(LiteralNotify, App[int]):
         line = status_text(StatusFacts(
             nodes=[s.name for s in self.sources], snapshots=self.snapshots, viewing=self.current_node,
             multi_node=self.multi_node, stale_s=self.stale_s(self.current_node), proc_filter=self.proc_filter,
-            tagged=len(self.tagged)))
+            tagged=len(self.tagged), gpus_in_view=self._gpus_in_view))
         self.work.status(line)
         line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width,
                                       new=self.new_incident is not None)

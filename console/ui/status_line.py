@@ -27,6 +27,15 @@ class StatusFacts:
     stale_s: float | None                          # how long the node in view has not answered
     proc_filter: str = ""
     tagged: int = 0
+    gpus_in_view: int | None = None                # the GPU panel shows only this many (a split pane)
+
+
+def _gpus_more(f: StatusFacts, snap: NodeSnapshot) -> str:
+    """" (2 in view ↓)" when the GPU panel shows fewer GPUs than the node has (it scrolls)."""
+    rows = len(snap.gpus) + len(snap.lost_gpus)
+    if f.gpus_in_view is None or f.gpus_in_view >= rows:
+        return ""
+    return f" ({f.gpus_in_view} in view ↓)"
 
 
 def status_text(f: StatusFacts) -> Text:
@@ -48,6 +57,8 @@ def status_text(f: StatusFacts) -> Text:
             line.append(f" ⚠ last reading {f.stale_s:.0f} s ago", style="bold yellow")
         if snap is not None and snap.error:
             line.append(" ✖ " + printable(remedy_first(snap.error), 80), style="bold red")
+        elif snap is not None and _gpus_more(f, snap):
+            line.append(f" · {len(snap.gpus)} GPUs" + _gpus_more(f, snap), style="bold yellow")
     else:
         line.append(printable(f.viewing, 30), style="bold")
         if snap is None:
@@ -58,7 +69,11 @@ def status_text(f: StatusFacts) -> Text:
             line.append(f"  ⚠ last reading {f.stale_s:.0f} s ago: the poll stopped returning", style="bold yellow")
         else:
             used = sum(g.memory_used_mib or 0 for g in snap.gpus)
-            line.append(f"  {len(snap.gpus)} GPUs  {t.mib(used)} used")
+            line.append(f"  {len(snap.gpus)} GPUs")
+            more = _gpus_more(f, snap)
+            if more:
+                line.append(more, style="bold yellow")
+            line.append(f"  {t.mib(used)} used")
             if snap.probe_ms is not None:
                 line.append(f"  probe {snap.probe_ms:.0f}ms", style="dim")
             if snap.warnings:
