@@ -12,7 +12,7 @@ from console.diagnosis.who import FREED_MIB
 from console.actions.ladder import top_step
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
 from console.output import health
-from console.output.remedy import error_kind, remedy_first
+from console.output.remedy import error_kind, remedy_first, remedy_of
 from console.output.rows import ProcRow, fmt_mib, gpu_holders
 from console.ui.error_row import error_cell, error_lines
 from console.ui.text import cells as literal_cells, literal, printable
@@ -138,8 +138,10 @@ def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = Non
         return (cells[0], Text(f"stale {stale_s:.0f}s", style="bold yellow"), *cells[2:])
     probe = probe_cell(snap.probe_ms)
     if snap.error:          # the cause in State ("✖ host key"), what to do about it first beside it
+        why = snap.error.partition(": ")[2] or snap.error          # State says the kind already
+        cell = remedy_first(snap.error) if remedy_of(snap.error) else why
         return (literal(name, limit=28), literal("✖ " + error_kind(snap.error), "bold red", limit=16), "", "",
-                probe, literal(remedy_first(snap.error), "bold red", limit=FINDING_CELL))
+                probe, literal(cell, "bold red", limit=FINDING_CELL))
     used = sum(g.memory_used_mib or 0 for g in snap.gpus)
     # the node's worst finding when it is high or critical, else what its GPUs do: "holding" (a
     # GPU holds memory: the finding beside it says whose and what to do) or "idle" — never "ok",
