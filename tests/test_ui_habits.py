@@ -65,10 +65,10 @@ async def test_a_key_another_tool_taught_says_which_key_does_that_job_here():
     app = seed_app(keymap={"filter": "u,slash"})          # a remap: the hints name the key as remapped
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.query_one("#procs").row_count > 3)
-        for key, line in (("j", "j (vim's down): ↓ moves down (k is SIGKILL on the process panel) here"),
-                          ("backslash", "\\ (htop's filter): u filters the table in focus here"),
+        for key, line in (("j", "j (vim's down): here ↓ moves down (k is SIGKILL on the process panel)"),
+                          ("backslash", "\\ (htop's filter): here u filters the table in focus"),
                           ("f2", "F2 (htop's setup): no setup screen: remap keys in the config file's [keys]"),
-                          ("M", "M (htop's order by memory): F6 chooses the order: GPU memory first here")):
+                          ("M", "M (htop's order by memory): here F6 chooses the order: GPU memory first")):
             await pilot.press(key)
             await wait_for(pilot, lambda: said(app).startswith(line), describe=lambda a: said(a))
             assert app.screen is app.screen_stack[0]            # nothing opened, nothing acted on

@@ -275,7 +275,7 @@ def habit(key: str, keymap: Mapping[str, str] | None = None) -> str | None:
     for typed, where, key_id, does in HABITS:
         if typed == key:
             first = (keymap or {}).get(key_id, get(key_id).key).split(",")[0] if key_id else ""
-            here = f"{shown(first)} {does} here" if key_id else does
+            here = f"here {shown(first)} {does}" if key_id else does
             return f"{shown(typed)} ({where}): {here}"
     return None
 
