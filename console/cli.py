@@ -668,11 +668,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def _paste_options(args: argparse.Namespace, directory: Path) -> list[str]:
     """The options a printed "continue with" command needs to open the nodes and the incident
-    as this run did (console/session/paste.py); the incident dir only where it is not the default."""
-    from console.incident import timeline
+    as this run did (console/session/paste.py); the incident dir always: a Prolog's gate runs as
+    root with no XDG_STATE_HOME, the person who pastes has another default."""
     from console.session.paste import console_options
-    chosen = directory if Path(directory) != timeline.default_incident_dir() else None
-    return console_options(_ssh_options(args), incident_dir=chosen, device_glob=args.device_glob)
+    return console_options(_ssh_options(args), incident_dir=directory, device_glob=args.device_glob)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
