@@ -44,8 +44,8 @@ from console.ui.status_line import StatusFacts, StatusLine, status_text, with_mo
 from console.ui.theme_install import install_themes
 from console.output.fleet_rows import opened_text
 from console.output.remedy import remedy_first
-from console.output.rows import SORTS, order_words
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
+from console.ui.view_keys import ViewKeys
 
 
 #: node updates are drawn at most this often: with many nodes, the polls that answered since the
@@ -192,6 +192,7 @@ class IncidentApp(LiteralNotify, App[int]):
         self.checks = CheckRuns(self)
         self.escalation = Escalation(self)
         self.reasoning = Reasoning(self)
+        self.view_keys = ViewKeys(self)             # / esc o F5 F6, and other tools' keys
         self.redraw_interval_s = REDRAW_INTERVAL_S
         self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
         self._redraw_timer = None
@@ -859,37 +860,13 @@ class IncidentApp(LiteralNotify, App[int]):
     # ------------------------------------------------------------------ the process panel's view
     @property
     def on_node_table(self) -> bool:
-        nodes = self.query("#nodes")
-        return bool(nodes) and self.focused is nodes.first()
+        return self.view_keys.on_node_table
 
     def action_filter(self) -> None:
-        """/: filters the table in focus (k9s's way): the nodes on the node table, else the processes."""
-        from console.ui.prompts import TextPrompt
-        if self.on_node_table:
-            def got_nodes(text: str | None) -> None:
-                if text is not None:
-                    self.node_filter = text.strip()
-            self.push_screen(TextPrompt("Filter the nodes (a part of the name, its error or a finding's kind; "
-                                        "empty clears)", value=self.node_filter), got_nodes)
-            return
-
-        def got(text: str | None) -> None:
-            if text is not None:
-                self.proc_filter = text.strip()
-        self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
-                                    value=self.proc_filter), got)
+        self.view_keys.filter()
 
     def action_clear_filter(self) -> None:
-        """esc: the filter of the panel in focus goes, or, where that panel has none, the one that
-        is set (the process filter first). With none set, esc is the fleet key's (check_action)."""
-        node_first = self.on_node_table and self.node_filter
-        if self.proc_filter and not node_first:
-            self.proc_filter = ""
-            self.say("process filter cleared" + (f" (the node filter “{self.node_filter}” stays: esc again)"
-                                                 if self.node_filter else ""))
-        elif self.node_filter:
-            self.node_filter = ""
-            self.say("node filter cleared: every node is listed")
+        self.view_keys.clear_filter()
 
     def action_tag(self) -> None:
         key = self.selected_process_key
@@ -913,39 +890,16 @@ class IncidentApp(LiteralNotify, App[int]):
         self.show_all = not self.show_all          # watch_show_all: every process read, drawn
 
     def action_sort(self) -> None:
-        """o: the process panel's next order (tree, GPU memory, PID, user); the cursor stays on its
-        process."""
-        base = self.proc_sort.removeprefix("-")
-        self.proc_sort = SORTS[(SORTS.index(base) + 1) % len(SORTS)]
-        self.say(f"processes: {order_words(self.proc_sort)} (o: next order, F6: choose or reverse)")
+        self.view_keys.sort()
 
     def action_tree(self) -> None:
-        """F5 (htop's tree): the processes as a tree, or back to the flat order they had."""
-        if self.proc_sort != "tree":
-            self._flat_sort, self.proc_sort = self.proc_sort, "tree"
-        else:
-            self.proc_sort = getattr(self, "_flat_sort", "memory")
-        self.say(f"processes: {order_words(self.proc_sort)} (F5: {'flat' if self.proc_sort == 'tree' else 'tree'}, "
-                 "F6: choose the order)")
+        self.view_keys.tree()
 
     def action_order_menu(self) -> None:
-        """F6 (htop's order): a chooser of every order, each flat one also reversed."""
-        from console.ui.order_menu import OrderMenu
-
-        def chosen(order: str | None) -> None:
-            if order is not None:
-                self.proc_sort = order
-                self.say(f"processes: {order_words(order)}")
-        self.push_screen(OrderMenu(self.proc_sort), chosen)
+        self.view_keys.order_menu()
 
     def on_key(self, event: events.Key) -> None:
-        """A key another tool taught (j, \\, F2 …) that is no key here: say which key does that job
-        here (keys.HABITS), on the main screen, when nothing is bound to it."""
-        if len(self.screen_stack) != 1 or event.key in self.active_bindings:
-            return
-        hint = keys.habit(event.key, self.keymap)
-        if hint is not None:
-            self.say(hint, "warning")
+        self.view_keys.habit(event.key)        # j, \, F2 …: which key does that job here
 
     def read_whole_table(self, source: Source | None = None) -> None:
         """The node in view (or ``source``) reads its whole process table at once."""
