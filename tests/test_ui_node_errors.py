@@ -23,6 +23,8 @@ HOST_KEY = ("host key not trusted for 127.0.0.1:2222 (ssh-ed25519 SHA256:q1w2e3r
 AUTH = ("authentication failed for root@127.0.0.1:2223: the node accepted none of the configured or default "
         "keys (~/.ssh/id_*)")
 
+KEY_FILE = "cannot use the SSH settings for 127.0.0.1:2224: Invalid private key"
+
 
 def failing(name: str, error: str) -> NodeSnapshot:
     return NodeSnapshot(name=name, taken_at=time.time(), error=error)
@@ -62,12 +64,15 @@ async def test_the_remedy_of_a_host_key_error_is_first_and_whole_enter_opens_it_
 
 
 async def test_the_node_table_names_the_cause_and_what_to_do_first():
-    sources = [SimSource(name=n, scenario="seed", clock=FakeClock()) for n in ("gpu07", "gpu08")]
+    sources = [SimSource(name=n, scenario="seed", clock=FakeClock()) for n in ("gpu07", "gpu08", "gpu09")]
     app = IncidentApp(sources, autostart=False)
     async with app.run_test(size=(100, 16)) as pilot:
         app.post_message(NodeUpdated(failing("gpu07", HOST_KEY)))
         app.post_message(NodeUpdated(failing("gpu08", AUTH)))
+        app.post_message(NodeUpdated(failing("gpu09", KEY_FILE)))
         nodes = app.query_one("#nodes")
-        await wait_for(pilot, lambda: str(nodes.get_cell("gpu08", "state")) == "✖ authentication")
+        await wait_for(pilot, lambda: str(nodes.get_cell("gpu09", "state")) == "✖ ssh settings")
         assert str(nodes.get_cell("gpu07", "state")) == "✖ host key"
+        assert str(nodes.get_cell("gpu08", "state")) == "✖ authentication"
         assert str(nodes.get_cell("gpu08", "finding")).startswith("give a key this node accepts: rerun with -i")
+        assert str(nodes.get_cell("gpu09", "finding")).startswith("check the key files (-i KEY)")

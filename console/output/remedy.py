@@ -10,11 +10,13 @@ _REMEDIES: tuple[tuple[str, str], ...] = (
                          "entry (ssh-keygen -R HOST -f KNOWN_HOSTS) and the console connects again"),
     ("host key not trusted", "check the key's fingerprint, then add it to known_hosts (--known-hosts FILE), "
                              "or rerun with --accept-new-host-keys to record keys of hosts not yet known"),
-    ("host key check impossible", "fix or replace the known_hosts file named below (--known-hosts FILE), "
+    ("host key check impossible", "fix or replace the known_hosts file the error names (--known-hosts FILE), "
                                   "then rerun"),
     ("authentication failed", "give a key this node accepts: rerun with -i KEY (or ssh-add it), and check "
                               "the user name (USER@HOST or User in the ssh config)"),
-    ("cannot use the SSH settings", "fix the file named below (an -i key, --ssh-config FILE), then rerun"),
+    ("cannot use the SSH settings", "check the key files (-i KEY) and the ssh config (--ssh-config FILE) given: "
+                                    "one cannot be used (unreadable, not a private key, a bad line); fix it and "
+                                    "rerun"),
 )
 
 #: the contract's words for the cause of a node's error (README, snapshot JSON), in the order tried
