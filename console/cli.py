@@ -147,7 +147,7 @@ SUB_DESCRIPTIONS = {
              "drains the node in Slurm), 2 for bad usage."),
     "watch": ("Headless: poll the targets as the console does, and when a cause appears (memory no process "
               "holds, hidden holders, an orphan, a thread in D too long, a serious Xid, a recovery action, "
-              "memory held at 0%% too long) open an incident with the evidence, before anyone kills "
+              "memory held at 0% too long) open an incident with the evidence, before anyone kills "
               "anything. Runs until SIGTERM or SIGINT (exit 0)."),
     "bench": "Measured figures: probe, diagnosis and UI timings on simulated nodes (and a real one with --target).",
 }
@@ -284,7 +284,9 @@ def setup_debug_log(path: str | None) -> None:
 
 
 def _ssh_options(args: argparse.Namespace):
+    from console.session.startup import check_key_files
     from console.sources.ssh.options import SshOptions
+    check_key_files(args.identity)          # a missing -i key: refused here, as a missing nodes file is
     return SshOptions(known_hosts=args.known_hosts, identity=tuple(args.identity),
                       ssh_config=args.ssh_config, accept_new_host_keys=args.accept_new_host_keys)
 
@@ -566,8 +568,10 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
     fleet = make_fleet(args, fleet_target) if fleet_target else None
     from console.incident import timeline
     from console.incident.pairing import person
-    tl = timeline.open_incident(Path(args.incident_dir) if args.incident_dir else None, args.incident,
-                                by=person(getattr(args, "as", None)))
+    from console.session.startup import new_incident, new_incident_words
+    directory = Path(args.incident_dir) if args.incident_dir else timeline.default_incident_dir()
+    started = new_incident(directory, args.incident) if args.incident else (False, [])
+    tl = timeline.open_incident(directory, args.incident, by=person(getattr(args, "as", None)))
     from console.ui.app import IncidentApp
     from console.monitor import interval_for
     interval = args.interval if args.interval is not None else interval_for(len(sources))
@@ -576,7 +580,8 @@ def cmd_console(args: argparse.Namespace, config=None) -> int:
                       dry_run=args.dry_run, theme_name=args.theme,
                       keymap=config.keys if config else None, slurm=slurm, fleet=fleet,
                       engine_thread=os.environ.get("GPU_INCIDENT_ENGINE_THREAD", "1") != "0",
-                      stop_signals=True)     # SIGHUP and SIGTERM stop it as q does (ui/app.py)
+                      stop_signals=True,     # SIGHUP and SIGTERM stop it as q does (ui/app.py)
+                      new_incident=new_incident_words(args.incident, started[1]) if started[0] else None)
     try:
         app.run()
     finally:
@@ -629,6 +634,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     slurm = make_slurm(args, config) if args.drain else None
     from console.incident import timeline
     from console.session import gate
+    from console.session.paste import continue_command
     opened = []
     directory = Path(args.incident_dir) if args.incident_dir else timeline.default_incident_dir()
 
@@ -651,8 +657,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
             for node in nodes:
                 print(gate.line(node, args.wait, incident))
             if incident:
-                print(f"gpu-incident gate: evidence in incident {incident}: gpu-incident --incident {incident} "
-                      f"{' '.join(n.name for n in nodes if not n.clean)}")
+                held = [n.name for n in nodes if not n.clean]
+                print(f"gpu-incident gate: evidence in incident {incident}: "
+                      f"{continue_command(incident, held, _paste_options(args, directory))}")
     _emit(write)
     return 0 if all(n.clean for n in nodes) else 1
 
@@ -681,9 +688,18 @@ def cmd_watch(args: argparse.Namespace) -> int:
         await watch.run(sources, open_incident=lambda: timeline.open_incident(directory), interval=interval,
                         directory=directory,
                         dstate_after=args.dstate_after, idle_after=args.idle_after, clear_after=args.clear_after,
-                        teller=teller, metrics_port=args.metrics_port, say=say, stop=stop)
+                        teller=teller, metrics_port=args.metrics_port, say=say, stop=stop,
+                        options=_paste_options(args, directory))
     asyncio.run(main())
     return 0
+
+
+def _paste_options(args: argparse.Namespace, directory: Path) -> list[str]:
+    """The options a printed "continue with" command needs to open the nodes and the incident
+    as this run did (console/session/paste.py); the incident dir always: a Prolog's gate runs as
+    root with no XDG_STATE_HOME, the person who pastes has another default."""
+    from console.session.paste import console_options
+    return console_options(_ssh_options(args), incident_dir=directory, device_glob=args.device_glob)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

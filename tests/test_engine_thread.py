@@ -98,6 +98,26 @@ async def test_call_runs_on_the_engine_loop_and_cancelling_the_caller_cancels_it
     assert not engine.running
 
 
+async def test_close_cancels_what_is_left_on_the_engine_loop_and_waits_for_it():
+    """A task still running on the engine's loop when the console quits (a node connection's
+    clean-up, a poll asked for a moment before) is cancelled and finishes before the thread ends:
+    left pending when the loop stopped, Python said "coroutine … was never awaited" at exit."""
+    engine = Engine(Session([]), threaded=True)
+    engine.start()
+    started, cleaned = threading.Event(), threading.Event()
+
+    async def lingering():
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            cleaned.set()
+    engine.do(lambda: asyncio.get_running_loop().create_task(lingering()))
+    assert await asyncio.to_thread(started.wait, 5)
+    await engine.close()
+    assert not engine.running and cleaned.is_set()
+
+
 async def _thread_name() -> str:
     return threading.current_thread().name
 

@@ -187,7 +187,7 @@ def test_every_key_is_declared_once_and_help_lists_each_with_its_scope():
     main = [k for k in keys.KEYS if k.scope in keys.MAIN_SCOPES]        # the other screens' keys: on those
     for k in main:
         assert ((keys.key_of(k.id), k.help) in rows) != k.fleet_only     # the fleet's keys: in fleet mode only
-    assert "q/f10" in listed and "f9" in listed and "home" in listed
+    assert "q/F10" in listed and "F9" in listed and "home" in listed
     fleet = keys.help_rows(fleet=True)
     assert [what for key, what in fleet if not key][:2] == ["on the fleet table", "on the process panel"]
     for k in main:

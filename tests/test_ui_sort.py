@@ -23,7 +23,7 @@ async def test_o_orders_the_processes_by_memory_then_pid_then_user_then_the_tree
         mib = [snap.proc(p).gpu_memory_total_mib for p in by_mem]
         assert mib == sorted(mib, reverse=True) and mib[0] > 0, mib[:10]
         assert app.selected_process_key == selected, "the cursor stays on its process"
-        assert "by memory (o)" in str(table.border_title)
+        assert "by GPU memory (o, F6)" in str(table.border_title)
         await pilot.press("o")
         await pilot.pause()
         assert [int(k.split(":")[1]) for k in table.row_keys] == sorted(by_mem)
@@ -33,7 +33,7 @@ async def test_o_orders_the_processes_by_memory_then_pid_then_user_then_the_tree
         assert users == sorted(users)
         await pilot.press("o")
         await pilot.pause()
-        assert table.row_keys == tree and "(o)" not in str(table.border_title)
+        assert table.row_keys == tree and "(o, F6)" not in str(table.border_title)
 
 
 def test_eight_workers_a_few_mib_apart_keep_their_pid_order_in_the_tree():

@@ -116,7 +116,7 @@ def test_a_healthy_probe_time_reads_the_same_every_poll_and_a_slow_one_shows():
     assert {probe_cell(ms) for ms in (110, 170, 240)} == {"<250ms"}, "a loaded node's wandering times: one cell"
 
 
-def test_a_node_with_a_critical_finding_never_reads_ok():
+def test_a_node_with_a_critical_finding_or_memory_held_never_reads_ok():
     import dataclasses
 
     from console.model import Finding, NodeSnapshot
@@ -124,5 +124,9 @@ def test_a_node_with_a_critical_finding_never_reads_ok():
     base = NodeSnapshot(name="gpu07", taken_at=0.0)
     low = Finding(kind="reset-blocker", severity="low", summary="", next_step="")
     crit = Finding(kind="zombie", severity="critical", summary="", next_step="", rung="wait")
-    assert str(tables.node_cells("gpu07", dataclasses.replace(base, findings=(low,)))[1]) == "ok"
+    assert str(tables.node_cells("gpu07", dataclasses.replace(base, findings=(low,)))[1]) == "idle"
     assert str(tables.node_cells("gpu07", dataclasses.replace(base, findings=(low, crit)))[1]) == "critical"
+    from console.model import Gpu
+    held = Gpu(index=0, uuid="GPU-0", name="H100", bus_id="0", memory_used_mib=76109, memory_total_mib=97887,
+               utilization_pct=0)
+    assert str(tables.node_cells("gpu07", dataclasses.replace(base, findings=(low,), gpus=(held,)))[1]) == "holding"

@@ -110,7 +110,8 @@ def plan_terminate(snap: NodeSnapshot, server: int, clients: Sequence[int], *,
         n = len(rest)
         notes.append(f"server {server} and its other {t.verb(n, 'client', 'clients')} ({t.pids(rest)}) "
                      f"{t.verb(n, 'goes', 'go')} on")
-    notes.append("the driver charges every client's memory to the server: how much comes back shows only after")
+    notes.append("the driver charges every client's memory to the server: how much comes back shows only after "
+                 "the client has ended, as the server's memory in the driver's list")
     if not clients:
         refusals.append(f"server {server} has no client connected")
     title = (f"End MPS {t.verb(len(ok), 'client', 'clients')} {t.pids(ok)} of server {server}" if ok

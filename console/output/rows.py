@@ -71,6 +71,14 @@ def _matches(p: Proc, needle: str) -> bool:
             or needle == (p.user or "").lower())
 
 
+def hidden_holders(snap: NodeSnapshot, text_filter: str) -> int:
+    """The GPU holders (memory or a device file) a process filter hides: the panel says so."""
+    needle = text_filter.lower()
+    if not needle:
+        return 0
+    return sum(1 for p in snap.processes if (p.gpu_memory_mib or p.device_files) and not _matches(p, needle))
+
+
 @dataclass(frozen=True)
 class _Tree:
     """The processes one view holds, as a forest: worked out once per snapshot and view."""
@@ -224,14 +232,31 @@ def gpu_holders(snap: NodeSnapshot, index: int) -> list[Proc]:
 SORTS = ("tree", "memory", "pid", "user")
 
 
+#: how each order reads (the panel's title, the order menu)
+ORDER_WORDS = {"tree": "as a tree", "memory": "by GPU memory", "pid": "by PID", "user": "by user"}
+
+
+def orders() -> tuple[str, ...]:
+    """Every order the panel takes: SORTS, and each flat one reversed ("-memory")."""
+    return tuple(o for base in SORTS for o in ((base,) if base == "tree" else (base, "-" + base)))
+
+
+def order_words(order: str) -> str:
+    """"by GPU memory", "by GPU memory, reversed", "as a tree"."""
+    base = order.removeprefix("-")
+    return ORDER_WORDS.get(base, base) + (", reversed" if order.startswith("-") else "")
+
+
 def sorted_rows(rows: Sequence[ProcRow], order: str) -> tuple[ProcRow, ...]:
     """``rows`` (a proc_view's) in ``order``: "tree" as they are; otherwise flat (depth 0) by GPU
-    memory (most first, device holders next), PID, or user then PID."""
-    if order == "tree" or order not in SORTS:
+    memory (most first, device holders next), PID, or user then PID; "-memory" (a leading "-")
+    the same order reversed."""
+    base = order.removeprefix("-")
+    if base == "tree" or base not in SORTS:
         return tuple(rows)
     keys = {
         "memory": lambda r: (-r.proc.gpu_memory_total_mib, not r.proc.holds_devices, r.proc.pid),
         "pid": lambda r: r.proc.pid,
         "user": lambda r: (r.proc.user or "~", r.proc.pid),
     }
-    return tuple(r._replace(depth=0) for r in sorted(rows, key=keys[order]))
+    return tuple(r._replace(depth=0) for r in sorted(rows, key=keys[base], reverse=order.startswith("-")))

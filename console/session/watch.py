@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from console.model import Finding, NodeSnapshot, severity_rank
 from console.session import evidence
 from console.session.core import Session
 from console.session.events import Event, NodeUpdated
+from console.session.paste import continue_command
+from console.session.cause_words import causes_text, idle_summary, worst_severity
 from console.session.tell import Teller
 from console.sources.base import Source
 from console.textsafe import one_line
@@ -120,8 +123,7 @@ def causes_in(snap: NodeSnapshot, *, now: float, seen: dict[tuple, Cause], dstat
     for g in snap.gpus:
         used = beyond.get(g.index) or 0
         if used > who.FREED_MIB and g.utilization_pct == 0:
-            add("idle-memory", f"GPU {g.index} holds {used} MiB at 0 % utilisation for more than "
-                f"{idle_after:g} s", (g.index,), (), idle_after)
+            add("idle-memory", idle_summary(g.index, used, idle_after), (g.index,), (), idle_after)
     return out
 
 
@@ -132,8 +134,10 @@ class Watcher:
                  dstate_after: float = DSTATE_AFTER_S, idle_after: float = IDLE_AFTER_S,
                  clear_after: float = CLEAR_AFTER_S, say: Callable[[str], None] = print,
                  tell: Callable[[dict], None] | None = None, clock: Callable[[], float] = time.time,
-                 warn: Callable[[str], None] = _stderr) -> None:
+                 warn: Callable[[str], None] = _stderr, options: Sequence[str] = ()) -> None:
         self.session = session
+        #: the console options the printed "continue with" command carries (console/session/paste.py)
+        self.options = tuple(options)
         self.open_incident = open_incident
         self.dstate_after = dstate_after
         self.idle_after = idle_after
@@ -225,7 +229,9 @@ class Watcher:
                 "findings": [finding_json(f) for f in snap.findings],
                 "gpus": [{"index": g.index, "memory_used_mib": g.memory_used_mib,
                           "utilization_pct": g.utilization_pct} for g in snap.gpus],
-                "evidence": evidence.gpu_related(snap), "continue": f"gpu-incident {node.name}"}
+                "severity": worst_severity(snap, fresh),
+                "evidence": evidence.gpu_related(snap),
+                "continue": shlex.join(["gpu-incident", *self.options, node.name])}
 
     async def _open(self, node: NodeWatch, snap: NodeSnapshot, fresh: list[Cause]) -> None:
         timeline, incident = node.timeline, node.incident
@@ -248,7 +254,7 @@ class Watcher:
             incident = node.incident = IncidentLog(timeline, on_error=failed)
         for cause in fresh:
             cause.opened = True
-        what = "; ".join(f"{c.kind}: {c.summary}" for c in fresh)
+        what = causes_text(fresh)
         ident = timeline.incident_id
         if new:
             self.opened += 1
@@ -269,7 +275,7 @@ class Watcher:
         verb = "opened" if new else "extended"
         self.say(f"gpu-incident watch: {one_line(node.name, 80)}: {verb} incident {ident}: "
                  f"{one_line(what, 300)} (evidence: {len(written)} entries; continue with "
-                 f"gpu-incident --incident {ident} {node.name})")
+                 f"{continue_command(ident, [node.name], self.options)})")
         if self.tell is not None:
             doc = self.document(node, snap, fresh, new)
             if node.write_errors:        # a full disk: never a page about a file without saying it is empty
@@ -297,7 +303,8 @@ class Watcher:
                 "findings": [finding_json(f) for f in snap.findings],
                 "gpus": [{"index": g.index, "memory_used_mib": g.memory_used_mib,
                           "utilization_pct": g.utilization_pct} for g in snap.gpus],
-                "continue": f"gpu-incident --incident {tl.incident_id} {node.name}"}
+                "severity": worst_severity(snap, fresh),
+                "continue": continue_command(tl.incident_id, [node.name], self.options)}
 
     async def stop(self) -> None:
         if self.tasks:
@@ -319,7 +326,8 @@ async def run(sources: Sequence[Source], *, open_incident: Callable[[], Timeline
               directory: str | os.PathLike[str] | None = None,
               dstate_after: float = DSTATE_AFTER_S, idle_after: float = IDLE_AFTER_S,
               clear_after: float = CLEAR_AFTER_S, teller: Teller | None = None, metrics_port: int | None = None,
-              say: Callable[[str], None] = print, stop: asyncio.Event | None = None) -> Watcher:
+              say: Callable[[str], None] = print, stop: asyncio.Event | None = None,
+              options: Sequence[str] = ()) -> Watcher:
     """Watch until ``stop`` is set (SIGTERM/SIGINT set it in the CLI)."""
     from console.session import metrics
     stop = stop or asyncio.Event()
@@ -328,7 +336,7 @@ async def run(sources: Sequence[Source], *, open_incident: Callable[[], Timeline
     session.subscribe(lambda e: up.__setitem__(e.snapshot.name, e.snapshot.error is None)
                       if isinstance(e, NodeUpdated) else None)
     watcher = Watcher(session, open_incident=open_incident, dstate_after=dstate_after, idle_after=idle_after,
-                      clear_after=clear_after, say=say, tell=teller)
+                      clear_after=clear_after, say=say, tell=teller, options=options)
     server = None
     if metrics_port is not None:
         from console.incident import freetimes

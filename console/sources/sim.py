@@ -24,9 +24,11 @@ def parse_demo_target(target: str) -> str | None:
         return DEFAULT_SCENARIO
     if not text.startswith("demo:"):
         return None
-    name = text[len("demo:"):]
+    typed = text[len("demo:"):]
+    # a scenario's name whatever its case (demo:Seed is the seed scenario)
+    name = next((n for n in scenario_names() if n.lower() == typed.lower()), typed)
     if name not in scenario_names():
-        raise ValueError(f"unknown demo scenario {name!r} in target {target!r}; "
+        raise ValueError(f"unknown demo scenario {typed!r} in target {target!r}; "
                          f"valid scenarios: {', '.join(scenario_names())}")
     return name
 

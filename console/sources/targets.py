@@ -149,5 +149,7 @@ def make_source(target: str, *, ssh: SshOptions | None = None,
         return LocalSource(name="local", device_glob=device_glob)
     if is_demo_target(target):
         from console.sources.sim import SimSource, parse_demo_target
-        return SimSource(name=target, scenario=parse_demo_target(target))
+        scenario = parse_demo_target(target)
+        # one name per scenario, whatever case it was typed in (demo:Seed is demo:seed)
+        return SimSource(name=target if target == "demo" else f"demo:{scenario}", scenario=scenario)
     return ssh_source(target, ssh=ssh, device_glob=device_glob, probe_timeout=probe_timeout)

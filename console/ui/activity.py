@@ -85,8 +85,8 @@ def fit(text: Text, width: int, lines: int) -> Text:
 def history_text(said: list[Said], header: Sequence[str] = ()) -> Text:
     out = Text()
     out.append("Messages, most recent first\n\n", style="bold")
-    for line in header:
-        out.append(printable(line) + "\n", style="dim")
+    for line in header:     # a node's error (✖) stands out: its remedy is what to act on
+        out.append(printable(line) + "\n", style="bold red" if line.startswith("✖") else "dim")
     if header:
         out.append("\n")
     for s in said:

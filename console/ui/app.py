@@ -44,8 +44,9 @@ from console.ui.slurm_line import SlurmLine
 from console.ui.status_line import StatusFacts, StatusLine, status_text, with_mode_and_incident
 from console.ui.theme_install import install_themes
 from console.output.fleet_rows import opened_text
-from console.output.rows import SORTS
+from console.output.remedy import remedy_first
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
+from console.ui.view_keys import ViewKeys
 
 
 #: node updates are drawn at most this often: with many nodes, the polls that answered since the
@@ -123,6 +124,7 @@ class IncidentApp(LiteralNotify, App[int]):
     #: a ``reactive`` on the App would also repaint the whole screen at every change)
     current_node: var[str] = var("", init=False)     # the node in view
     proc_filter: var[str] = var("", init=False)      # the process panel's filter (/)
+    node_filter: var[str] = var("", init=False)      # the node table's filter (/ there)
     show_all: var[bool] = var(False, init=False)     # every process, not GPU-related only (a)
     proc_sort: var[str] = var("tree", init=False)    # the process panel's order (o: rows.SORTS)
 
@@ -138,8 +140,10 @@ class IncidentApp(LiteralNotify, App[int]):
                  theme_name: str | None = None, autostart: bool = True,
                  keymap: dict[str, str] | None = None, clock: Clock = REAL_CLOCK, slurm=None,
                  fleet: FleetSetup | None = None, engine_thread: bool = False,
-                 stop_signals: bool = False) -> None:
+                 stop_signals: bool = False, new_incident: str | None = None) -> None:
         super().__init__()
+        #: ``--incident ID`` named no incident that existed: what is said of it (console/session/startup.py)
+        self.new_incident = new_incident
         #: SIGHUP and SIGTERM stop the console as q does (the CLI's console; a test that sends them)
         self.stop_signals = stop_signals
         #: the signal that stopped the console ("SIGTERM"), None while it runs or after q
@@ -180,6 +184,7 @@ class IncidentApp(LiteralNotify, App[int]):
         self.snapshots: dict[str, NodeSnapshot] = {}
         self.current_node = self.sources[0].name if self.sources else ""
         self._quit_asked_at = float("-inf")     # q with work running: when it was said
+        self._gpus_in_view: int | None = None     # the GPU rows the panel shows (fit_panels)
         self.tagged: set[str] = set()
         self.activity = activity.Activity(clock)
         self.work = activity.Work()                 # checks running, results waiting for a window
@@ -189,6 +194,7 @@ class IncidentApp(LiteralNotify, App[int]):
         self.escalation = Escalation(self)
         self.reasoning = Reasoning(self)
         self.pair = PairDriver(self)        # the others' words, the follower's hint (ui/pair_driver.py)
+        self.view_keys = ViewKeys(self)             # / esc o F5 F6, and other tools' keys
         self.redraw_interval_s = REDRAW_INTERVAL_S
         self._updated: dict[str, NodeSnapshot] = {}    # snapshots that came since the last redraw
         self._redraw_timer = None
@@ -265,6 +271,8 @@ class IncidentApp(LiteralNotify, App[int]):
         self.query_one("#nodes" if self.multi_node else "#procs").focus()
         self._render_status()
         self._render_activity()
+        if self.new_incident is not None:
+            self.say(self.new_incident, "warning")
         for w in self.theme_warnings:
             self.notify(w, severity="warning")
         if self.timeline is not None:
@@ -414,7 +422,7 @@ class IncidentApp(LiteralNotify, App[int]):
     def _render_nodes(self, updated) -> None:
         """The node table (NodeTable.show_nodes); ``updated``: the nodes whose readings changed."""
         self.query_one("#nodes", NodeTable).show_nodes([s.name for s in self.sources], self.snapshots,
-                                                       self.stale_s, updated)
+                                                       self.stale_s, updated, self.node_filter)
 
     @on(NodeTable.RowHighlighted, "#nodes")
     def _node_chosen(self, event: NodeTable.RowHighlighted) -> None:
@@ -431,9 +439,16 @@ class IncidentApp(LiteralNotify, App[int]):
             self.slurm_line.refresh_reading()
 
     def watch_proc_filter(self) -> None:
+        self.refresh_bindings()          # esc: Clear filter in the footer while one is set
         if self._panels_up:
             self._render_status()
             self.refresh_procs()
+
+    def watch_node_filter(self) -> None:
+        self.refresh_bindings()
+        if self._panels_up and self.multi_node:
+            self._render_nodes(())
+            self.fit_panels()
 
     def watch_show_all(self, show_all: bool) -> None:
         if show_all:
@@ -519,8 +534,10 @@ class IncidentApp(LiteralNotify, App[int]):
         the keys of the node console's panels are off (there is no panel to act on)."""
         if self.read_only and keys.is_dangerous(action, parameters):
             return False
-        if action == "fleet":
-            return self.fleet_mode and not self.on_fleet_screen
+        if action == "fleet":       # esc: with a filter set it clears that first (clear_filter)
+            return self.fleet_mode and not self.on_fleet_screen and not (self.proc_filter or self.node_filter)
+        if action == "clear_filter":
+            return bool(self.proc_filter or self.node_filter) and not self.on_fleet_screen
         if action in keys.NODE_ACTIONS and self.on_fleet_screen:
             return False
         return True
@@ -586,6 +603,12 @@ class IncidentApp(LiteralNotify, App[int]):
         fitted = fit_main_panels(self, self.multi_node)
         findings = self.query_one("#findings", DataTable)
         self._title_findings(fitted and findings.styles.height is not None)
+        gpus, row = self.query_one("#gpus", DataTable), self.query_one("#gpu-row")
+        in_view = tables.rows_in_view(gpus, int(row.styles.height.value)) \
+            if fitted and row.styles.height is not None else None
+        if in_view != self._gpus_in_view:       # the status line says when the GPU panel hides some
+            self._gpus_in_view = in_view
+            self._render_status()
 
     def on_finding_table_scrolled(self, _event: FindingTable.Scrolled) -> None:
         self._title_findings(True)
@@ -611,10 +634,10 @@ class IncidentApp(LiteralNotify, App[int]):
         line = status_text(StatusFacts(
             nodes=[s.name for s in self.sources], snapshots=self.snapshots, viewing=self.current_node,
             multi_node=self.multi_node, stale_s=self.stale_s(self.current_node), proc_filter=self.proc_filter,
-            tagged=len(self.tagged)))
+            tagged=len(self.tagged), gpus_in_view=self._gpus_in_view))
         self.work.status(line)
         line = with_mode_and_incident(line, self._mode_text(), self.incident_id, self.size.width,
-                                      person=self.pair.named())
+                                      person=self.pair.named(), new=self.new_incident is not None)
         self.query_one("#status", StatusLine).show(line)
 
     @property
@@ -666,6 +689,9 @@ class IncidentApp(LiteralNotify, App[int]):
         where = [self._idle_text()] + ([f"recorded in {self.timeline.path}"] if self.timeline is not None else [])
         # what the nodes warn of, whole (the status line has room for the first 60 characters)
         where += [f"⚠ {name}: {w}" for name, snap in self.snapshots.items() if snap is not None for w in snap.warnings]
+        # and every node's error, what to do about it first (console/output/remedy.py)
+        where += [f"✖ {name}: {remedy_first(snap.error)}" for name, snap in self.snapshots.items()
+                  if snap is not None and snap.error]
         self.push_screen(DetailScreen(activity.history_text(self.activity.history(), where)))
 
     def action_elsewhere(self, key_id: str) -> None:
@@ -832,22 +858,15 @@ class IncidentApp(LiteralNotify, App[int]):
         self.reasoning.export()
 
     # ------------------------------------------------------------------ the process panel's view
-    def action_filter(self) -> None:
-        from console.ui.prompts import TextPrompt
+    @property
+    def on_node_table(self) -> bool:
+        return self.view_keys.on_node_table
 
-        def got(text: str | None) -> None:
-            if text is not None:
-                self.proc_filter = text.strip()
-        self.push_screen(TextPrompt("Filter processes (name, command line, PID or user; empty clears)",
-                                    value=self.proc_filter), got)
+    def action_filter(self) -> None:
+        self.view_keys.filter()
 
     def action_clear_filter(self) -> None:
-        """Escape on the process panel: the filter goes (with none, in fleet mode: the fleet)."""
-        if self.proc_filter:
-            self.proc_filter = ""
-            self.say("process filter cleared")
-        elif self.fleet_mode:
-            self.action_fleet()
+        self.view_keys.clear_filter()
 
     def action_tag(self) -> None:
         key = self.selected_process_key
@@ -871,10 +890,16 @@ class IncidentApp(LiteralNotify, App[int]):
         self.show_all = not self.show_all          # watch_show_all: every process read, drawn
 
     def action_sort(self) -> None:
-        """o: the process panel's next order (tree, GPU memory, PID, user); the cursor stays on its
-        process."""
-        self.proc_sort = SORTS[(SORTS.index(self.proc_sort) + 1) % len(SORTS)]
-        self.say(f"processes: {'as a tree' if self.proc_sort == 'tree' else 'by ' + self.proc_sort} (o: next order)")
+        self.view_keys.sort()
+
+    def action_tree(self) -> None:
+        self.view_keys.tree()
+
+    def action_order_menu(self) -> None:
+        self.view_keys.order_menu()
+
+    def on_key(self, event: events.Key) -> None:
+        self.view_keys.habit(event.key)        # j, \, F2 …: which key does that job here
 
     def read_whole_table(self, source: Source | None = None) -> None:
         """The node in view (or ``source``) reads its whole process table at once."""

@@ -60,7 +60,7 @@ def prompt_text(plan: ActionPlan, *, read_only: bool, dry_run: bool, scrolls: bo
     """Pinned at the bottom: the answer the modal waits for."""
     out = Text()
     if read_only:
-        out.append("READ-ONLY: this will be refused and recorded, nothing runs.\n", style="bold yellow")
+        out.append("READ-ONLY: refused, nothing runs from this console.\n", style="bold yellow")
     elif dry_run:
         out.append("DRY-RUN: the commands are recorded, not run.\n", style="bold yellow")
     if problem:
@@ -68,6 +68,8 @@ def prompt_text(plan: ActionPlan, *, read_only: bool, dry_run: bool, scrolls: bo
     if plan.typed_confirmation:
         out.append(f"Type the node's name ({printable(plan.typed_confirmation)}) and press enter; "
                    "escape cancels.", style="bold")
+    elif read_only:      # never "run it" where nothing can run
+        out.append("y: record the refusal    n / escape: cancel", style="bold")
     else:
         out.append("y: run it    n / escape: cancel", style="bold")
     if scrolls:

@@ -224,6 +224,9 @@ def row_detail(table: str | None, key: str, snap: NodeSnapshot) -> tuple[Text | 
     if table == "gpus" and ":lost:" not in key:
         gpu = snap.gpu(int(key.rsplit(":", 1)[1]))
         return (gpu_detail(gpu, snap) if gpu else None), None
+    if table == "findings" and key == "error" and snap.error:
+        from console.ui.error_row import error_detail
+        return error_detail(snap.name, snap.error), None
     if table == "findings":
         found = next((f for f in snap.findings if finding_key(f) == key), None)
         return (finding_detail(found, snap) if found else None), found

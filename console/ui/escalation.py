@@ -49,6 +49,9 @@ class Escalation:
             return
         if step is None or self.app.current()[0] is not source:
             return                   # nothing to do, or the operator moved to another node meanwhile
+        if step.plan is not None and self.app.read_only:
+            self.refused_read_only(step.plan)
+            return
         if step.check is not None:
             then = self.plan_after(step, source) if step.then else None
             self.app.checks.run(step.check[0], dict(step.check[1]), then=then)
@@ -71,8 +74,18 @@ class Escalation:
                 self.app.say(f"{node}: {result.name}: {why}", "warning")
                 self.app.present(f"{result.name} on {node}: {result.summary}", lambda: self.app.checks.show(result, seq))
                 return
+            if self.app.read_only:
+                self.refused_read_only(plan)
+                return
             self.app.present(f"{plan.title} on {node}", lambda: self.confirm(plan, source))
         return then
+
+    def refused_read_only(self, plan) -> None:
+        """x under --read-only: its step would be refused, said with its exact commands, instead
+        of a Confirm that offers to run it."""
+        commands = "; ".join(plan.commands) or "nothing to run"
+        self.app.say(f"READ-ONLY: the next step would be refused: {plan.title} on {plan.node} "
+                     f"($ {printable(commands, 160)}) — nothing runs from this console", "warning")
 
     async def act(self, rung: str) -> None:
         source, snap = self.app.current()

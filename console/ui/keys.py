@@ -48,6 +48,7 @@ class Key:
     rank: int = 2               # footer: kept first at narrow widths (0 always)
     fleet_only: bool = False    # only in fleet mode (Help lists it there)
     dangerous: bool = False     # changes a node: unbound under --read-only
+    acting: bool = False        # serves only the keys that change a node (tag): unbound under --read-only too
     priority: bool = False      # before the focused widget's own keys (replay, follow)
     display: str | None = None  # how the footer shows the key ("→"), where not its name
 
@@ -70,7 +71,7 @@ KEYS: tuple[Key, ...] = (
         "choose a signal for the selected/tagged processes (SIGTERM first; Confirm first)",
         "Send a signal of your choice to the selected/tagged processes", scope="procs", rank=3, dangerous=True),
     Key("tag", "space", "tag", "Tag", "tag/untag the selected process and move down (multi-select)",
-        scope="procs", rank=2),
+        scope="procs", rank=2, acting=True),
     Key("kill-holders", "F", "act('kill-holders')", "Kill holders",
         "kill every holder of the selected GPU's device files (listed, never fuser -k)",
         "Kill every holder of the selected GPU's device files", scope="gpus", rank=1, dangerous=True),
@@ -104,10 +105,13 @@ KEYS: tuple[Key, ...] = (
     Key("note", "n", "note", "Note", "note", "Note", rank=4),
     Key("export", "e", "export", "Export", "export the timeline as Markdown", "Export the timeline as Markdown",
         rank=5),
-    Key("filter", "slash", "filter", "Filter", "filter processes", "Filter processes", rank=3),
+    Key("filter", "slash,f3,f4", "filter", "Filter",
+        "filter the table in focus: the nodes on the node table (name, error, finding), else the processes "
+        "(F3, F4: htop's search and filter)",
+        "Filter the table in focus (nodes or processes)", rank=3),
     Key("clear-filter", "escape", "clear_filter", "Clear filter",
-        "clear the process filter (with none set, in fleet mode: back to the fleet table)",
-        "Clear the process filter", show=False, scope="procs"),
+        "clear the filter of the panel in focus, or, where it has none, the one set (with none set, in "
+        "fleet mode: back to the fleet table)", "Clear the filter", rank=1),
     Key("next-node", "right_square_bracket", "step_node(1)", "Next node",
         "the next node of the node table, from any panel (wraps)", "Next node", show=False),
     Key("previous-node", "left_square_bracket", "step_node(-1)", "Prev node",
@@ -116,9 +120,17 @@ KEYS: tuple[Key, ...] = (
         "Show all processes / GPU-related only", show=False),
     Key("sort", "o", "sort", "Sort", "process order: tree → GPU memory → PID → user → tree",
         "Sort the processes (tree, GPU memory, PID, user)", show=False),
+    Key("tree", "f5", "tree", "Tree", "the processes as a tree, or back to the last flat order (htop's F5)",
+        "Processes as a tree / flat", show=False),
+    Key("order", "f6", "order_menu", "Order…",
+        "choose the process order: tree, GPU memory, PID, user, each also reversed (htop's F6)",
+        "Choose the process order (or reverse it)", show=False),
     Key("messages", "m", "messages", "Messages", "what the console said, most recent first",
         "Messages: what the console said", rank=5),
-    Key("help", "question_mark", "help", "Help", "this help screen", "Help: every key", rank=0),
+    Key("help", "question_mark,f1", "help", "Help", "this help screen (F1 too)", "Help: every key", rank=0),
+    Key("palette", "ctrl+p,colon", "command_palette", "Palette",
+        "command palette: every action and check, driver reload and reboot (: as k9s's command mode)",
+        show=False),
     Key("quit", "q,f10", "quit", "Quit", "quit", rank=0),
     Key("drain", "D", "drain", "Drain",
         "drain this node in Slurm (scontrol update … State=DRAIN, the reason names the incident and the finding; "
@@ -150,6 +162,7 @@ KEYS: tuple[Key, ...] = (
     Key("verdict-refuted", "r", "choose('refuted')", "Refuted", "refuted", scope="verdict"),
     Key("verdict-inconclusive", "i", "choose('inconclusive')", "Inconclusive", "inconclusive", scope="verdict"),
     Key("signal-cancel", "escape", "cancel", "Cancel", "cancel: no signal is sent", scope="signal-menu"),
+    Key("order-cancel", "escape", "cancel", "Cancel", "cancel: the order stays", scope="order-menu"),
     Key("replay-next", "right,space,n", "step(1)", "Next", "the next entry", scope="replay", priority=True,
         display="→"),
     Key("replay-previous", "left,p", "step(-1)", "Prev", "the previous entry", scope="replay", priority=True,
@@ -171,7 +184,7 @@ APP_ACTION_SCOPES = ("procs", "gpus", "findings")
 SCREEN_ACTION_SCOPES = ("fleet",)
 #: the app's actions that act on the node console's panels: off while the fleet screen shows
 NODE_ACTIONS = frozenset({"wait_recheck", "check", "filter", "toggle_all", "elsewhere", "act", "signal_menu",
-                          "tag", "next_step", "drain", "resume"})
+                          "tag", "next_step", "drain", "resume", "tree", "order_menu"})
 #: the scopes of the main screen (its footer, Help and palette); the others are other screens'
 MAIN_SCOPES = ("procs", "gpus", "findings", "app", "tables", "fleet")
 
@@ -181,7 +194,6 @@ OTHER_KEYS: tuple[tuple[str, str], ...] = (
     ("pgup pgdn", "a page up, down"),
     ("tab", "switch panel (nodes, GPUs, processes, findings)"),
     ("enter", "everything about the row: process, GPU, finding (with its commands)"),
-    ("ctrl+p", "command palette: every action and check, driver reload and reboot"),
 )
 
 #: palette-only actions (no key: the node's name is typed to confirm)
@@ -190,8 +202,28 @@ PALETTE_ONLY: tuple[tuple[str, str, str], ...] = (
     ("Reboot this node", "reboot", "palette only: type the node's name to confirm"),
 )
 
+#: keys other tools taught (htop, vim, less, k9s) that are no key here: pressed, the console says
+#: in one line which key does that job here — (key, where the habit comes from, the id of the key
+#: here or None, what it does); the key here is named as remapped (``habit``)
+HABITS: tuple[tuple[str, str, str | None, str], ...] = (
+    ("j", "vim's down", "table-down", "moves down (k is SIGKILL on the process panel)"),
+    ("g", "vim's top", "first-row", "goes to the first row"),
+    ("G", "vim's bottom", "last-row", "goes to the last row"),
+    ("backslash", "htop's filter", "filter", "filters the table in focus"),
+    ("u", "htop's user filter", "filter", "filters by user too: type the user's name"),
+    ("M", "htop's order by memory", "order", "chooses the order: GPU memory first"),
+    ("P", "htop's order by CPU", "order", "chooses the order (GPU memory, PID, user, tree)"),
+    ("H", "htop's threads", "check", "runs a check: the threads in D are in `states`"),
+    ("s", "htop's strace", "check", "runs a check: `stack` shows a process's kernel stack"),
+    ("l", "htop's open files", "check", "runs a check: `holders` lists who holds /dev/nvidia*"),
+    ("d", "k9s's describe", None, "enter shows everything about the row"),
+    ("f2", "htop's setup", None, "no setup screen: remap keys in the config file's [keys]; ? lists them"),
+    ("f7", "htop's nice", None, "priorities are not changed here; F9 sends a signal"),
+    ("f8", "htop's nice", None, "priorities are not changed here; F9 sends a signal"),
+)
+
 _SHOWN = {"slash": "/", "question_mark": "?", "space": "space", "escape": "esc", "right_square_bracket": "]",
-          "left_square_bracket": "["}
+          "left_square_bracket": "[", "colon": ":", "backslash": "\\", "down": "↓", "up": "↑"}
 
 
 def _binding(k: Key, action: str, *, show: bool | None = None) -> Binding:
@@ -220,18 +252,34 @@ def elsewhere_bindings() -> list[Binding]:
     return [_binding(k, f"elsewhere('{k.id}')", show=False) for k in KEYS if k.scope in ("procs", "gpus")]
 
 
+def off_read_only(k: Key) -> bool:
+    """Not bound under --read-only: a key that changes a node, or one that serves only those (tag)."""
+    return k.dangerous or k.acting
+
+
 def is_dangerous(action: str, parameters: tuple[object, ...] = ()) -> bool:
-    """Whether the binding action ``action(parameters)`` (as Textual's check_action gets it) is a
-    dangerous key's, or a panel key's stand-in elsewhere (``elsewhere('sigkill')``)."""
+    """Whether the binding action ``action(parameters)`` (as Textual's check_action gets it) is
+    unbound under --read-only (off_read_only), or a panel key's stand-in elsewhere
+    (``elsewhere('sigkill')``)."""
     if action == "elsewhere":
-        return any(k.dangerous and k.id in parameters for k in KEYS)
+        return any(off_read_only(k) and k.id in parameters for k in KEYS)
     called = f"{action}({', '.join(repr(p) for p in parameters)})" if parameters else action
-    return any(k.dangerous and k.action == called for k in KEYS)
+    return any(off_read_only(k) and k.action == called for k in KEYS)
 
 
 def help_keys(read_only: bool = False) -> tuple[Key, ...]:
     """The keys bound now: all of them, or under --read-only those that change nothing."""
-    return tuple(k for k in KEYS if not (read_only and k.dangerous))
+    return tuple(k for k in KEYS if not (read_only and off_read_only(k)))
+
+
+def habit(key: str, keymap: Mapping[str, str] | None = None) -> str | None:
+    """What an unbound key that another tool taught says here ("F2: …"), or None."""
+    for typed, where, key_id, does in HABITS:
+        if typed == key:
+            first = (keymap or {}).get(key_id, get(key_id).key).split(",")[0] if key_id else ""
+            here = f"here {shown(first)} {does}" if key_id else does
+            return f"{shown(typed)} ({where}): {here}"
+    return None
 
 
 def ids() -> set[str]:
@@ -254,9 +302,16 @@ def rank_of_action(action: str) -> int:
     return 9
 
 
+def _one(key: str) -> str:
+    if len(key) > 1 and key[0] == "f" and key[1:].isdigit():
+        return key.upper()              # F9, as htop labels its keys
+    return _SHOWN.get(key, key)
+
+
 def shown(keys: str) -> str:
-    """Textual key names as a person reads them: "slash" -> "/", "k,K" -> "k/K"."""
-    return "/".join(_SHOWN.get(k.strip(), k.strip()) for k in keys.split(",") if k.strip())
+    """Textual key names as a person reads them: "slash" -> "/", "k,K" -> "k/K", "f10" -> "F10"."""
+    parts = [_one(k.strip()) for k in keys.split(",") if k.strip()]
+    return (" " if "/" in parts else "/").join(parts)      # "/ F3 F4", never "//F3/F4"
 
 
 def key_of(key_id: str, keymap: Mapping[str, str] | None = None) -> str:

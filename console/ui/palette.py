@@ -31,7 +31,7 @@ def _commands(app) -> list[tuple[str, Callable[[], object], str]]:
         return app.check_action(action.partition("(")[0], ()) is False
     for k in keys.KEYS:
         if k.palette is not None and (fleet or not k.fleet_only) and not off(k.action) \
-                and not (app.read_only and k.dangerous):
+                and not (app.read_only and keys.off_read_only(k)):
             out.append((k.palette, _callback(app, k.action), f"{keys.key_of(k.id, keymap)} — {k.help}"))
     if off("act") or off("check"):
         return out

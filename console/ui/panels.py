@@ -10,9 +10,10 @@ from textual.message import Message
 
 from console.diagnosis.history import memo
 from console.model import NodeSnapshot
-from console.output.rows import RowMemory, proc_view, sorted_rows
+from console.output.rows import RowMemory, hidden_holders, order_words, proc_view, sorted_rows
 from console.ui import keys, layout, tables
-from console.ui.text import LiteralTable, set_title
+from console.ui.node_filter import node_filter_title, node_matches
+from console.ui.text import LiteralTable, printable, set_subtitle, set_title
 from console.ui.virtual_table import VirtualTable
 
 
@@ -65,15 +66,18 @@ class NodeTable(VirtualTable):
         self._moved()
 
     def show_nodes(self, names: Sequence[str], snapshots: Mapping[str, NodeSnapshot | None],
-                   stale_s: Callable[[str], float | None], updated: Iterable[str]) -> None:
+                   stale_s: Callable[[str], float | None], updated: Iterable[str], text_filter: str = "") -> None:
         """Nodes in trouble first (tables.node_order); the cursor stays on its node, or, until
         the operator moves it, on the first row: the node in the most trouble. ``updated``: the
         names whose snapshots changed since the last redraw (their columns' widths are worked
-        out again); only the rows in view are made."""
+        out again); only the rows in view are made. ``text_filter`` (/ on this table): only the
+        nodes it matches (tables.node_matches), and the table's title says what it hides."""
         widths = self._node_widths
         for name in updated:
             widths[name] = tables.node_widths(name, snapshots.get(name), stale_s(name))
-        order = sorted(names, key=lambda n: tables.node_order(n, snapshots.get(n)))
+        shown = [n for n in names if node_matches(n, snapshots.get(n), text_filter)]
+        set_subtitle(self, node_filter_title(names, shown, snapshots, text_filter), "bold cyan")
+        order = sorted(shown, key=lambda n: tables.node_order(n, snapshots.get(n)))
         wide = {key: max((w[key] for w in widths.values() if key in w), default=0)
                 for _label, key in tables.NODE_COLUMNS[:-1]}
         self.set_rows([(n, n) for n in order], lambda n: tables.node_cells(n, snapshots.get(n), stale_s(n)), wide)
@@ -146,13 +150,19 @@ class ProcTable(VirtualTable):
                        lambda _s: tables.proc_widths(rows, tagged)) if snap is not None else {})
         self.set_rows(listed, make, widths)
         total = view.total if view is not None else 0
-        hint = ("a: GPU-related only" if show_all else "a: all") + (f", by {order} (o)" if order != "tree" else "")
+        hint = ("a: GPU-related only" if show_all else "a: all") + (f", {order_words(order)} (o, F6)"
+                                                                   if order != "tree" else "")
+        # a filter that hides GPU holders says so first: the panel may look as if nothing held the GPUs
+        hides = hidden_holders(snap, text_filter) if snap is not None else 0
+        said = (f"filter “{printable(text_filter, 20)}” hides {hides} GPU holder{'s' if hides != 1 else ''} "
+                "(esc clears) · ") if hides else ""
         if view is not None and view.hidden:
             what = f"all {total:,}" if show_all else f"{view.matched:,} GPU-related"
-            set_title(self, f"processes: {len(rows)} of {what} shown (/ filters, {hint})")
+            set_title(self, f"processes: {said}{len(rows)} of {what} shown (/ filters, {hint})")
         else:
             what = "all" if show_all else "GPU-related"
-            set_title(self, f"processes: {view.matched if view else 0} {what} of {total} ({hint}, enter: details)")
+            set_title(self, f"processes: {said}{view.matched if view else 0} {what} of {total} "
+                            f"({hint}, enter: details)")
         if snap is not None and snap.name not in self._selected_initially and rows:
             top = max(rows, key=lambda r: (r.proc.gpu_memory_total_mib, r.proc.holds_devices))
             if top.proc.gpu_memory_total_mib > 0 or top.proc.holds_devices:
@@ -176,7 +186,7 @@ class FindingsPanel(LiteralTable):
 
     def show(self, snap: NodeSnapshot | None, width: int) -> None:
         """The findings at ``width`` (tables.finding_rows), into the lines the panel has now."""
-        self.base_lines = tables.finding_lines(snap)
+        self.base_lines = tables.finding_lines(snap, width)
         tables.sync_table(self, tables.finding_rows(snap, width, self.size.height))
 
 

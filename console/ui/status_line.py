@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 from rich.text import Text
 
+from console.output.remedy import remedy_first
 from console.diagnosis import text as t
 from console.model import NodeSnapshot
 from console.ui.text import LiteralStatic, printable
@@ -26,6 +27,15 @@ class StatusFacts:
     stale_s: float | None                          # how long the node in view has not answered
     proc_filter: str = ""
     tagged: int = 0
+    gpus_in_view: int | None = None                # the GPU panel shows only this many (a split pane)
+
+
+def _gpus_more(f: StatusFacts, snap: NodeSnapshot) -> str:
+    """" (2 in view ↓)" when the GPU panel shows fewer GPUs than the node has (it scrolls)."""
+    rows = len(snap.gpus) + len(snap.lost_gpus)
+    if f.gpus_in_view is None or f.gpus_in_view >= rows:
+        return ""
+    return f" ({f.gpus_in_view} in view ↓)"
 
 
 def status_text(f: StatusFacts) -> Text:
@@ -46,18 +56,24 @@ def status_text(f: StatusFacts) -> Text:
         if f.stale_s is not None:
             line.append(f" ⚠ last reading {f.stale_s:.0f} s ago", style="bold yellow")
         if snap is not None and snap.error:
-            line.append(" ✖ " + printable(snap.error, 80), style="bold red")
+            line.append(" ✖ " + printable(remedy_first(snap.error), 80), style="bold red")
+        elif snap is not None and _gpus_more(f, snap):
+            line.append(f" · {len(snap.gpus)} GPUs" + _gpus_more(f, snap), style="bold yellow")
     else:
         line.append(printable(f.viewing, 30), style="bold")
         if snap is None:
             line.append(" connecting…", style="dim")
         elif snap.error:
-            line.append(" ✖ " + printable(snap.error, 120), style="bold red")
+            line.append(" ✖ " + printable(remedy_first(snap.error), 120), style="bold red")
         elif f.stale_s is not None:
             line.append(f"  ⚠ last reading {f.stale_s:.0f} s ago: the poll stopped returning", style="bold yellow")
         else:
             used = sum(g.memory_used_mib or 0 for g in snap.gpus)
-            line.append(f"  {len(snap.gpus)} GPUs  {t.mib(used)} used")
+            line.append(f"  {len(snap.gpus)} GPUs")
+            more = _gpus_more(f, snap)
+            if more:
+                line.append(more, style="bold yellow")
+            line.append(f"  {t.mib(used)} used")
             if snap.probe_ms is not None:
                 line.append(f"  probe {snap.probe_ms:.0f}ms", style="dim")
             if snap.warnings:
@@ -74,18 +90,20 @@ def status_text(f: StatusFacts) -> Text:
 
 
 def with_mode_and_incident(line: Text, mode: str, incident_id: str | None, width: int,
-                           person: str | None = None) -> Text:
+                           person: str | None = None, new: bool = False) -> Text:
     """The mode after what the line says; the incident's ID at the right edge (its word
     "incident" dropped first, the line cut with … before the ID is); ``person``: who this
-    console writes as, where ``--as`` named them ("incident p1 as alice@vm")."""
+    console writes as, where ``--as`` named them ("incident p1 as alice@vm"). ``new``:
+    ``--incident ID`` named none that existed: "new incident ID" (its "new" kept at every width)."""
     if mode:
         line.append("  " + mode, style="bold yellow")
     if incident_id:
         width = max(0, width - 2)
         who = f" as {printable(person, 30)}" if person else ""
-        right = Text(f"incident {printable(incident_id, 40)}{who}", style="dim")
+        style = "bold yellow" if new else "dim"
+        right = Text(f"{'new ' if new else ''}incident {printable(incident_id, 40)}{who}", style=style)
         if line.cell_len + right.cell_len + 2 > width:
-            right = Text(printable(incident_id, 40) + who, style="dim")
+            right = Text(f"{'new ' if new else ''}{printable(incident_id, 40)}{who}", style=style)
         room = width - right.cell_len - 2
         if room >= 20:
             line.truncate(room, overflow="ellipsis")

@@ -8,10 +8,13 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from console.diagnosis import text as t
+from console.diagnosis.who import FREED_MIB
 from console.actions.ladder import top_step
 from console.model import Finding, Gpu, NodeSnapshot, severity_rank
 from console.output import health
+from console.output.remedy import error_kind, remedy_first, remedy_of
 from console.output.rows import ProcRow, fmt_mib, gpu_holders
+from console.ui.error_row import error_cell, error_lines
 from console.ui.text import cells as literal_cells, literal, printable
 from console.ui.virtual_table import VirtualTable, cell_width
 
@@ -134,19 +137,24 @@ def node_cells(name: str, snap: NodeSnapshot | None, stale_s: float | None = Non
         cells = node_cells(name, snap, finding=finding)
         return (cells[0], Text(f"stale {stale_s:.0f}s", style="bold yellow"), *cells[2:])
     probe = probe_cell(snap.probe_ms)
-    if snap.error:          # "unreachable: connection refused …": the kind in State, the why beside it
-        kind, _, why = snap.error.partition(": ")
-        return (literal(name, limit=28), literal("✖ " + kind, "bold red", limit=14), "", "", probe,
-                literal(why or snap.error, "bold red", limit=FINDING_CELL))
+    if snap.error:          # the cause in State ("✖ host key"), what to do about it first beside it
+        why = snap.error.partition(": ")[2] or snap.error          # State says the kind already
+        cell = remedy_first(snap.error) if remedy_of(snap.error) else why
+        return (literal(name, limit=28), literal("✖ " + error_kind(snap.error), "bold red", limit=16), "", "",
+                probe, literal(cell, "bold red", limit=FINDING_CELL))
     used = sum(g.memory_used_mib or 0 for g in snap.gpus)
-    # the node's worst finding when it is high or critical, else "ok": never "ok" beside a critical
-    # zombie (a low one, persistence mode say, needs nothing done)
+    # the node's worst finding when it is high or critical, else what its GPUs do: "holding" (a
+    # GPU holds memory: the finding beside it says whose and what to do) or "idle" — never "ok",
+    # which read as healthy beside a node holding 594 GiB (a low finding, persistence mode say,
+    # needs nothing done)
     worst = max((f.severity for f in snap.findings if severity_rank(f.severity) >= severity_rank("high")),
                 key=severity_rank, default=None)
-    word = worst or "ok"
+    holding = any((g.memory_used_mib or 0) > FREED_MIB for g in snap.gpus)
+    word = worst or ("holding" if holding else "idle")
     if snap.warnings:
         word += f" ⚠{len(snap.warnings)}"
-    state = Text(word, style=SEVERITY_STYLE.get(worst, "") if worst else ("green" if not snap.warnings else "yellow"))
+    state = Text(word, style=SEVERITY_STYLE.get(worst, "") if worst
+                 else ("green" if not snap.warnings and not holding else "yellow"))
     return (literal(name, limit=28), state, t.mib(used), str(len(snap.gpus)), probe,
             finding_cell(snap) if finding else "")
 
@@ -382,10 +390,10 @@ def finding_rows(snap: NodeSnapshot | None, width: int, room: int = 0) -> dict[s
     if snap is None:
         rows["waiting"] = (Text(" waiting for the first poll…", style="dim"),)
         return rows
-    if snap.error:
-        rows["error"] = (Text("ERROR    " + printable(snap.error, width - 9), style="bold red"),)
+    if snap.error:          # the remedy first, whole (console/ui/error_row.py)
+        rows["error"] = (error_cell(snap.error, width),)
     order = finding_order(snap.findings)
-    spare = room - finding_lines(snap)
+    spare = room - finding_lines(snap, width)
     for f in order:
         summary, step = [printable(f.summary, width - 9)], [printable(f.next_step, width - 9)] if f.next_step else []
         if spare > 0:
@@ -409,12 +417,14 @@ def finding_rows(snap: NodeSnapshot | None, width: int, room: int = 0) -> dict[s
     return rows
 
 
-def finding_lines(snap: NodeSnapshot | None) -> int:
+def finding_lines(snap: NodeSnapshot | None, width: int | None = None) -> int:
     """The lines ``finding_rows`` takes with no room given: a line of summary and one of next
-    step each, a line for the node's error, one line when there is nothing to show."""
+    step each, the node's error (its remedy and itself wrapped at ``width``; one line without),
+    one line when there is nothing to show."""
     if snap is None:
         return 1
-    return ((1 if snap.error else 0) + sum(2 if f.next_step else 1 for f in snap.findings)) or 1
+    error = (len(error_lines(snap.error, width)) if width else 1) if snap.error else 0
+    return (error + sum(2 if f.next_step else 1 for f in snap.findings)) or 1
 
 
 def _first(lines: list[str], n: int, width: int) -> list[str]:

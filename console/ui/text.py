@@ -17,7 +17,7 @@ plain ``str`` that it would parse:
   into a prompt is shown, and recorded, as ``\\x1b``: Textual would send it raw).
 - ``LiteralNotify``: mixed into every App here, so ``notify`` (the app's and every
   screen's, which delegates to it) shows its message and title literally.
-- ``set_title(widget, value)``: border titles as Text.
+- ``set_title(widget, value)``, ``set_subtitle``: border titles and subtitles as Text.
 - ``literal_content(value)``: for a Textual API that takes only markup (the command palette's
   help line, where a key remapped in a config file shows): a ``Content``, which it keeps as is.
 
@@ -35,7 +35,7 @@ from textual.widgets import Input, OptionList, Static
 from console.textsafe import printable
 from console.ui.widening_table import WideningTable
 
-__all__ = ["literal", "block", "cell", "cells", "printable", "set_title", "literal_content",
+__all__ = ["literal", "block", "cell", "cells", "printable", "set_title", "set_subtitle", "literal_content",
            "LiteralTable", "LiteralStatic", "LiteralOptionList", "LiteralInput", "LiteralNotify"]
 
 
@@ -70,6 +70,11 @@ def literal_content(value: object) -> Content:
 def set_title(widget: Any, value: object, style: str = "") -> None:
     """A border title, literally (Textual parses a ``str`` border title as markup)."""
     widget.border_title = value if isinstance(value, Text) else literal(value, style)
+
+
+def set_subtitle(widget: Any, value: object, style: str = "") -> None:
+    """A border subtitle (the bottom border's), literally; None or "" takes it away."""
+    setattr(widget, "border_subtitle", literal(value, style) if value else None)
 
 
 class LiteralTable(WideningTable):
