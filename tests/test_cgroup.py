@@ -152,7 +152,7 @@ async def test_driver_listed_pids_get_their_cgroup_from_the_next_probe(sshd, nod
 
 # ---------------------------------------------------------------- findings and the simulator
 
-def test_hidden_holder_and_foreign_pid_findings_name_the_container():
+def test_the_foreign_pid_finding_names_the_container_of_its_host_side_holders():
     from console.model import DriverProc, Gpu
     docker = parse_path(f"/system.slice/docker-{ID}.scope")
     procs = tuple(Proc(pid=pid, ppid=1, state="S", user="root", name="python3", cmdline="python3 train.py",
@@ -162,7 +162,8 @@ def test_hidden_holder_and_foreign_pid_findings_name_the_container():
                         driver_processes=(DriverProc(pid=2841917, gpu_index=0, gpu_uuid="GPU-0",
                                                      used_memory_mib=39000, name=""),))
     fs = {f.kind: f for f in diagnose(snap)}
-    assert "in container 4f2a0c1e9b7d… (docker)" in fs["hidden-holder"].summary
+    # the host-side holders are named once: by the foreign PIDs' finding, not again as hidden holders
+    assert "hidden-holder" not in fs
     assert "held here by python3 in container 4f2a0c1e9b7d… (docker)" in fs["foreign-pid"].summary
     assert fs["foreign-pid"].evidence["containers"] == [
         {"runtime": "docker", "container_id": ID, "pod_uid": None, "pids": [501, 502]}]

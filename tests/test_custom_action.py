@@ -173,8 +173,6 @@ async def test_a_command_typed_for_a_node_no_longer_in_view_runs_nowhere():
     """The prompt was open while the operator moved to another node: nothing runs on either,
     no Confirm, and the console says why."""
     from textual.widgets import Input
-
-    from console.ui.app import NodeUpdated
     from console.ui.confirm import ConfirmScreen
     clock = FakeClock()
     first, second = SimSource(name="gpu01", scenario="seed", clock=clock), SimSource(name="gpu02", scenario="seed",
@@ -182,7 +180,7 @@ async def test_a_command_typed_for_a_node_no_longer_in_view_runs_nowhere():
     app = IncidentApp([first, second], autostart=False)
     async with app.run_test(size=(100, 30)) as pilot:
         for monitor in app.monitors:
-            app.post_message(NodeUpdated(await monitor.poll_once()))
+            await app.session.take_reading((await monitor.poll_once()))
         await wait_for(pilot, lambda: {"gpu01", "gpu02"} <= set(app.snapshots))
         app.current_node = "gpu01"
         app.escalation.custom_command()

@@ -136,6 +136,16 @@ async def test_the_console_with_its_engine_thread_polls_acts_and_quits(tmp_path)
         await wait_for(pilot, lambda: any(e.kind == "observation" and e.outcome for e in tl.refresh()), tries=1000)
         outcome = next(e for e in tl.refresh() if e.kind == "observation" and e.outcome)
         assert "freed" in outcome.text, outcome.text
+        # a check through the door, its result recorded on the engine; a hypothesis typed here lands there
+        await pilot.press("w")
+        await wait_for(pilot, lambda: any(e.kind == "check" for e in tl.refresh()), tries=2000)
+        await pilot.press("escape")
+        await pilot.press("h")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "TextPrompt", tries=500)
+        await pilot.press(*"the job exits on SIGTERM", "enter")
+        await wait_for(pilot, lambda: any(e.kind == "hypothesis" for e in tl.refresh()), tries=1000)
+        # the chart of the node in view comes with its readings, made on the engine's thread
+        await wait_for(pilot, lambda: app.memory_series("demo").points, tries=1000)
         await pilot.press("q")
         # an action still being verified (a busy machine): the first q says so, a second quits
         await wait_for(pilot, lambda: not app.is_running or "q again to quit" in (app.activity.latest.text

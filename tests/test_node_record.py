@@ -69,7 +69,7 @@ async def test_a_finding_that_flaps_is_recorded_a_bounded_number_of_times(tmp_pa
     assert tl.entries[0].facts["demo"] is True and tl.entries[0].workload
     flap = Finding(kind="d-state", severity="high", summary="flap", next_step="")
     for i in range(10):
-        await s._polled(first if i % 2 else dataclasses.replace(first, findings=first.findings + (flap,)))
+        await s.take_reading(first if i % 2 else dataclasses.replace(first, findings=first.findings + (flap,)))
     changes = [e for e in tl.refresh() if e.text.startswith("findings on gpu07")]
     assert len(changes) == 3 and changes[0].findings[0]["kind"] == "d-state"
     tl.close()

@@ -15,7 +15,7 @@ from console.incident import timeline  # noqa: E402
 from console.incident.mirror import read_state, state_path  # noqa: E402
 from console.incident.timeline import Timeline  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
-from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
+from console.ui.app import IncidentApp  # noqa: E402
 from console.ui.mirror_view import LiveFollowApp  # noqa: E402
 from conftest import screen_text, wait_for  # noqa: E402
 
@@ -27,7 +27,7 @@ def driver(incident_dir, ident="pair", by="alice@bastion"):
 
 
 async def polled(pilot, app) -> None:
-    app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+    await app.session.take_reading((await app.monitors[0].poll_once()))
     await wait_for(pilot, lambda: "demo" in app.snapshots)
 
 

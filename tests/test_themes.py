@@ -100,11 +100,11 @@ async def test_what_the_console_draws_is_readable(name):
 
     from console.clock import FakeClock
     from console.sources.sim import SimSource
-    from console.ui.app import IncidentApp, NodeUpdated
+    from console.ui.app import IncidentApp
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], theme_name=name,
                       autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await app.session.take_reading((await app.monitors[0].poll_once()))
         gpus = app.query_one("#gpus", DataTable)
         # the footer is composed again at its first size: its keys, and the node's GPUs, once drawn
         await conftest.wait_for(pilot, lambda: app.screen.query(FooterKey) and gpus.row_count)

@@ -38,7 +38,6 @@ def status(app) -> str:
 
 async def test_a_running_wait_shows_its_progress_and_its_result_waits_for_the_open_prompt(incident_dir):
     from console.incident import timeline
-    from console.ui.app import NodeUpdated
     from console.ui.details import DetailScreen
     from console.ui.prompts import TextPrompt
     from textual.widgets import Input
@@ -46,7 +45,7 @@ async def test_a_running_wait_shows_its_progress_and_its_result_waits_for_the_op
     tl = timeline.open_incident(incident_dir, "flow")
     app = IncidentApp([source], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await app.session.take_reading((await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("w")                               # wait-and-reread, 5 s
         await wait_for(pilot, lambda: "wait-and-reread: 0 of 5 s, nothing back yet" in status(app))
@@ -75,8 +74,7 @@ async def test_a_result_with_no_prompt_open_shows_at_once(incident_dir):
     source.gate.set()
     app = IncidentApp([source], autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        from console.ui.app import NodeUpdated
-        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await app.session.take_reading((await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
@@ -109,12 +107,11 @@ async def test_v_after_a_sigterm_that_freed_the_gpus_suggests_confirmed_for_h1(i
     from textual.widgets import DataTable
 
     from console.incident import timeline
-    from console.ui.app import NodeUpdated
     from console.ui.prompts import VerdictScreen
     tl = timeline.open_incident(incident_dir, "v")
     app = IncidentApp([SimSource(name="demo", scenario="graceful", clock=FakeClock())], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await app.session.take_reading((await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("h", *"SIGTERM to the launcher frees GPUs 0-1", "enter")
         procs = app.query_one("#procs")
@@ -142,8 +139,7 @@ async def test_the_status_line_says_a_check_ended_and_what_it_found_never_its_fr
     source.gate.set()
     app = IncidentApp([source], autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        from console.ui.app import NodeUpdated
-        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await app.session.take_reading((await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         app.checks.run("holders", {})
         assert "::gi-check::" not in status(app) and "holders running" in status(app)
@@ -158,7 +154,6 @@ async def test_w_waits_as_long_as_memory_usually_takes_here_after_what_was_done(
     long (not 5 s) and says why. (A real node's name: a demo's timings never size a wait.)"""
     from console.incident import freetimes, timeline
     from console.model import ActionRecord
-    from console.ui.app import NodeUpdated
     tl = timeline.open_incident(incident_dir, "waits")
     for s in (20, 24, 26):
         freetimes.record(incident_dir, "gpu07", "sigterm", s)
@@ -166,10 +161,11 @@ async def test_w_waits_as_long_as_memory_usually_takes_here_after_what_was_done(
     source.gate.set()
     app = IncidentApp([source], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        app.post_message(NodeUpdated(await app.monitors[0].poll_once()))
+        await app.session.take_reading((await app.monitors[0].poll_once()))
         await wait_for(pilot, lambda: "gpu07" in app.snapshots)
         app.monitors[0].actions.append(ActionRecord(rung="sigterm", ts=source.clock.now(), node="gpu07",
                                                     pids=(72169,), gpus=(0,)))
+        await app.monitors[0].poll_once()       # the next reading brings what was done with it
         await pilot.press("w")
         said = lambda: "\n".join(s.text for s in app.activity.history())  # noqa: E731
         await wait_for(pilot, lambda: "memory usually comes back within" in said())

@@ -19,7 +19,7 @@ from console.clock import FakeClock  # noqa: E402
 from console.incident import timeline  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
 from console.textsafe import printable  # noqa: E402
-from console.ui.app import HelpScreen, IncidentApp, NodeUpdated  # noqa: E402
+from console.ui.app import HelpScreen, IncidentApp  # noqa: E402
 
 PAYLOADS = ("[/bogus]", "[b]x[/b]", "[link=http://x]y[/link]", "[@click=app.quit]z[/]", "\x1b[31m")
 ALL = " ".join(PAYLOADS)                       # 62 characters: fits one line of a wide screen
@@ -136,8 +136,8 @@ async def test_a_compute_apps_uuid_of_markup_on_a_second_node(incident_dir):
                                                    used_memory_mib=5, name=ALL),)
         evil = dataclasses.replace(snap, processes=procs, driver_processes=apps)
         evil = dataclasses.replace(evil, findings=tuple(diagnose(evil)))
-        app.post_message(NodeUpdated(await good.poll()))
-        app.post_message(NodeUpdated(evil))
+        await app.session.take_reading((await good.poll()))
+        await app.session.take_reading((evil))
         await wait_for(pilot, lambda: len(app.snapshots) == 2)
         nodes = app.query_one("#nodes")
         nodes.focus()          # the node in trouble comes first and is chosen: the cursor is on it

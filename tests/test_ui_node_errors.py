@@ -11,7 +11,7 @@ import conftest
 pytest.importorskip("textual")
 
 from console.model import NodeSnapshot  # noqa: E402
-from console.ui.app import IncidentApp, NodeUpdated  # noqa: E402
+from console.ui.app import IncidentApp  # noqa: E402
 from console.sources.sim import SimSource  # noqa: E402
 from console.clock import FakeClock  # noqa: E402
 
@@ -40,7 +40,7 @@ async def test_the_remedy_of_a_host_key_error_is_first_and_whole_enter_opens_it_
     from console.ui.details import DetailScreen
     app = IncidentApp([SimSource(name="gpu07", scenario="seed", clock=FakeClock())], autostart=False)
     async with app.run_test(size=size) as pilot:
-        app.post_message(NodeUpdated(failing("gpu07", HOST_KEY)))
+        await app.session.take_reading((failing("gpu07", HOST_KEY)))
         await wait_for(pilot, lambda: "ERROR" in findings_text(app))
         shown = findings_text(app)
         lines = shown.splitlines()
@@ -67,9 +67,9 @@ async def test_the_node_table_names_the_cause_and_what_to_do_first():
     sources = [SimSource(name=n, scenario="seed", clock=FakeClock()) for n in ("gpu07", "gpu08", "gpu09")]
     app = IncidentApp(sources, autostart=False)
     async with app.run_test(size=(100, 16)) as pilot:
-        app.post_message(NodeUpdated(failing("gpu07", HOST_KEY)))
-        app.post_message(NodeUpdated(failing("gpu08", AUTH)))
-        app.post_message(NodeUpdated(failing("gpu09", KEY_FILE)))
+        await app.session.take_reading((failing("gpu07", HOST_KEY)))
+        await app.session.take_reading((failing("gpu08", AUTH)))
+        await app.session.take_reading((failing("gpu09", KEY_FILE)))
         nodes = app.query_one("#nodes")
         await wait_for(pilot, lambda: str(nodes.get_cell("gpu09", "state")) == "✖ ssh settings")
         assert str(nodes.get_cell("gpu07", "state")) == "✖ host key"

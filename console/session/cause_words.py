@@ -27,7 +27,7 @@ def idle_summary(gpu: int, used_mib: int, idle_after: float) -> str:
 def causes_text(causes: Sequence[_Cause]) -> str:
     """``kind: summary; …``, the per-GPU summaries that say the same of several GPUs merged."""
     groups: dict[tuple[str, str, str], list[int]] = {}
-    parts: list[object] = []
+    parts: list[str | tuple[str, str, str]] = []
     for c in causes:
         m = _PER_GPU.fullmatch(c.summary)
         if m is None:
@@ -38,7 +38,7 @@ def causes_text(causes: Sequence[_Cause]) -> str:
             groups[key] = []
             parts.append(key)
         groups[key].append(int(m.group(1)))
-    out = []
+    out: list[str] = []
     for part in parts:
         if isinstance(part, str):
             out.append(part)

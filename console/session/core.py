@@ -105,7 +105,7 @@ class Session:
 
     # ------------------------------------------------------------------ nodes
     def _add(self, source: Source) -> NodeMonitor:
-        monitor = NodeMonitor(source, interval=self.interval, on_update=self._polled)
+        monitor = NodeMonitor(source, interval=self.interval, on_update=self.take_reading)
         if self.timeline is not None:       # continuing an incident: what it says was done here
             monitor.actions.extend(applied(self.timeline.entries, monitor.name))
         self.sources.append(source)
@@ -145,16 +145,26 @@ class Session:
         for m in self.monitors:
             m.watched = name is None or m.name == name
 
-    async def _polled(self, snap: NodeSnapshot) -> None:
+    async def take_reading(self, snap: NodeSnapshot) -> None:
+        """A node's diagnosed reading, as its monitor delivers each poll (and a client with a
+        reading of its own: the tests and the bench): into the follower's feed and the incident,
+        then to the clients with what they draw of it."""
         self.feed.add(snap, self.viewing)
         if snap.name not in self._first_read and snap.error is None and snap.gpus:
             self._first_read.add(snap.name)
-            self.publish(NodeUpdated(snap))      # drawn at once: the record asks the node its kernel first
+            self.publish(self._updated(snap))      # drawn at once: the record asks the node its kernel first
             await self._record_first(snap)
             return
         if snap.name in self._held and snap.error is None and not self._finished:
             self._record_findings(snap)      # after "console stopped" nothing more is written
-        self.publish(NodeUpdated(snap))
+        self.publish(self._updated(snap))
+
+    def _updated(self, snap: NodeSnapshot) -> NodeUpdated:
+        """The reading as the screen draws it: with the rungs applied to the node and, for the
+        node in view, its memory trail."""
+        monitor = self.monitor(snap.name)
+        done = tuple(a.rung for a in monitor.actions) if monitor is not None else ()
+        return NodeUpdated(snap, done, self.memory_series(snap.name) if snap.name == self.viewing else None)
 
     async def _record_first(self, snap: NodeSnapshot) -> None:
         """The node's first reading, with its facts (the kernel asked once: ``uname -r``), the

@@ -6,12 +6,17 @@ from dataclasses import dataclass
 from console.actions.plan import ActionPlan
 from console.actions.run import ActionOutcome
 from console.model import NodeSnapshot
+from console.output.memory_series import MemorySeries
 
 
 @dataclass(frozen=True)
 class NodeUpdated:
-    """A node's poll answered (diagnosed: its findings are in the snapshot)."""
+    """A node's poll answered (diagnosed: its findings are in the snapshot), with what the screen
+    draws of it beside: the rungs applied to it, oldest first, and — for the node in view — its
+    memory trail (made on the engine's thread, where the trail and the actions live)."""
     snapshot: NodeSnapshot
+    done: tuple[str, ...] = ()
+    series: MemorySeries | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from console.session import Session
 from console.session import events as ev
 from console.session.core import ACTION_STOP_S
 from console.session.engine import Engine, Mailbox
+from console.session.facade import Facade
 from console.sources.base import Source
 from console.turns import KEYS_FIRST
 from console.incident import consoles
@@ -44,6 +45,7 @@ from console.ui.slurm_line import SlurmLine
 from console.ui.status_line import StatusFacts, StatusLine, status_text, with_mode_and_incident
 from console.ui.theme_install import install_themes
 from console.output.fleet_rows import opened_text
+from console.output.memory_series import MemorySeries
 from console.output.remedy import remedy_first
 from console.ui.text import LiteralNotify, LiteralStatic, literal, printable, set_title
 from console.ui.view_keys import ViewKeys
@@ -53,14 +55,6 @@ from console.ui.view_keys import ViewKeys
 #: last redraw are drawn together (a 256-node console gets 256 updates a second); the node on
 #: screen is drawn as soon as it answers
 REDRAW_INTERVAL_S = 0.5
-
-
-class NodeUpdated(Message):
-    """A diagnosed snapshot arrived (posted by the poller; tests post it too)."""
-
-    def __init__(self, snapshot: NodeSnapshot) -> None:
-        super().__init__()
-        self.snapshot = snapshot
 
 
 class HelpScreen(ModalScreen[None]):
@@ -173,6 +167,10 @@ class IncidentApp(LiteralNotify, App[int]):
         # engine_thread: the session on a thread and loop of its own (console/session/engine.py),
         # its events handed to this loop in batches; else on this loop (tests)
         self.engine = Engine(self.session, threaded=engine_thread)
+        #: the screen's one door to the engine: everything it asks of the session goes through it
+        self.facade = Facade(self.engine)
+        self._series: dict[str, MemorySeries] = {}    # per node: the trail its last reading brought
+        self._done: dict[str, tuple[str, ...]] = {}   # per node: the rungs applied to it
         self.read_only = read_only
         self.dry_run = dry_run
         self.autostart = autostart
@@ -280,7 +278,7 @@ class IncidentApp(LiteralNotify, App[int]):
                 self.notify(w, severity="warning")
             self.pair.start()               # "continuing ID: …", then the others' words as they land
             watched = [s.name for s in self.sources] + ([self.fleet.name] if self.fleet_mode else [])
-            self.incident.note(None, consoles.CONSOLE_STARTED + ", ".join(watched), console=self.console_id)
+            self.facade.note_soon(None, consoles.CONSOLE_STARTED + ", ".join(watched), console=self.console_id)
         self.refresh_node_view()
         self._diagnose_current()
         gc_pacing.start(self)               # keys never wait on a full garbage collection
@@ -337,6 +335,10 @@ class IncidentApp(LiteralNotify, App[int]):
         """What the session publishes. Taken in straight away, not posted as a message: 256
         nodes' polls queued in the app's messages ahead of a key held the key back."""
         if isinstance(event, ev.NodeUpdated):
+            name = event.snapshot.name
+            self._done[name] = event.done
+            if event.series is not None:
+                self._series[name] = event.series
             self.node_updated(event.snapshot)
         elif isinstance(event, ev.Said):
             self.notify(event.text, severity=event.severity)
@@ -351,11 +353,6 @@ class IncidentApp(LiteralNotify, App[int]):
             self.notify(f"{outcome.plan.node}: {printable(outcome.text)}", severity=severity, timeout=10)
             if outcome.timeline_error:
                 self.notify(f"timeline: {outcome.timeline_error}", severity="error")
-
-    @on(NodeUpdated)
-    def _node_updated(self, message: NodeUpdated) -> None:
-        self.session.feed.add(message.snapshot, self.current_node)
-        self.node_updated(message.snapshot)
 
     def node_updated(self, snap: NodeSnapshot) -> None:
         """Draw the snapshot now, or with the others at the next redraw when the last one was
@@ -467,15 +464,25 @@ class IncidentApp(LiteralNotify, App[int]):
         return bool(self.is_running and self.screen_stack and self.query("#status"))
 
     def _diagnose_current(self) -> None:
-        """The node on screen is diagnosed every poll; the others may keep the findings of
-        unchanged input for a while (console/monitor.py)."""
-        self.engine.do(self.session.view, self.current_node)
+        """The node on screen is diagnosed every poll (the others may keep the findings of
+        unchanged input for a while: console/monitor.py), and its trail rides on its readings."""
+        self.facade.view(self.current_node)
+        if self.current_node is not None and self.current_node not in self._series:
+            self.run_worker(self._fetch_series(self.current_node), group="series", exclusive=True)
 
-    def memory_series(self, node: str):
-        return self.session.memory_series(node)
+    def memory_series(self, node: str) -> MemorySeries:
+        """A node's memory trail as its last reading brought it (the engine makes it)."""
+        return self._series.get(node) or MemorySeries()
 
-    def memory_data(self) -> dict:
-        return self.session.feed.memory_data()
+    def done_rungs(self, node: str) -> tuple[str, ...]:
+        """The rungs applied to a node, oldest first, as its last reading brought them."""
+        return self._done.get(node, ())
+
+    async def _fetch_series(self, node: str) -> None:
+        """Turned to a node: its trail now, not at its next reading."""
+        self._series[node] = await self.facade.memory_series(node)
+        if node == self.current_node and self._panels_up:
+            self.query_one("#gpu-chart", MemoryChart).show(self._series[node])
 
     async def _flush_feed(self, running: bool = True, force: bool = False) -> None:
         """Write the follower's state now (tests; the session writes it every second)."""
@@ -546,12 +553,13 @@ class IncidentApp(LiteralNotify, App[int]):
         if self.fleet_mode and not self.on_fleet_screen:
             self.push_screen(FLEET_SCREEN)
 
-    def on_fleet_screen_open_node(self, message: FleetScreen.OpenNode) -> None:
-        self.open_fleet_node(message.node)
+    async def on_fleet_screen_open_node(self, message: FleetScreen.OpenNode) -> None:
+        await self.open_fleet_node(message.node)
 
-    def open_fleet_node(self, node: FleetNode) -> Source | None:
+    async def open_fleet_node(self, node: FleetNode) -> Source | None:
         """The node's console over SSH, in this incident: added to the node list (or, when it
-        is there already, chosen), recorded in the timeline with why it was suspect."""
+        is there already, chosen), recorded in the timeline with why it was suspect (the node
+        joins the session on the engine's loop, through its door)."""
         assert self.fleet is not None and self.fleet_screen is not None
         try:
             source = self.fleet.node_source(node.hostname)
@@ -561,10 +569,8 @@ class IncidentApp(LiteralNotify, App[int]):
         name = source.name
         known = next((s for s in self.sources if s.name == name), None)
         if known is None:
-            monitor = self.session.add_node(source, start=False)
-            if self.session.polling:
-                self.engine.do(monitor.start)         # on the engine's loop
-            self.incident.note(name, opened_text(node, self.fleet.name))
+            await self.facade.add_node(source)
+            await self.facade.note(name, opened_text(node, self.fleet.name))
             self.say(opened_text(node, self.fleet.name))
         else:
             source = known
@@ -923,7 +929,7 @@ class IncidentApp(LiteralNotify, App[int]):
             return
         # actions in flight write what they saw; the follower's last state; then the screen goes
         self._stopping = True
-        self.session.viewing = self.current_node
+        self.facade.view(self.current_node)
         await self.engine.call(lambda: self.session.finish(consoles.CONSOLE_STOPPED, console=self.console_id))
         self.exit(0)
 
@@ -963,7 +969,7 @@ class IncidentApp(LiteralNotify, App[int]):
         name = signal.Signals(signum).name
         self.stopped_by = name
         note = f"{consoles.CONSOLE_STOPPED} ({name})"
-        self.session.viewing = self.current_node
+        self.facade.view(self.current_node)
         # the record starts now on the engine's loop (it does not wait for this loop, which a
         # terminal that hung up may block), and a last resort ends the process if Textual cannot
         finishing = self._finish_now(note)

@@ -49,7 +49,8 @@ async def apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
                        ) -> tuple[list[float], list[float], float]:
     """(settled ms per update, handler ms per update, CPU ms of all but the first) for a fresh
     one-node console."""
-    from console.ui.app import IncidentApp, NodeUpdated
+    from console.session.events import NodeUpdated
+    from console.ui.app import IncidentApp
     name = snaps[0].name
     app = IncidentApp([SimSource(name=name, scenario="seed")], autostart=False)
     app.redraw_interval_s = 0.0          # every update drawn at once: its own cost, no waiting
@@ -74,7 +75,7 @@ async def apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
 
             cpu0 = time.process_time()
             t0 = time.perf_counter()
-            app.post_message(NodeUpdated(snap))
+            await app.session.take_reading((snap))
             _after_tables_settle(app, done, handled)
             await finished.wait()
             settled.append((marks["done"] - t0) * 1000)

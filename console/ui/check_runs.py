@@ -32,8 +32,7 @@ class CheckRuns:
         node = app.current_node
         seconds = WAIT_S
         if app.timeline is not None:
-            monitor = app.session.monitor(node)
-            done = [a.rung for a in (monitor.actions if monitor else ()) if a.node in (None, node)]
+            done = app.done_rungs(node)
             after = done[-1] if done else "job"
             kept = freetimes.load(app.timeline.path.parent)
             hit = freetimes.usually(kept, after, node)
@@ -117,23 +116,21 @@ class CheckRuns:
 
         def progress(p) -> None:
             app.set_activity(key, f"{p.node}: {p.text}", f"{_short_name(p.name)} {p.elapsed_s:.0f}/{p.total_s:.0f} s")
-        hopped = app.engine.hop(progress)           # told on the engine's loop, drawn on this one
 
         async def work() -> None:
-            try:
-                result = await app.engine.call(lambda: app.session.run_check(
-                    source, name, snap, progress=hopped, **params))
+            try:           # progress is told on the engine's loop, drawn on this one
+                result = await app.facade.run_check(source, name, snap, progress=progress, **params)
             except ValueError as exc:
                 app.notify(str(exc), severity="error")
                 return
             finally:
                 app.set_activity(key, None)
-            entry = app.incident.record_check(result)
+            entry = await app.facade.record_check(result)
             seq = entry.seq if entry else None
             # the status line says it ended, with what it found (not "running …" any more)
             app.say(f"{result.node}: {result.name}: {result.summary}")
             if then is not None and result.rc is not None:
-                then(result, seq)
+                await then(result, seq)
                 return
             app.present(f"{result.name} on {result.node}: {result.summary}", lambda: self.show(result, seq))
         app.run_worker(work(), group="checks", exclusive=False)

@@ -42,8 +42,7 @@ class Escalation:
 
     async def _apply(self, finding, source: Source) -> None:
         try:
-            step = await self.app.engine.call(lambda: self.app.session.step(source.name, finding,
-                                                                            wait_default=WAIT_S))
+            step = await self.app.facade.step(source.name, finding, wait_default=WAIT_S)
         except ValueError as exc:
             self.app.notify(str(exc), severity="error")
             return
@@ -63,10 +62,10 @@ class Escalation:
         Confirm — only the tagged processes count as chosen (the cursor always sits on one)."""
         node = source.name
 
-        def then(result, seq) -> None:
+        async def then(result, seq) -> None:
             chosen = [int(k.rsplit(":", 1)[1]) for k in self.app.tagged if k.rsplit(":", 1)[0] == node]
             try:
-                plan, why = self.app.session.after_check(node, step, result, chosen=chosen)
+                plan, why = await self.app.facade.after_check(node, step, result, chosen=chosen)
             except ValueError as exc:
                 self.app.notify(str(exc), severity="error")
                 return
@@ -110,8 +109,7 @@ class Escalation:
             # the last whole read): the node reads all its processes first
             self.app.notify(f"{source.name}: reading every process first…", timeout=3)
         try:
-            plan = await self.app.engine.call(lambda: self.app.session.plan(source.name, rung, pids=pids or (),
-                                                                            gpus=gpus or (), seen=snap))
+            plan = await self.app.facade.plan(source.name, rung, pids=pids or (), gpus=gpus or (), seen=snap)
         except ValueError as exc:
             self.app.notify(str(exc), severity="error")
             return
@@ -138,7 +136,7 @@ class Escalation:
             source, snap = self._still_in_view(node, need_reading=True)
             if source is None or snap is None:
                 return
-            self._plan_then_confirm(source, lambda: self.app.session.plan(node, "signal", pids=pids, signal=sig,
+            self._plan_then_confirm(source, lambda: self.app.facade.plan(node, "signal", pids=pids, signal=sig,
                                                                           seen=snap))
         self.app.push_screen(SignalMenu(pids, node), chosen)
 
@@ -146,7 +144,7 @@ class Escalation:
         """Plan on the engine (the session's door), then Confirm on this screen."""
         async def planned() -> None:
             try:
-                plan = await self.app.engine.call(make)
+                plan = await make()
             except ValueError as exc:
                 self.app.notify(str(exc), severity="error")
                 return
@@ -169,7 +167,7 @@ class Escalation:
             source, snap = self._still_in_view(node)
             if source is None:
                 return
-            self._plan_then_confirm(source, lambda: app.session.plan_custom(node, line, seen=snap))
+            self._plan_then_confirm(source, lambda: app.facade.plan_custom(node, line, seen=snap))
         app.push_screen(TextPrompt(f"Your own command on {printable(node, 40)}",
                                    placeholder="e.g. nvidia-smi -q -d PIDS",
                                    hint="an action: Confirm shows it first; refused under --read-only, "
@@ -203,7 +201,7 @@ class Escalation:
     def execute(self, plan, source: Source, *, typed: str | None = None) -> None:
         """The session's executor (console/session/core.py); its events say what happened."""
         async def work() -> None:
-            outcome = await self.app.engine.call(lambda: self.app.session.execute(plan, typed=typed))
+            outcome = await self.app.facade.execute(plan, typed=typed)
             if custom_output(outcome):          # never over an open prompt
                 self.app.present(f"{plan.title} on {plan.node}: output", lambda: self.show_output(outcome))
         self.app.run_worker(work(), group="actions", exclusive=False)
