@@ -158,13 +158,14 @@ def headline(s: Summary, entries: Sequence[TimelineEntry] = ()) -> list[str]:
             *([("Demo", "yes: every node is simulated (a `demo` target); kept apart from real incidents")]
               if entries and is_demo(entries) else []),
             ("Detected", detection(entries)),
-            ("What was stuck", stuck),
-            ("First seen held", first_held_text(found, start)),
+            *([("What was wrong", "no GPU held memory; " + "; ".join(
+                f"{', '.join(f.kinds)} on {f.node}" for f in s.faults))] if s.faults and not s.stuck else
+              [("What was stuck", stuck), ("First seen held", first_held_text(found, start))]),
             *([("Still held", "; ".join(x.text() for x in s.still_held))] if s.still_held else []),
             *([("Left off", "what B stopped, not restored on " + ", ".join(s.left_off))] if s.left_off else []),
             ("Root cause", s.root_cause),
             ("Resolution", s.resolution),
-            ("Time to free", time_to_free_text(found, s, start)),
+            *([] if s.faults and not s.stuck else [("Time to free", time_to_free_text(found, s, start))]),
             ("Who acted", "; ".join(s.acted_by) or "nobody sent an action"),
             ("Hypotheses", f"{s.hypotheses} ({s.open_hypotheses} open)"),
             ("Started / last entry", f"{s.started} / {s.last}")]

@@ -22,7 +22,7 @@ from console.incident.grounds import xid_grounds
 from console.incident.impact import held
 from console.incident.narrative import without_title
 from console.incident.readings import when
-from console.incident.summary import CLEAR_TITLE, DECLINED_RESTORE, RESTORE_TITLE, duration
+from console.incident.summary import DECLINED_RESTORE, duration, restores_blockers, stops_blockers
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.incident.verdicts import FREED_NOTICE_MIB, action_rung
 from console.model import TimelineEntry
@@ -95,10 +95,10 @@ def _reset_needed(entries: Sequence[TimelineEntry], done: Mapping[int, TimelineE
 
 def _blockers(entries: Sequence[TimelineEntry]) -> list[str]:
     out = []
-    for b in [e for e in entries if e.kind == "action" and e.text.startswith(CLEAR_TITLE)]:
+    for b in [e for e in entries if e.kind == "action" and stops_blockers(e)]:
         what = b.text.split(":", 1)[1].strip() if ":" in b.text else "the reset blockers"
         after = [e for e in entries if e.seq > b.seq and e.node == b.node]
-        restore = next((e for e in after if e.kind == "action" and e.text.startswith(RESTORE_TITLE)), None)
+        restore = next((e for e in after if e.kind == "action" and restores_blockers(e)), None)
         declined = next((e for e in after if e.kind == "note" and e.text.lower().startswith(DECLINED_RESTORE)), None)
         outcome = outcomes(entries).get(restore.seq) if restore is not None else None
         if restore is not None:

@@ -23,15 +23,13 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from console import rungs
 from console.diagnosis import text as t
 from console.incident.consoles import attached, gone_since, unmatched
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
-from console.model import TimelineEntry
+from console.model import TimelineEntry, severity_rank
 
 BUSY_MIB = 1024            # a GPU above this holds memory; at or below it, it is back
-#: the titles of B's action and of the restore that undoes it (console/actions/plan.py)
-CLEAR_TITLE = "Clear the reset blockers"
-RESTORE_TITLE = "Restore what B stopped"
 #: a note that declines the restore (the operator keeps B's blockers off on purpose)
 DECLINED_RESTORE = "declined restore"
 
@@ -123,6 +121,7 @@ class Summary:
     people: tuple[str, ...] = field(default_factory=tuple)
     still_held: tuple[Stuck, ...] = ()        # per node: what its latest reading still holds
     left_off: tuple[str, ...] = ()            # nodes where what B stopped was neither restored nor declined
+    faults: tuple["Fault", ...] = ()          # no memory held: the severe findings the incident is about
 
 
 def _freed(before: Mapping[str, int | None] | None, after: Mapping[str, int | None] | None) -> int:
@@ -174,17 +173,63 @@ def _left_off(entries: Sequence[TimelineEntry]) -> list[str]:
     open_b: dict[str, int] = {}
     for e in entries:
         node = e.node or ""
-        if e.kind == "action" and e.text.startswith(CLEAR_TITLE):
+        if e.kind == "action" and stops_blockers(e):
             open_b[node] = e.seq
-        elif e.kind == "action" and e.text.startswith(RESTORE_TITLE):
+        elif e.kind == "action" and restores_blockers(e):
             open_b.pop(node, None)
         elif e.kind == "note" and e.text.lower().startswith(DECLINED_RESTORE):
             open_b.pop(node, None)
     return sorted(open_b)
 
 
-def _resolved(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> bool:
-    return bool(stuck) and not _still_held(entries, stuck) and not _left_off(entries)
+#: findings this severe in a node's first reading make it a fault the incident is about (a pending
+#: row remap, an Xid that wants a reset), whether or not a GPU held memory
+FAULT_SEVERITY = "high"
+#: findings about what a remedy needs first, never the fault itself
+NOT_FAULTS = ("reset-blocker", "blockers-off")
+
+
+@dataclass(frozen=True)
+class Fault:
+    node: str
+    kinds: tuple[str, ...]          # the severe findings of the node's first reading
+    cleared_at: int | None          # the seq of the first findings' entry without any of them
+
+
+def _faults(entries: Sequence[TimelineEntry]) -> list[Fault]:
+    """Per node whose first reading carries severe findings: which, and whether a later entry
+    of its findings shows them gone."""
+    first: dict[str, tuple[str, ...]] = {}
+    cleared: dict[str, int | None] = {}
+    for e in entries:
+        if e.kind != "observation" or not e.node or not isinstance(e.findings, (list, tuple)):
+            continue
+        kinds = tuple(dict.fromkeys(str(f.get("kind")) for f in e.findings if isinstance(f, Mapping)
+                                    and severity_rank(str(f.get("severity"))) >= severity_rank(FAULT_SEVERITY)
+                                    and f.get("kind") not in NOT_FAULTS))
+        if e.node not in first:
+            if kinds:
+                first[e.node], cleared[e.node] = kinds, None
+            continue
+        if set(first[e.node]) & set(kinds):
+            cleared[e.node] = None              # (back) again
+        elif cleared[e.node] is None:
+            cleared[e.node] = e.seq             # the first entry without them
+    return [Fault(n, k, cleared[n]) for n, k in first.items()]
+
+
+def _rung(e: TimelineEntry) -> rungs.Rung:
+    return rungs.of(e.rung or rungs.from_title(e.text or "", e.command or ""))
+
+
+def stops_blockers(action: TimelineEntry) -> bool:
+    """B: the action stopped the reset blockers (by its rung, never its title)."""
+    return _rung(action).stops_blockers
+
+
+def restores_blockers(action: TimelineEntry) -> bool:
+    """The restore that undoes B."""
+    return _rung(action).settles_on == "blockers-back"
 
 
 def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summary:
@@ -254,7 +299,14 @@ def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summar
     if held and best is not None:
         resolution = "not resolved: still held: " + "; ".join(h.text() for h in held) + f" (freed so far: {resolution})"
     left_off = _left_off(entries)
-    if left_off and not held and stuck:
+    faults = [] if stuck else _faults(entries)
+    if faults and best is None:        # no memory held: the incident is its severe findings
+        open_ = [f for f in faults if f.cleared_at is None]
+        if open_:
+            resolution = "not resolved: " + "; ".join(f"{', '.join(f.kinds)} on {f.node} still there" for f in open_)
+        else:
+            resolution = "; ".join(_cleared_text(entries, f) for f in faults)
+    if left_off and not held and (stuck or faults):
         resolution = (f"not resolved: what B stopped is still off on {', '.join(left_off)} (x restores it, or a "
                       f"note \"{DECLINED_RESTORE}: why\"; freed: {resolution})")
     return Summary(
@@ -262,13 +314,22 @@ def summarize(entries: Sequence[TimelineEntry], incident_id: str = "") -> Summar
         nodes=tuple(sorted({e.node for e in entries if e.node})),
         started=entries[0].ts, last=entries[-1].ts, entries=len(entries),
         hypotheses=len(hyps), open_hypotheses=len(opened), actions=len(actions),
-        state="resolved" if stuck and not held and not left_off else "open", still_held=tuple(held),
-        left_off=tuple(left_off),
+        state="resolved" if ((stuck and not held) or (faults and all(f.cleared_at for f in faults))) and not left_off
+        else "open", still_held=tuple(held),
+        left_off=tuple(left_off), faults=tuple(faults),
         console_running=bool(unmatched(entries)),
         stuck=tuple(stuck), root_cause=root, resolution=resolution, freed_at=freed_at,
         time_to_free_s=to_free, after_action_s=after_action,
         acted_by=tuple(f"{who}: {n} action{'s' if n != 1 else ''}" for who, n in acted.items()),
         people=tuple(sorted({e.by for e in entries})))
+
+
+def _cleared_text(entries: Sequence[TimelineEntry], f: Fault) -> str:
+    """"row-remap-pending on gpu07 cleared after #5 Reset GPU 2"."""
+    last = next((e for e in reversed(entries) if e.kind == "action" and e.node == f.node
+                 and f.cleared_at is not None and e.seq < f.cleared_at), None)
+    after = f" after #{last.seq} {last.text}" if last is not None else ""
+    return f"{', '.join(f.kinds)} on {f.node} cleared{after}"
 
 
 def _short_ts(ts: str | None, day: bool = True) -> str:

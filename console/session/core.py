@@ -48,6 +48,8 @@ GROUNDS_NOTED = 4
 #: at most this many changes of a node's findings are recorded per session (a flapping finding
 #: must not fill the incident)
 MAX_FINDING_CHANGES = 40
+#: a node with a finding this severe is recorded though no GPU holds memory (console/incident/summary.py)
+FAULT_SEVERITY = "high"
 
 Listener = Callable[[Event], object]
 
@@ -170,7 +172,7 @@ class Session:
         """The node's first reading, with its facts (the kernel asked once: ``uname -r``), the
         workload holding it and the console's findings (console/session/node_record.py)."""
         busy = any((g.memory_used_mib or 0) > FREED_MIB for g in snap.gpus)
-        if not busy or self._finished:
+        if not (busy or _faulty(snap)) or self._finished:
             return
         source = self.source(snap.name)
         kernel = await node_record.read_kernel(source) if self.timeline is not None else None
@@ -197,12 +199,15 @@ class Session:
         (what is still held): console/incident/summary.py judges "resolved" from them."""
         memory = {str(g.index): g.memory_used_mib for g in snap.gpus}
         busy = [g for g in snap.gpus if (g.memory_used_mib or 0) > FREED_MIB]
-        if first and not busy:
+        if first and not busy and not _faulty(snap):
             return
         if first:
             self._held.add(snap.name)
             text = (f"first reading of {snap.name}: {t.gpus([g.index for g in busy])} "
-                    f"{t.verb(len(busy), 'holds', 'hold')} {t.mib(sum(g.memory_used_mib or 0 for g in busy))}")
+                    f"{t.verb(len(busy), 'holds', 'hold')} {t.mib(sum(g.memory_used_mib or 0 for g in busy))}"
+                    if busy else f"first reading of {snap.name}: no GPU holds memory; "
+                    + ", ".join(dict.fromkeys(f.kind for f in snap.findings
+                                              if severity_rank(f.severity) >= severity_rank(FAULT_SEVERITY))))
             self.incident.observation(snap.name, text, gpu_memory_before=memory, **(extra or {}))
         else:
             text = (f"{snap.name} when the console stopped: " + (
@@ -452,6 +457,12 @@ class Session:
                         progress: Callable[[CheckProgress], None] | None = None, **params: Any) -> CheckResult:
         """A read-only check on a node (console/checks/registry.py), on the session's loop."""
         return await run_check(source, name, snap, progress=progress, **params)
+
+
+def _faulty(snap: NodeSnapshot) -> bool:
+    """A finding this severe makes the node part of the incident even while no GPU holds memory
+    (a pending row remap, an Xid that wants a reset): its reading and its findings are recorded."""
+    return any(severity_rank(f.severity) >= severity_rank(FAULT_SEVERITY) for f in snap.findings)
 
 
 def custom_output(outcome: ActionOutcome) -> bool:

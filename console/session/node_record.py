@@ -66,7 +66,7 @@ def signature(findings: Sequence[Finding]) -> frozenset[tuple[str, str]]:
 def change_text(node: str, findings: Sequence[Finding], before: frozenset[tuple[str, str]]) -> str:
     """"findings on gpu07: zombie (high), d-state (critical) new; reset-blocker gone"."""
     now = signature(findings)
-    new = [f"{k} ({s})" for k, s in sorted(now - before, key=lambda x: -severity_rank(x[1]))]
+    new = [f"{k} ({s})" for k, s in sorted(now - before, key=lambda x: (-severity_rank(x[1]), x[0]))]
     gone = sorted({k for k, _ in before} - {k for k, _ in now})
     parts = ([", ".join(new) + " new"] if new else []) + ([", ".join(gone) + " gone"] if gone else [])
     return f"findings on {node}: " + ("; ".join(parts) or "unchanged")
