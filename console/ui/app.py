@@ -783,6 +783,16 @@ class IncidentApp(LiteralNotify, App[int]):
         else:
             self.escalation.apply_finding(finding)
 
+    def action_next_step_all(self) -> None:
+        """X: the node's next step on every node whose next step is the same (ui/escalation.py)."""
+        from console.actions.ladder import top_step
+        snap = self.snapshots.get(self.current_node)
+        finding = top_step(snap.findings) if snap is not None else None
+        if finding is None:
+            self.say("X: this node has no next step to take elsewhere too", "warning")
+            return
+        self.escalation.apply_everywhere(finding)
+
     # ------------------------------------------------------------------ what the keys act on
     def current(self) -> tuple[Source | None, NodeSnapshot | None]:
         """The node in view: its source and the snapshot drawn."""

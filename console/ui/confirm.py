@@ -159,3 +159,63 @@ class ConfirmScreen(ModalScreen[str | None]):
         else:
             self.query_one("#confirm-prompt", LiteralStatic).update(
                 self._prompt("the name does not match: nothing runs"))
+
+
+def many_head_text(plans: list[ActionPlan]) -> Text:
+    """One step on several nodes: each node's exact commands, node by node."""
+    out = Text()
+    out.append("Confirm", style="bold reverse")
+    out.append(f"  the same step on {len(plans)} nodes\n\n", style="bold")
+    out.append("Will run, exactly:\n", style="bold")
+    for plan in plans:
+        out.append("  on ", style="bold")
+        out.append(printable(plan.node), style="bold yellow")
+        out.append(f" — {printable(plan.title)}:\n", style="bold")
+        for command in plan.commands:
+            out.append("    $ " + printable(command) + "\n", style="bold")
+    out.rstrip()
+    return out
+
+
+def many_body_text(plans: list[ActionPlan], skipped: list[str]) -> Text:
+    """Scrolls: each node's targets (PIDs and names), notes, refusals; the nodes left out and why."""
+    out = Text()
+    for plan in plans:
+        out.append(printable(plan.node) + ": ", style="bold yellow")
+        if plan.targets:
+            shown = ", ".join(f"{t.pid} {printable(t.name, 24)}" + (" ⚡BUSY" if t.busy else "")
+                              for t in plan.targets[:6])
+            more = f" and {len(plan.targets) - 6} more" if len(plan.targets) > 6 else ""
+            out.append(f"{len(plan.targets)} target{'s' if len(plan.targets) != 1 else ''}: {shown}{more}\n")
+        else:
+            out.append("GPUs " + ", ".join(str(g) for g in plan.gpus) + "\n")
+        for note in plan.notes:
+            out.append("  ⚠ " + printable(note) + "\n", style="yellow")
+        for refusal in plan.refusals:
+            out.append("  ✖ left out: " + printable(refusal) + "\n", style="dim")
+    for why in skipped:
+        out.append("not in this step: " + printable(why) + "\n", style="dim")
+    out.rstrip()
+    return out
+
+
+class ManyConfirmScreen(ConfirmScreen):
+    """Confirm of one step on several nodes (X): every node's exact commands in one modal; `y`
+    runs each node's plan through the same guarded execute, recorded and verified per node."""
+
+    def __init__(self, plans: list[ActionPlan], skipped: list[str], *, read_only: bool = False,
+                 dry_run: bool = False) -> None:
+        summary = ActionPlan(node=", ".join(p.node for p in plans), rung=plans[0].rung,
+                             title=f"{plans[0].title.split(' ')[0]} on {len(plans)} nodes",
+                             commands=tuple(f"{p.node}: {c}" for p in plans for c in p.commands))
+        super().__init__(summary, read_only=read_only, dry_run=dry_run)   # what a follower is shown
+        self.plans = plans
+        self._head = many_head_text(plans)
+        self._body = many_body_text(plans, skipped)
+
+    def _prompt(self, problem: str = "") -> Text:
+        out = prompt_text(self.plan, read_only=self.read_only, dry_run=self.dry_run, scrolls=self._scrolls,
+                          problem=problem)
+        if not self.read_only and not self.plan.typed_confirmation:
+            out = Text(out.plain.replace("y: run it", f"y: run it on the {len(self.plans)} nodes"), style="bold")
+        return out

@@ -57,6 +57,66 @@ class Escalation:
         else:
             self.confirm(step.plan, source)
 
+    def apply_everywhere(self, finding) -> None:
+        """X: this finding's step on every node whose next step is the same (its kind and rung),
+        planned by the session on each node, in one Confirm; each node's plan then runs through
+        the same guarded execute as x's, recorded and verified on its own. A wait, a check, a
+        step Slurm wants drained first or a typed confirmation is taken node by node (x)."""
+        from console.actions.ladder import top_step
+        app = self.app
+        same = []
+        for source in app.sources:
+            snap = app.snapshots.get(source.name)
+            top = top_step(snap.findings) if snap is not None and snap.error is None else None
+            if top is not None and top.kind == finding.kind and top.rung == finding.rung:
+                same.append((source, top))
+        r = rungs.of(finding.rung)
+        if r.check is not None:
+            app.say(f"X: {finding.rung} is a read-only step: take it node by node (x)", "warning")
+            return
+        if r.drain_first and app.slurm_line.reading() is not None:
+            app.say(f"X: Slurm drains each node first before {r.id}: take it node by node (D, then x)", "warning")
+            return
+        if len(same) < 2:
+            app.say(f"X: no other node's next step is {finding.kind} → {finding.rung}; x takes this one")
+            return
+        app.notify(f"X: planning {finding.rung} on {len(same)} nodes…", timeout=3)
+        app.run_worker(self._plan_everywhere(same), group="escalation")
+
+    async def _plan_everywhere(self, same) -> None:
+        app = self.app
+        plans, skipped, sources = [], [], {}
+        for source, finding in same:
+            try:
+                step = await app.facade.step(source.name, finding, wait_default=WAIT_S)
+            except ValueError as exc:
+                skipped.append(f"{source.name}: {exc}")
+                continue
+            plan = step.plan if step is not None else None
+            if plan is None or not plan.commands:
+                skipped.append(f"{source.name}: " + ("; ".join(plan.refusals) if plan else "no step now"))
+            elif plan.typed_confirmation:
+                skipped.append(f"{source.name}: {plan.title} asks for the node's name: take it there (x)")
+            else:
+                plans.append(plan)
+                sources[plan.node] = source
+        if not plans:
+            app.say("X: nothing to run on any node — " + "; ".join(skipped), "warning")
+            return
+        if app.read_only:
+            for plan in plans:
+                self.refused_read_only(plan)
+            return
+        from console.ui.confirm import ManyConfirmScreen
+
+        def answered(answer: str | None) -> None:
+            if not answer:
+                app.notify("cancelled: nothing ran on any node")
+                return
+            for plan in plans:
+                self.execute(plan, sources[plan.node])
+        app.push_screen(ManyConfirmScreen(plans, skipped, read_only=app.read_only, dry_run=app.dry_run), answered)
+
     def plan_after(self, step, source: Source):
         """What follows a step's check (the MPS clients' list): the plan its answer makes, in
         Confirm — only the tagged processes count as chosen (the cursor always sits on one)."""

@@ -84,6 +84,10 @@ KEYS: tuple[Key, ...] = (
     Key("next-step", "x", "next_step", "Next step",
         "do the next step (Confirm first): the highlighted finding's on the findings panel, anywhere else "
         "the node's (its first finding that has one)", "Do the next step", rank=1),
+    Key("next-step-all", "X", "next_step_all", "Same step, all",
+        "the node's next step on every node whose next step is the same (one Confirm lists each node's "
+        "exact commands; each is recorded and verified on its own)",
+        "Do this node's next step on every node that needs the same", show=False, rank=3, dangerous=True),
     Key("open-node", "enter", "open_node", "Open node",
         "open the highlighted node's console over SSH (added to the node list, same incident)",
         scope="fleet", rank=1, fleet_only=True),
