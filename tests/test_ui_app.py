@@ -295,7 +295,7 @@ async def test_read_only_leaves_the_dangerous_keys_unbound_and_the_action_layer_
         snap = await src.poll()
         assert sum(g.memory_used_mib for g in snap.gpus) > 100000     # nothing was signalled
     assert {k.id for k in keys.KEYS if k.dangerous} == {"sigterm", "sigkill", "signal", "kill-holders", "reset",
-                                                         "clear-blockers", "drain", "resume"}
+                                                         "clear-blockers", "drain", "resume", "next-step-all"}
 
 
 async def test_palette_reboot_needs_the_node_name_typed(incident_dir):
