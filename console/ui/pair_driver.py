@@ -42,13 +42,13 @@ class PairDriver:
         tl = self.timeline
         if tl is None:
             return
+        if self.app.activity.latest is not None:
+            # something was said at the start ("new incident ID"): the hint, which shows only
+            # while nothing is, is said after it (and kept in m)
+            self.app.say(self.idle_text())
         said = recap([e for e in tl.entries if e.seq not in tl.own], tl.incident_id)
         if said:
             self.app.say(said)
-        if self.app.activity.latest is not None:
-            # something was said at the start ("continuing ID", "new incident ID"): the hint,
-            # which shows only while nothing is, is said after it (and kept in m)
-            self.app.say(self.idle_text())
         self.news = OthersNews(tl)
         self.app.set_interval(NEWS_S, self.look, name="the others' words")
 
