@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from console.actions import verify as av
+from console.actions import verify
 from console import rungs
 from console.actions.ladder import commands_for
 from console.actions.plan import ActionPlan, ActionTarget, finish_plan
@@ -160,8 +160,8 @@ def plan_after_check(snap: NodeSnapshot, server: int, data: Mapping[str, Any], *
 
 def settled(plan: ActionPlan, snap: NodeSnapshot) -> bool:
     """Verification: the driver's list shows the effect the MPS rung was after."""
-    after = av.memory_of(snap, plan.gpus)
-    freed = av.freed_mib(plan.memory_before, after) >= who.FREED_MIB
+    after = verify.memory_of(snap, plan.gpus)
+    freed = verify.freed_mib(plan.memory_before, after) >= who.FREED_MIB
     if rungs.of(plan.rung).settles_on == "mps-gone":
         return not server_procs(snap) and (freed or all((v or 0) <= who.FREED_MIB for v in after.values()))
     return freed

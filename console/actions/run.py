@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from console.actions import mps as mps_rungs
 from console.actions import slurm as slurm_rungs
-from console.actions import verify as av
+from console.actions import verify
 from console import rungs
 from console.actions.ladder import COMMAND_TIMEOUT_S
 from console.actions.plan import ActionPlan, ActionPolicy, own_session, sessions_of
@@ -52,7 +52,7 @@ class ActionOutcome:
     gpu_memory_after: Mapping[str, int | None] | None = None
     freed_mib: int | None = None
     seconds_to_free: float | None = None
-    fates: av.TargetFates = av.TargetFates()
+    fates: verify.TargetFates = verify.TargetFates()
     signalled: tuple[int, ...] = ()       # targets the signal reached (rc 0)
     entry: TimelineEntry | None = None    # the `action` entry (written before anything was sent)
     outcome_entry: TimelineEntry | None = None   # its outcome: `observation` with outcome true
@@ -97,8 +97,8 @@ class _Seen:
     def __init__(self, plan: ActionPlan) -> None:
         self.plan = plan
         self.after: dict[str, int | None] | None = None
-        self.fates = av.TargetFates()
-        self.below = av.TargetFates()             # the targets' descendants at plan time
+        self.fates = verify.TargetFates()
+        self.below = verify.TargetFates()             # the targets' descendants at plan time
         self.elapsed = 0.0
         self.settled_at: float | None = None
         self.snap: NodeSnapshot | None = None     # the last reading that answered
@@ -107,7 +107,7 @@ class _Seen:
 
     @property
     def freed(self) -> int | None:
-        return None if self.after is None else av.freed_mib(self.plan.memory_before, self.after)
+        return None if self.after is None else verify.freed_mib(self.plan.memory_before, self.after)
 
     @property
     def seconds_to_free(self) -> float | None:
@@ -122,12 +122,12 @@ class _Seen:
             return False
         plan = self.plan
         if isinstance(snap, SlurmNode):           # answered; it holds no GPU and no process
-            self.after, self.fates = {}, av.TargetFates()
+            self.after, self.fates = {}, verify.TargetFates()
         else:
             self.snap = snap
-            self.after = av.memory_of(snap, plan.gpus)
-            self.fates = av.target_fates(snap, plan.targets)
-            self.below = av.target_fates(snap, plan.descendants)
+            self.after = verify.memory_of(snap, plan.gpus)
+            self.fates = verify.target_fates(snap, plan.targets)
+            self.below = verify.target_fates(snap, plan.descendants)
         if self.settled_at is None and self._settled(snap):
             self.settled_at = round(elapsed, 1)
         return self.settled_at is not None
@@ -140,14 +140,14 @@ class _Seen:
         if isinstance(snap, SlurmNode):
             return False
         if settles_on == "blockers-gone":
-            return av.blockers_cleared(snap, plan.gpus)
+            return verify.blockers_cleared(snap, plan.gpus)
         if settles_on == "blockers-back":
-            return av.restored(snap, plan.commands)
+            return verify.restored(snap, plan.commands)
         if settles_on in mps_rungs.SETTLES_ON:
             return mps_rungs.settled(plan, snap)
         if not plan.gpus:
             return bool(plan.targets) and not self.fates.running
-        return av.memory_settled(plan.memory_before, self.after or {}, plan.expected_mib)
+        return verify.memory_settled(plan.memory_before, self.after or {}, plan.expected_mib)
 
 
 # ---------------------------------------------------------------- execute
@@ -346,7 +346,7 @@ async def _watch(watch: ActionWatch, seen: _Seen, read: Reader, clock: Clock, st
                  timeout: float) -> None:
     plan = seen.plan
     words = rungs.of(plan.rung).after
-    reported = set(av.settled_gpus(plan.memory_before, seen.after or {}, plan.expected_mib)) \
+    reported = set(verify.settled_gpus(plan.memory_before, seen.after or {}, plan.expected_mib)) \
         if seen.after is not None else set()
 
     def observe(text: str, seconds_to_free: float | None = None) -> None:
@@ -383,14 +383,14 @@ async def _watch_loop(watch: ActionWatch, seen: _Seen, read: Reader, clock: Cloc
             return
         if seen.after is None or snap is None or snap.error is not None or not rungs.of(plan.rung).frees_memory:
             continue
-        newly = set(av.settled_gpus(plan.memory_before, seen.after, plan.expected_mib)) - reported
+        newly = set(verify.settled_gpus(plan.memory_before, seen.after, plan.expected_mib)) - reported
         if newly:
             reported |= newly
             rest = [g for g in plan.gpus if g not in reported]
             part = {str(g): plan.memory_before.get(str(g)) for g in newly}
             now = {str(g): seen.after.get(str(g)) for g in newly}
-            rest_mib = av.used_mib({str(g): seen.after.get(str(g)) for g in rest})
-            observe(f"{t.gpus(newly)} freed {t.mib(av.freed_mib(part, now))} {av.secs(seen.elapsed)} after "
+            rest_mib = verify.used_mib({str(g): seen.after.get(str(g)) for g in rest})
+            observe(f"{t.gpus(newly)} freed {t.mib(verify.freed_mib(part, now))} {verify.secs(seen.elapsed)} after "
                     f"{words}; {t.gpus(rest)} still {t.verb(len(rest), 'holds', 'hold')} {t.mib(rest_mib)}", round(seen.elapsed, 1))
 
 
@@ -415,35 +415,35 @@ def _then(text: str) -> str:
 
 def _settled_text(seen: _Seen, words: str) -> str:
     plan = seen.plan
-    fates = av.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
+    fates = verify.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
     tail = (f"; targets {fates}" if fates else "") + _then(_outlived(seen) if plan.signal else "")
     settles_on = rungs.of(plan.rung).settles_on
     if settles_on == "blockers-gone":
-        return f"reset blockers gone {av.secs(seen.elapsed)} after {words}"
+        return f"reset blockers gone {verify.secs(seen.elapsed)} after {words}"
     if settles_on == "blockers-back":
-        return f"back on {av.secs(seen.elapsed)} after {words}: {', '.join(plan.commands)}"
+        return f"back on {verify.secs(seen.elapsed)} after {words}: {', '.join(plan.commands)}"
     if plan.gpus and (seen.freed or 0) > 0:
-        freed_on = av.gpus_freed(plan.memory_before, seen.after or {}) or list(plan.gpus)
-        return f"{t.gpus(freed_on)} freed {t.mib(seen.freed)} {av.secs(seen.elapsed)} after {words}{tail}"
-    return f"the targets have exited {av.secs(seen.elapsed)} after {words}{tail}"
+        freed_on = verify.gpus_freed(plan.memory_before, seen.after or {}) or list(plan.gpus)
+        return f"{t.gpus(freed_on)} freed {t.mib(seen.freed)} {verify.secs(seen.elapsed)} after {words}{tail}"
+    return f"the targets have exited {verify.secs(seen.elapsed)} after {words}{tail}"
 
 
 def _deadline_text(seen: _Seen, words: str) -> str:
     plan = seen.plan
     if seen.after is None:
-        return f"{plan.node} did not answer in the {av.secs(seen.elapsed)} after {words}"
-    fates = av.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
+        return f"{plan.node} did not answer in the {verify.secs(seen.elapsed)} after {words}"
+    fates = verify.fates_text(seen.fates, len(plan.targets)) if plan.signal else ""
     settles_on = rungs.of(plan.rung).settles_on
     if settles_on == "blockers-gone":
-        return f"reset blockers still there {av.secs(seen.elapsed)} after {words}"
+        return f"reset blockers still there {verify.secs(seen.elapsed)} after {words}"
     if settles_on == "blockers-back":
-        return f"not back on {av.secs(seen.elapsed)} after {words} (look at the commands' output)"
+        return f"not back on {verify.secs(seen.elapsed)} after {words} (look at the commands' output)"
     if not plan.gpus:
-        return (f"targets {fates or 'unchanged'} {av.secs(seen.elapsed)} after {words}"
+        return (f"targets {fates or 'unchanged'} {verify.secs(seen.elapsed)} after {words}"
                 + _then(_outlived(seen) if plan.signal else ""))
-    still = av.used_mib({k: seen.after.get(k) for k in plan.memory_before})
+    still = verify.used_mib({k: seen.after.get(k) for k in plan.memory_before})
     text = (f"{t.gpus(plan.gpus)} still {t.verb(len(plan.gpus), 'holds', 'hold')} {t.mib(still)} "
-            f"{av.secs(seen.elapsed)} after {words}")
+            f"{verify.secs(seen.elapsed)} after {words}")
     if seen.freed:
         text += f" ({t.mib(seen.freed)} freed)"
     return text + (f"; targets {fates}" if fates else "") + _then(_outlived(seen) if plan.signal else "")
@@ -525,22 +525,22 @@ def _outcome_line(plan: ActionPlan, results: list[CommandResult], seen: _Seen, c
             bits.append(slurm_rungs.state_line(plan, seen.slurm, seen.elapsed, seen.settled_at is not None))
     elif settles_on == "blockers-gone":
         if seen.settled_at is not None:
-            bits.append(f"blockers gone after {av.secs(seen.settled_at)}")
+            bits.append(f"blockers gone after {verify.secs(seen.settled_at)}")
         elif seen.after is not None:
-            bits.append(f"blockers still there after {av.secs(seen.elapsed)}")
+            bits.append(f"blockers still there after {verify.secs(seen.elapsed)}")
     elif settles_on == "blockers-back":
         if seen.settled_at is not None:
-            bits.append(f"back on after {av.secs(seen.settled_at)}")
+            bits.append(f"back on after {verify.secs(seen.settled_at)}")
         elif seen.after is not None:
-            bits.append(f"not back on after {av.secs(seen.elapsed)}")
+            bits.append(f"not back on after {verify.secs(seen.elapsed)}")
     else:
-        bits.append(av.memory_line(plan.gpus, plan.memory_before, seen.after, elapsed=seen.elapsed,
+        bits.append(verify.memory_line(plan.gpus, plan.memory_before, seen.after, elapsed=seen.elapsed,
                                    freed_at=seen.seconds_to_free))
     if plan.signal:
-        bits.append(av.fates_text(seen.fates, len(plan.targets)) if seen.after is not None else "")
+        bits.append(verify.fates_text(seen.fates, len(plan.targets)) if seen.after is not None else "")
         bits.append(_outlived(seen) if seen.after is not None else "")
     if cancelled:
-        bits.append(f"cancelled after {av.secs(seen.elapsed)}: what was seen by then")
+        bits.append(f"cancelled after {verify.secs(seen.elapsed)}: what was seen by then")
     if seen.hint:
         bits.append(seen.hint)
     return "; ".join(b for b in bits if b)

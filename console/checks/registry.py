@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from console.checks import parse as cp
+from console.checks import parse as check_parse
 from console.checks import parse_mps
 from console.diagnosis import text as t
 from console.diagnosis.who import BLOCKER_DAEMONS, MPS_CONTROL, MPS_TIMEOUT_S, mps_line
@@ -139,10 +139,10 @@ async def _reread_run(source: Any, a: dict, progress: Callable[[CheckProgress], 
             errors.append(res.error)
         else:
             rc = res.rc if rc in (None, 0) else rc
-            read = cp.parse_memory_read(text)
+            read = check_parse.parse_memory_read(text)
             if read:
                 reads.append((elapsed, read))
-        back = cp.memory_back(reads)
+        back = check_parse.memory_back(reads)
         if progress is not None:
             progress(CheckProgress("wait-and-reread", source.name, elapsed, float(total),
                                    _reread_progress(reads, elapsed, total)))
@@ -168,8 +168,8 @@ def _reread_progress(reads: list[tuple[float, dict[str, int | None]]], elapsed: 
 
 def _holders_cmd(a: dict) -> str:
     # the probe's own section lines (probe.py): one format for real shells and the simulator
-    lines = build_script(cp.HOLDERS_MARK, a["device_glob"]).splitlines()
-    return "\n".join(ln for ln in lines if any(f"begin {name}'" in ln for name in cp.HOLDERS_SECTIONS))
+    lines = build_script(check_parse.HOLDERS_MARK, a["device_glob"]).splitlines()
+    return "\n".join(ln for ln in lines if any(f"begin {name}'" in ln for name in check_parse.HOLDERS_SECTIONS))
 
 
 def _states_cmd(a: dict) -> str:
@@ -216,7 +216,7 @@ def _mps_cmd(a: dict) -> str:
 # ---------------------------------------------------------------- summaries
 
 def _reread(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
-    d = cp.parse_reread(raw)
+    d = check_parse.parse_reread(raw)
     d["seconds"] = a["seconds"]
     d["before_from"] = "command"
     if not d["before"] and snap is not None and d["after"]:
@@ -254,7 +254,7 @@ def _reread(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
 
 
 def _holders(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
-    d = cp.parse_holders(raw)
+    d = check_parse.parse_holders(raw)
     if d["error"] and not d["holders"]:
         return f"nvidia-smi failed: {d['error']}", d
     parts = [f"{t.plural(len(d['holders']), 'process', 'processes')} hold {a['device_glob']}",
@@ -269,7 +269,7 @@ def _holders(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
 
 
 def _states(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
-    d = cp.parse_tasks(raw)
+    d = check_parse.parse_tasks(raw)
     procs = d["processes"]
     words = []
     for pid in a["pids"]:
@@ -287,7 +287,7 @@ def _states(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
 
 def _klog(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     buses = {g.bus_id: g.index for g in snap.gpus} if snap is not None else {}
-    d = cp.parse_kernel_log(raw, buses)
+    d = check_parse.parse_kernel_log(raw, buses)
     if d["permission_denied"]:
         return (f"{a['reader']} not permitted: run as root (or in group adm/systemd-journal) to read the kernel "
                 f"log ({d['error']})"), d
@@ -312,7 +312,7 @@ def _klog(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
 def _blockers(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     # display servers block only while they hold /dev/nvidia*, which ps cannot tell: left to the probe
     programs = tuple(b.program + ("*" if b.prefix else "") for b in BLOCKER_DAEMONS if not b.needs_device)
-    d = cp.parse_blockers(raw, programs, BLOCKER_UNITS)
+    d = check_parse.parse_blockers(raw, programs, BLOCKER_UNITS)
     parts = []
     if d["persistence_on"]:
         parts.append(f"persistence mode on {t.gpus(d['persistence_on'])}")
@@ -338,11 +338,11 @@ def _smi_report(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict
     if gpus:
         return (f"nvidia-smi -q: the full report of {t.plural(gpus, 'GPU')}, {len(lines)} lines"
                 + (f" (cut at {SMI_REPORT_BYTES >> 10} KiB)" if cut else ""), {"gpus": gpus, "lines": len(lines)})
-    return f"nvidia-smi -q: {cp.clip(head, 160) or 'no output'}", {"gpus": 0, "lines": len(lines)}
+    return f"nvidia-smi -q: {check_parse.clip(head, 160) or 'no output'}", {"gpus": 0, "lines": len(lines)}
 
 
 def _port(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
-    d = cp.parse_ss(raw, a["port"])
+    d = check_parse.parse_ss(raw, a["port"])
     if d["error"] and not d["listeners"]:
         return f"ss failed: {d['error']}", d
     if not d["listeners"]:
@@ -355,7 +355,7 @@ def _port(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
 
 
 def _stack(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
-    d = cp.parse_stack(raw)
+    d = check_parse.parse_stack(raw)
     who = f"PID {a['pid']}" + (f" thread {a['tid']}" if a["tid"] and a["tid"] != a["pid"] else "")
     if d["gone"]:
         return f"{who} is gone", d
@@ -380,7 +380,7 @@ def _mps(raw: str, a: dict, snap: NodeSnapshot | None) -> tuple[str, dict]:
     if d["timed_out"] and not d["servers"]:
         return f"{MPS_CONTROL} did not answer within {MPS_TIMEOUT_S} s (a wedged MPS server can do that)", d
     if d["error"] and not d["servers"] and not d["clients"]:
-        return f"{MPS_CONTROL}: {cp.clip(d['error'], 160)}", d
+        return f"{MPS_CONTROL}: {check_parse.clip(d['error'], 160)}", d
     listed = f"get_server_list: {t.pids(d['servers'])}" if d["servers"] else "no MPS server listed"
     if server not in d["servers"]:
         return f"{listed}; PID {server} is not one of them (it may have exited)", d
@@ -423,7 +423,7 @@ def _device_names(files: list[str]) -> str:
 
 
 def _digest_reads(raw: str) -> list[str]:
-    reads = cp.parse_reads(raw)
+    reads = check_parse.parse_reads(raw)
     out: list[str] = []
     run: list[tuple[float, int]] = []
 
@@ -442,7 +442,7 @@ def _digest_reads(raw: str) -> list[str]:
 
 
 def _digest_holders(raw: str) -> list[str]:
-    d = cp.parse_holders(raw)
+    d = check_parse.parse_holders(raw)
     driver: dict[int, list[dict]] = {}
     for x in d["driver"]:
         driver.setdefault(x["pid"], []).append(x)
@@ -453,7 +453,7 @@ def _digest_holders(raw: str) -> list[str]:
             f"GPU {x['gpu'] if x['gpu'] is not None else '?'}" + (f" ({t.mib(x['mib'])})" if x["mib"] else "")
             for x in listed)) if listed else ", not listed by the driver"
         who = f"{h['user']}: " if h.get("user") else ""
-        out.append(f"PID {pid} {who}{cp.clip(h['args'] or '?', 60)} holds {_device_names(h['files'])}{where}")
+        out.append(f"PID {pid} {who}{check_parse.clip(h['args'] or '?', 60)} holds {_device_names(h['files'])}{where}")
     for pid in d["foreign"]:
         out.append(f"PID {pid} listed by the driver, not in /proc here (another PID namespace)")
     return out
@@ -461,7 +461,7 @@ def _digest_holders(raw: str) -> list[str]:
 
 def _digest_states(raw: str) -> list[str]:
     out = []
-    for pid, e in sorted(cp.parse_tasks(raw)["processes"].items(), key=lambda kv: int(kv[0])):
+    for pid, e in sorted(check_parse.parse_tasks(raw)["processes"].items(), key=lambda kv: int(kv[0])):
         counts = ", ".join(f"{n} {s}" for s, n in sorted(e["states"].items(), key=lambda kv: -kv[1]))
         line = (f"PID {pid} {e.get('name') or '?'}: {e.get('state', '?')}, "
                 f"{t.plural(len(e['threads']), 'thread')} ({counts})")
@@ -596,5 +596,5 @@ async def run_check(source, name: str, snap: NodeSnapshot | None = None, *,
     except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the raw output
         summary, data = f"{name}: output not understood ({type(exc).__name__})", {"error": repr(exc)}
     return CheckResult(name=name, node=source.name, command=command, rc=result.rc,
-                       summary=cp.clip(summary, 240), data=data, raw=raw)
+                       summary=check_parse.clip(summary, 240), data=data, raw=raw)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from console import rungs
-from console.checks import parse as cp
+from console.checks import parse as check_parse
 from console.incident.timeline import hypothesis_label, hypothesis_numbers
 from console.incident.verdicts import action_rung
 from console.model import TimelineEntry
@@ -30,7 +30,7 @@ def xids_of_check(check: TimelineEntry) -> list[str]:
     if check.kind != "check" or not check.text.startswith("kernel-log:"):
         return []
     seen: dict[tuple[int, str], list[dict]] = {}
-    for x in cp.parse_kernel_log(check.output or "")["xids"]:
+    for x in check_parse.parse_kernel_log(check.output or "")["xids"]:
         seen.setdefault((x["xid"], x["bus"]), []).append(x)
     out = []
     for (code, bus), found in seen.items():

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from console.checks import parse as cp
+from console.checks import parse as check_parse
 from console.diagnosis import text as t
 from console.incident.summary import parse_ts
 from console.model import TimelineEntry
@@ -65,7 +65,7 @@ def wait_reads(e: TimelineEntry) -> list[tuple[float, dict[str, int | None]]]:
     end = when(e)
     if not is_wait(e) or end is None or not e.output:
         return []
-    reads = cp.parse_reads(e.output)
+    reads = check_parse.parse_reads(e.output)
     if not reads:
         return []
     start = end - reads[-1][0]
@@ -151,7 +151,7 @@ def wait_table(e: TimelineEntry) -> list[str]:
 
 def reads_table(output: str) -> list[str]:
     """wait_table of a wait's raw output (a check's result window has no timeline entry yet)."""
-    if not cp.parse_reads(output):
+    if not check_parse.parse_reads(output):
         return []
     out: list[str] = []
     frame: list[str] | None = None
@@ -160,11 +160,11 @@ def reads_table(output: str) -> list[str]:
     def close() -> None:
         if frame is None:
             return
-        read = memory_text(cp.parse_memory_read("\n".join(frame)))
-        rest = " / ".join(ln for ln in frame if ln.strip() and not cp.parse_memory_read(ln))   # kept as it came
+        read = memory_text(check_parse.parse_memory_read("\n".join(frame)))
+        rest = " / ".join(ln for ln in frame if ln.strip() and not check_parse.parse_memory_read(ln))   # kept as it came
         out.append(f"{at:>6} s  " + ("; ".join(x for x in (read, rest) if x) or "no output"))
     for line in output.splitlines():
-        m = cp._READ_AT_RE.match(line.strip())      # the wait's framing (console/checks/parse.py)
+        m = check_parse._READ_AT_RE.match(line.strip())      # the wait's framing (console/checks/parse.py)
         if line.startswith("[…"):                   # the record's own mark (cut here): as it is
             close()
             frame = None

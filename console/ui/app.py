@@ -23,7 +23,7 @@ from textual.widgets import DataTable
 from console.clock import REAL_CLOCK, Clock
 from console.model import FleetNode, NodeSnapshot
 from console.session import Session
-from console.session import events as ev
+from console.session import events as session_events
 from console.session.core import ACTION_STOP_S
 from console.session.engine import Engine, Mailbox
 from console.session.facade import Facade
@@ -327,27 +327,27 @@ class IncidentApp(LiteralNotify, App[int]):
                 KEYS_FIRST.release()
 
     # ------------------------------------------------------------------ data in
-    def _urgent(self, event: ev.Event) -> bool:
+    def _urgent(self, event: session_events.Event) -> bool:
         """Wake the screen for this at once (the engine's thread asks): all but another node's poll."""
-        return not isinstance(event, ev.NodeUpdated) or event.snapshot.name == self.current_node
+        return not isinstance(event, session_events.NodeUpdated) or event.snapshot.name == self.current_node
 
-    def _session_event(self, event: ev.Event) -> None:
+    def _session_event(self, event: session_events.Event) -> None:
         """What the session publishes. Taken in straight away, not posted as a message: 256
         nodes' polls queued in the app's messages ahead of a key held the key back."""
-        if isinstance(event, ev.NodeUpdated):
+        if isinstance(event, session_events.NodeUpdated):
             name = event.snapshot.name
             self._done[name] = event.done
             if event.series is not None:
                 self._series[name] = event.series
             self.node_updated(event.snapshot)
-        elif isinstance(event, ev.Said):
+        elif isinstance(event, session_events.Said):
             self.notify(event.text, severity=event.severity)
-        elif isinstance(event, ev.ActionStarted):
+        elif isinstance(event, session_events.ActionStarted):
             if event.verifying_s > 0:
                 plan = event.plan
                 doing = f"verifying for up to {event.verifying_s:.0f} s…" if event.verifying_s >= 1 else "running…"
                 self.notify(f"{plan.node}: {plan.title} — {doing}", timeout=5)
-        elif isinstance(event, ev.ActionFinished):
+        elif isinstance(event, session_events.ActionFinished):
             outcome = event.outcome
             severity = "information" if outcome.status in ("settled", "dry-run") else "warning"
             self.notify(f"{outcome.plan.node}: {printable(outcome.text)}", severity=severity, timeout=10)
