@@ -27,8 +27,9 @@ async def test_b_says_stopping_the_daemon_affects_every_gpu_and_a_reset_after_it
     reset = plan_action(diagnosed(await source.poll()), "reset", gpus=(RESET_GPU,))
     out = await execute(reset, source, clock=clock, monitor=monitor)
     assert out.status == "settled" and out.rc == 0
+    # the same lines the restore x offers next will run (B turned persistence mode off on GPU 3)
     assert ("persistence mode and nvidia-persistenced still off since B: once the GPU is healthy, restore them "
-            "with `nvidia-smi -pm 1`, `systemctl start nvidia-persistenced`") in out.text
+            "with `nvidia-smi -pm 1 -i 3`, `systemctl start nvidia-persistenced`") in out.text
 
 
 async def test_a_reset_with_no_b_before_it_suggests_nothing():

@@ -554,7 +554,7 @@ def restore_hint(plan: ActionPlan, snap: NodeSnapshot | None, actions: Iterable[
         return ""
     if not any(rungs.of(a.rung).stops_blockers and a.node in (None, plan.node) for a in actions):
         return ""
-    steps = who.restore_commands(snap, ("nvidia-persistenced",))
+    steps = who.restore_commands(snap, ("nvidia-persistenced",), plan.gpus)     # as the restore x offers will
     if not steps:
         return ""
     what = " and ".join(w for w, on in (("persistence mode", steps[0].startswith("nvidia-smi")),
