@@ -24,6 +24,7 @@ FINDING_KINDS = (
     "cuda-ipc",      # an importer kept memory a dead exporter shared through CUDA IPC
     "fabric-not-ready",      # the NVLink fabric manager has not (or not successfully) set a GPU up
     "latched-utilisation",   # ~100 % utilisation with no memory and no process: telemetry, not a hang
+    "gpu-health",    # a GPU hot while it idles, or its PCIe link narrower than its slot (low; hardware)
     "row-remap-pending",     # a row remap waits for a reset (Ampere and later): reset once nothing holds the GPU
     "row-remap-failure",     # a row remap failed: drain the node, the GPU wants inspection or replacing
     "retired-pages-pending",  # pages wait to be retired (before Ampere): as a pending remap

@@ -192,3 +192,20 @@ async def test_the_remap_demo_shows_a_degraded_link_and_a_hot_gpu_in_the_gpu_pan
     assert "PCIe x8" in rows[" 6 "] and "PCIe" not in rows[" 5 "] + rows[" 7 "], shown
     assert "88°C" in rows[" 7 "], shown
     assert not any(f.kind.startswith(("pcie", "hot")) for f in snap.findings), "the panel's marks, no finding"
+
+
+def test_a_gpu_hot_while_idle_and_a_narrow_link_are_findings_with_what_a_person_does():
+    """33, item 9: marked in the GPU panel, they are findings too (low: the console runs nothing)."""
+    import dataclasses
+    from console.diagnosis import diagnose
+    from console.model import Gpu, NodeSnapshot
+    base = Gpu(0, "GPU-0", "H100", "00000000:18:00.0", 4, 81559)
+    hot_idle = dataclasses.replace(base, index=1, uuid="GPU-1", temperature_c=88, utilization_pct=0, power_w=412.0)
+    hot_busy = dataclasses.replace(base, index=2, uuid="GPU-2", temperature_c=88, utilization_pct=97, power_w=650.0)
+    narrow = dataclasses.replace(base, index=3, uuid="GPU-3", pcie_width=8, pcie_width_max=16)
+    snap = NodeSnapshot(name="n", taken_at=1.0, gpus=(base, hot_idle, hot_busy, narrow))
+    found = {f.gpus: f for f in diagnose(snap) if f.kind == "gpu-health"}
+    assert set(found) == {(1,), (3,)}, "a hot GPU that works is not a finding; a healthy one neither"
+    assert found[(1,)].summary == "GPU 1: 88 °C while idle (0 %, drawing 412 W)"
+    assert "cooling" in found[(1,)].next_step and found[(1,)].rung is None and found[(1,)].severity == "low"
+    assert found[(3,)].summary == "GPU 3: its PCIe link trained at x8 of x16" and "reseat" in found[(3,)].next_step

@@ -16,14 +16,14 @@ from typing import Callable, Sequence
 
 from console import rungs
 from console.diagnosis import text as t
-from console.diagnosis import fabric, ipc, node, processes, repair, respawn
+from console.diagnosis import fabric, gpu_health, ipc, node, processes, repair, respawn
 from console.diagnosis.context import Situation
 from console.model import FINDING_KINDS, SEVERITIES, ActionRecord, Finding, NodeSnapshot, severity_rank
 
 #: within one severity, the order findings are shown (cause before consequence)
 KIND_ORDER = ("driver-error", "probe-hung", "recovery-action", "firmware-boot", "fabric-not-ready", "row-remap-failure", "xid",
               "row-remap-pending", "retired-pages-pending", "respawn", "cuda-ipc", "zombie", "d-state", "foreign-pid", "hidden-holder",
-              "orphan", "ghost-memory", "mps-server", "reset-blocker", "holder", "latched-utilisation", "blockers-off")
+              "orphan", "ghost-memory", "mps-server", "reset-blocker", "holder", "latched-utilisation", "gpu-health", "blockers-off")
 DEFAULT_GHOST_THRESHOLD_MIB = 1024
 
 
@@ -77,6 +77,7 @@ def diagnose(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         findings += processes.holders(sit, covered)
         findings += mps
         findings += node.latched_utilisation(sit)
+        findings += gpu_health.gpu_health(sit)     # hot while idle, a narrow PCIe link: hardware
         findings += repair.memory_repair(sit)     # a pending remap wants a reset: before reset_blockers
         findings += node.reset_blockers(sit)      # last: knows which GPUs the advice wants reset
         findings += node.blockers_off(sit)        # ... and so does this: restore once none is

@@ -9,13 +9,8 @@ from dataclasses import dataclass
 
 from console.model import Gpu
 
-#: within this many degrees of the GPU's slowdown temperature (NVML's threshold) the temperature
-#: is marked: the clocks are about to drop
-HOT_MARGIN_C = 5
-#: where the slowdown temperature is not known (over SSH: nvidia-smi's query has no field for it
-#: that older drivers know), a temperature from here on is marked (data-centre GPUs slow down at
-#: 87–95 °C)
-HOT_FALLBACK_C = 85
+#: the thresholds and their tests live with the finding they make (console/diagnosis/gpu_health.py)
+from console.diagnosis.gpu_health import HOT_FALLBACK_C, HOT_MARGIN_C, hot, link_degraded  # noqa: E402,F401
 
 #: what the GPU panel's health cell shows, widest first: it takes the first that fits
 TIERS = ("full", "temp", "marks")
@@ -25,22 +20,6 @@ TIERS = ("full", "temp", "marks")
 class Mark:
     text: str
     severity: str       # "critical", "high" or "low" (console.model severities)
-
-
-def hot(g: Gpu) -> bool:
-    """The temperature is at or near where the GPU slows down."""
-    if g.temperature_c is None:
-        return False
-    limit = (g.temperature_slowdown_c - HOT_MARGIN_C) if g.temperature_slowdown_c else HOT_FALLBACK_C
-    return g.temperature_c >= limit
-
-
-def link_degraded(g: Gpu) -> bool:
-    """The PCIe link trained narrower than the GPU and its slot allow (x8 in an x16 slot: a
-    seating, riser or lane fault). The generation is not judged: it drops by itself while the
-    GPU idles, to save power."""
-    return (g.pcie_width is not None and g.pcie_width_max is not None
-            and 0 < g.pcie_width < g.pcie_width_max)
 
 
 def marks(g: Gpu) -> list[Mark]:
