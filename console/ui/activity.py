@@ -20,7 +20,7 @@ HISTORY = 500
 
 
 @dataclass(frozen=True)
-class Said:
+class StatusMessage:
     at: float           # epoch seconds
     text: str
     severity: str = "information"
@@ -33,23 +33,23 @@ def clock_time(at: float) -> str:
 class Activity:
     def __init__(self, clock: Clock = REAL_CLOCK) -> None:
         self.clock = clock
-        self._said: deque[Said] = deque(maxlen=HISTORY)
+        self._said: deque[StatusMessage] = deque(maxlen=HISTORY)
 
-    def add(self, text: object, severity: str = "information") -> Said:
-        said = Said(self.clock.now(), printable(text, keep="\n").replace("\n", " — "), severity)
+    def add(self, text: object, severity: str = "information") -> StatusMessage:
+        said = StatusMessage(self.clock.now(), printable(text, keep="\n").replace("\n", " — "), severity)
         self._said.append(said)
         return said
 
     @property
-    def latest(self) -> Said | None:
+    def latest(self) -> StatusMessage | None:
         return self._said[-1] if self._said else None
 
-    def history(self) -> list[Said]:
+    def history(self) -> list[StatusMessage]:
         """Most recent first."""
         return list(reversed(self._said))
 
 
-def line(said: Said | None, idle: str = "", running: Sequence[str] = ()) -> Text:
+def line(said: StatusMessage | None, idle: str = "", running: Sequence[str] = ()) -> Text:
     """The status line: the latest message, with its time (never parsed as markup). Work that
     runs now (a wait's progress, whole) comes first while it runs; the latest message after it."""
     out = Text(overflow="ellipsis")
@@ -82,7 +82,7 @@ def fit(text: Text, width: int, lines: int) -> Text:
     return out
 
 
-def history_text(said: list[Said], header: Sequence[str] = ()) -> Text:
+def history_text(said: list[StatusMessage], header: Sequence[str] = ()) -> Text:
     out = Text()
     out.append("Messages, most recent first\n\n", style="bold")
     for line in header:     # a node's error (✖) stands out: its remedy is what to act on

@@ -118,7 +118,7 @@ class LiveFollowApp(FollowApp):
     def _rewrap(self) -> None:
         """The findings are wrapped at their panel's width, so never drawn before it is laid out:
         a finding drawn at a guess, then rewrapped, kept the guess's wrap on screen (Textual's
-        cell cache; CI caught "INFO PID 72169" over "(python3 -m" once)."""
+        cell cache keeps what was drawn)."""
         self.render_state()                         # once: a panel still 0 wide waits for a resize
         self._rewrap_pending = False
 
