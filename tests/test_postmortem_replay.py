@@ -82,3 +82,16 @@ def test_the_recording_does_not_depend_on_the_interpreter_s_hash_seed(tmp_path: 
         assert out.returncode == 0, out.stderr
         outs.append(out.stdout)
     assert len(set(outs)) == 1
+
+
+def test_memory_left_to_running_work_is_not_stuck_memory():
+    """mps: x ended the exited client (41 GiB back) and stopped there; the 18 GiB the inference
+    server still uses is running work — the console found nothing stuck when it stopped — so the
+    incident is resolved, not "open until it is back"."""
+    md = (HERE / "mps.md").read_text()
+    assert "| **State** | resolved |" in md
+    assert "freed 41.0 GiB; what is still in use is running work" in md
+    assert "| **Time to free** | 2 s after the action that freed it; what is still in use is running work |" in md
+    assert "The incident is open until it is back" not in md
+    # a timeline of the previous version (no findings with the stop) keeps its verdict: still held
+    assert "| **State** | open |" in (HERE / "previous" / "mps.md").read_text()

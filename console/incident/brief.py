@@ -88,6 +88,11 @@ def brief(entries: Sequence[TimelineEntry], incident_id: str = "") -> str:
                      and isinstance(e.freed_mib, int)), default=0)
         second = (f"{best.text} (#{best.seq}, by {best.by}) freed {mib(freed) if freed >= 256 else 'nothing'}; "
                   f"{'; '.join(x.text() for x in s.still_held)} is still held.")
+    elif best is not None and s.state == "resolved":      # freed in part; the rest is running work
+        freed = max((e.freed_mib for e in entries if e.kind == "observation" and e.action == best.seq
+                     and isinstance(e.freed_mib, int)), default=0)
+        second = (f"{best.text} (#{best.seq}, by {best.by}) freed {mib(freed)}; what is still in use is running "
+                  "work (the console found nothing stuck when it stopped).")
     else:
         second = "Nothing has freed it yet."
     items = action_items(entries)

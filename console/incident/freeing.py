@@ -53,6 +53,9 @@ def time_to_free_text(f: Freeing, s: Summary, start: float | None) -> str:
     """The headline's "Time to free": from the first held reading (at least…) and, apart, from
     the action that freed it (never less than the time since that action: an outcome that says
     how long after its action the memory came back is believed over its own timestamp)."""
+    if (f.seconds is None or f.first_held is None) and s.state == "resolved" and s.after_action_s is not None:
+        return (f"{'at once' if s.after_action_s < 1 else duration(s.after_action_s)} after the action that freed "
+                "it; what is still in use is running work")
     if f.seconds is None or f.first_held is None:
         return "not freed (no reading showed the memory back)"
     seconds = f.seconds

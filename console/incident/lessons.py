@@ -22,7 +22,7 @@ from console.incident.grounds import xid_grounds
 from console.incident.impact import held
 from console.incident.narrative import without_title
 from console.incident.readings import when
-from console.incident.summary import DECLINED_RESTORE, duration, restores_blockers, stops_blockers
+from console.incident.summary import DECLINED_RESTORE, duration, restores_blockers, running_work, stops_blockers
 from console.incident.timeline import hypothesis_label, hypothesis_numbers, outcomes
 from console.incident.verdicts import FREED_NOTICE_MIB, action_rung
 from console.model import TimelineEntry
@@ -115,7 +115,7 @@ def action_items(entries: Sequence[TimelineEntry]) -> list[str]:
     """The action items, one paragraph each (see the module)."""
     done = outcomes(entries)
     items = _ignored_term(entries, done) + _slow(entries) + _reset_needed(entries, done) + _blockers(entries)
-    still = [h for h in held(entries) if not h.freed]
+    still = [h for h in held(entries) if not h.freed and not running_work(entries, h.node)]
     if still:
         items.append("Memory is still held: " + "; ".join(
             f"{t.gpus([h.gpu for h in still if h.node == n])} on {n or 'the node'}"

@@ -149,10 +149,21 @@ def _stuck(entries: Sequence[TimelineEntry]) -> list[Stuck]:
     return list(seen.values())
 
 
+def running_work(entries: Sequence[TimelineEntry], node: str | None) -> bool:
+    """The node's last reading (when the console stopped) says what it still holds is running
+    work: none of the findings it carries has a step (files written before it carried them: no)."""
+    last = next((e for e in reversed(entries) if e.node == node and e.kind == "observation"
+                 and e.gpu_memory_after and isinstance(e.findings, (list, tuple))), None)
+    return last is not None and all(isinstance(f, Mapping) and "rung" in f and not f["rung"] for f in last.findings)
+
+
 def _still_held(entries: Sequence[TimelineEntry], stuck: list[Stuck]) -> list[Stuck]:
-    """Per stuck node, the GPUs whose latest reading since is still above 1 GiB (or none came)."""
+    """Per stuck node, the GPUs whose latest reading since is still above 1 GiB (or none came),
+    unless the console's last reading of it found nothing stuck there (running work holds it)."""
     out = []
     for s in stuck:
+        if running_work(entries, s.node):
+            continue
         latest: dict[int, int] = {}
         for e in entries:
             if e.node != s.node or e.seq < s.seq or not e.gpu_memory_after:

@@ -210,11 +210,16 @@ class Session:
                                               if severity_rank(f.severity) >= severity_rank(FAULT_SEVERITY))))
             self.incident.observation(snap.name, text, gpu_memory_before=memory, **(extra or {}))
         else:
+            # what the console last found comes with it: memory still held where no finding has a
+            # step is running work, not stuck memory (console/incident/summary.py)
+            stuck = any(f.rung is not None for f in snap.findings)
             text = (f"{snap.name} when the console stopped: " + (
                 f"{t.gpus([g.index for g in busy])} still {t.verb(len(busy), 'holds', 'hold')} "
                 f"{t.mib(sum(g.memory_used_mib or 0 for g in busy))}"
+                + ("" if stuck else ", in use by running work: nothing is stuck")
                 if busy else "every GPU back at or under 1 GiB"))
-            self.incident.observation(snap.name, text, gpu_memory_after=memory)
+            self.incident.observation(snap.name, text, gpu_memory_after=memory,
+                                      findings=[node_record.finding_record(f) for f in node_record.recorded(snap)])
 
     def start(self, *, poll: bool = True) -> None:
         """Poll every node (spread over one interval) and keep the follower's state; on the running loop."""

@@ -47,7 +47,7 @@ def _evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
 def finding_record(f: Finding) -> dict[str, Any]:
     return {"kind": f.kind, "severity": f.severity, "summary": f.summary[:MAX_VALUE_CHARS * 2],
             "pids": list(f.pids[:MAX_PIDS]), "npids": len(f.pids), "gpus": list(f.gpus),
-            "evidence": _evidence(f.evidence)}
+            "evidence": _evidence(f.evidence), "rung": f.rung}
 
 
 def recorded(snap: NodeSnapshot) -> list[Finding]:
