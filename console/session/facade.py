@@ -11,6 +11,7 @@ Unthreaded (tests, the headless clients) every call runs straight through on the
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from console.actions.plan import ActionPlan
@@ -18,6 +19,7 @@ from console.actions.ports import ActionSource
 from console.actions.run import ActionOutcome
 from console.actions.step import Step
 from console.checks.registry import CheckProgress, CheckResult
+from console.incident import pending
 from console.model import Finding, NodeSnapshot, TimelineEntry
 from console.output.memory_series import MemorySeries
 from console.session.engine import Engine
@@ -91,6 +93,24 @@ class Facade:
 
     async def record_check(self, result: CheckResult) -> TimelineEntry | None:
         return await self._there(lambda: self._session.incident.record_check(result))
+
+    # ------------------------------------------------------------------ what the followers see
+    def confirm_opened(self, plan: ActionPlan, *, mode: str | None) -> None:
+        """A Confirm opened on this console: its followers see what is about to run (the live
+        state the engine writes)."""
+        def tell() -> None:
+            state = self._session.feed.state
+            if state is not None:
+                state.confirm_opened(pending.opened(plan, by=state.by, mode=mode, now=time.time()))
+        self.engine.do(tell)
+
+    def confirm_answered(self, ran: bool) -> None:
+        """The Confirm closed: run (y, the typed name) or cancelled."""
+        def tell() -> None:
+            state = self._session.feed.state
+            if state is not None:
+                state.confirm_answered("run" if ran else "cancelled")
+        self.engine.do(tell)
 
     # ------------------------------------------------------------------ nodes and what is drawn
     async def add_node(self, source: Source) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
-from console.incident import pending
 from console.incident.pairing import OthersNews, follow_command, news_line, recap
 from console.incident.timeline import operator_id
 from console.textsafe import printable
@@ -88,23 +86,18 @@ class PairDriver:
         return f"{who}a second person: {follow_command(tl.path)} · m: messages"
 
 
-def _feed(app):
-    session = getattr(app, "session", None)
-    feed = getattr(session, "feed", None)
-    return getattr(feed, "state", None)
-
-
 def confirm_opened(app, plan) -> None:
-    """A Confirm opened on the driving console: its follower sees what is about to run."""
-    state = _feed(app)
-    if state is None:
+    """A Confirm opened on the driving console: its follower sees what is about to run (written
+    by the engine, through the screen's door to it)."""
+    facade = getattr(app, "facade", None)
+    if facade is None:
         return
     mode = "read-only" if getattr(app, "read_only", False) else "dry-run" if getattr(app, "dry_run", False) else None
-    state.confirm_opened(pending.opened(plan, by=state.by, mode=mode, now=time.time()))
+    facade.confirm_opened(plan, mode=mode)
 
 
 def confirm_answered(app, ran: bool) -> None:
     """The Confirm closed: run (y, the typed name) or cancelled."""
-    state = _feed(app)
-    if state is not None:
-        state.confirm_answered("run" if ran else "cancelled")
+    facade = getattr(app, "facade", None)
+    if facade is not None:
+        facade.confirm_answered(ran)
