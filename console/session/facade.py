@@ -61,6 +61,24 @@ class Facade:
         hop = self.engine.hop(progress) if progress is not None else None
         return await self.engine.call(lambda: self._session.run_check(source, name, snap, progress=hop, **params))
 
+    async def connection_call(self, make: Callable[[], Any]) -> Any:
+        """A call on a client whose connections live on the engine's loop but that is not the
+        session's (Slurm's client: its SSH connection belongs to the loop that made it)."""
+        return await self.engine.call(make)
+
+    # ------------------------------------------------------------------ the console's life
+    def start(self, *, poll: bool) -> None:
+        """The session starts polling (spread over one interval) on the engine's loop."""
+        self.engine.do(lambda: self._session.start(poll=poll))
+
+    def read_whole(self, source: Source) -> None:
+        """The node reads its whole process table at its next poll (soon)."""
+        self.engine.do(self._session.read_whole, source)
+
+    async def finish(self, note: str, *, console: Mapping[str, Any] | None = None) -> None:
+        """Actions in flight write what they saw, the stop is recorded, the followers' last state."""
+        await self.engine.call(lambda: self._session.finish(note, console=console))
+
     # ------------------------------------------------------------------ the incident's record
     async def hypothesis(self, node: str | None, text: str) -> tuple[TimelineEntry | None, str]:
         """The entry and its label ("H2")."""

@@ -287,7 +287,7 @@ class IncidentApp(LiteralNotify, App[int]):
             deadline = max((m.deadline for m in self.monitors), default=10.0)
             self.stale_after_s = max(3 * self.node_interval, deadline + 2)
         self.set_interval(STALE_CHECK_S, self._mark_stale, name="stale nodes")
-        self.engine.do(lambda: self.session.start(poll=self.autostart))   # polls spread over the interval
+        self.facade.start(poll=self.autostart)   # polls spread over the interval
         if self.fleet_screen is not None:     # fleet mode: the fleet screen on top, its first query at once
             self.install_screen(self.fleet_screen, FLEET_SCREEN)
             self.push_screen(FLEET_SCREEN)
@@ -921,7 +921,7 @@ class IncidentApp(LiteralNotify, App[int]):
         """The node in view (or ``source``) reads its whole process table at once."""
         source = source if source is not None else self.current()[0]
         if source is not None:
-            self.engine.do(self.session.read_whole, source)
+            self.facade.read_whole(source)
 
     async def action_quit(self) -> None:
         # work in progress: say so first, quit at a second q (within QUIT_AGAIN_S)
@@ -940,7 +940,7 @@ class IncidentApp(LiteralNotify, App[int]):
         # actions in flight write what they saw; the follower's last state; then the screen goes
         self._stopping = True
         self.facade.view(self.current_node)
-        await self.engine.call(lambda: self.session.finish(consoles.CONSOLE_STOPPED, console=self.console_id))
+        await self.facade.finish(consoles.CONSOLE_STOPPED, console=self.console_id)
         self.exit(0)
 
     # ------------------------------------------------------------------ SIGHUP, SIGTERM: as q

@@ -101,7 +101,7 @@ class SlurmLine(LiteralStatic):
     async def _read(self, name: str) -> None:
         app = self.app
         snap = app.snapshots.get(name)
-        reading = await app.engine.call(lambda: self.slurm.read(name, snap))   # its SSH client: the engine's
+        reading = await app.facade.connection_call(lambda: self.slurm.read(name, snap))   # its SSH client: the engine's
         self.readings[name] = reading
         if name == app.current_node:
             self.redraw()
@@ -197,6 +197,6 @@ class SlurmLine(LiteralStatic):
 
     async def _execute(self, plan, source) -> None:
         app = self.app
-        await app.engine.call(lambda: app.session.execute(plan, source=source, poll_s=0.5))   # events say how
+        await app.facade.execute(plan, source=source, poll_s=0.5)   # events say how
         if plan.node == app.current_node:
             await self._read(plan.node)
