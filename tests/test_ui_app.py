@@ -391,3 +391,16 @@ async def test_x_on_a_finding_does_its_next_step_through_confirm(incident_dir):
         await wait_for(pilot, lambda: any(e.outcome for e in tl.entries), tries=1000)
         outcome = [e for e in tl.entries if e.outcome][-1]
         assert outcome.freed_mib and outcome.freed_mib > 300000      # the orphans let go of ~344 GiB
+
+
+async def test_the_memory_chart_marks_an_action_with_its_key_as_remapped():
+    """The chart's letter is the key that sends the action here: a [keys] remap reaches it."""
+    from console.output.memory_series import Mark
+    from console.ui.memory_chart import MemoryChart
+    app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())],
+                      keymap={"sigterm": "T"}, autostart=False)
+    async with app.run_test(size=(80, 24)):
+        chart = app.query_one("#gpu-chart", MemoryChart)
+        assert chart.letter(Mark(0.0, "sigterm")) == "T"
+        assert chart.letter(Mark(0.0, "sigkill")) == "k"          # not remapped: its own key
+        assert chart.letter(Mark(0.0, "reboot")) == "X"           # palette only: the record's letter

@@ -11,7 +11,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from console.output.memory_series import MemorySeries, columns, spark
+from console.output.memory_series import Mark, MemorySeries, columns, spark
+from console.ui import keys
 
 
 class MemoryChart(Widget):
@@ -46,6 +47,16 @@ class MemoryChart(Widget):
             self.first = first
             self.refresh()
 
+    def letter(self, mark: Mark) -> str:
+        """The action's letter on the chart: the key that sends it here, a ``[keys]`` remap
+        applied (one character; else the rung's own letter)."""
+        remap = getattr(self.app, "keymap", {}) or {}
+        if mark.rung in remap:
+            shown = keys.key_of(mark.rung, remap)
+            if len(shown) == 1:
+                return shown
+        return mark.letter
+
     def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.series.gpus) + 1
 
@@ -60,7 +71,7 @@ class MemoryChart(Widget):
         marked = {i for i, m in enumerate(marks) if m}
         out.append("mem", style="bold")
         for i, m in enumerate(marks):
-            out.append(m[-1].letter if m else "─", style="bold reverse" if m else "dim")
+            out.append(self.letter(m[-1]) if m else "─", style="bold reverse" if m else "dim")
         for gpu in series.gpus[self.first:]:
             out.append(f"\n{gpu:>2} ")
             line = spark(per[gpu], series.scale(gpu))
