@@ -309,3 +309,19 @@ def test_any_entry_from_a_file_renders_without_error(fields, seq, ts, kind):
     for i in range(2):
         assert detail(others, i, 2).plain is not None
         assert "\x1b" not in "".join(c.plain for c in row_cells(others[i], "open", 30))
+
+
+async def test_the_plain_follower_has_help_naming_the_command_that_shows_the_panels(incident_dir):
+    """34, what was left of item 5: `?` in `follow ID` (no --live) lists its keys and says how to
+    see the driver's panels."""
+    from console.ui.app import HelpScreen
+    tl = timeline.open_incident(incident_dir, "plain", by="alice@bastion")
+    tl.append("note", "watching gpu07", node="gpu07")
+    app = FollowApp(str(tl.path), poll_interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "watching gpu07" in screen(app))
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = " ".join(str(w.render()) for w in app.screen.query("*"))
+        assert "gpu-incident follow plain --live" in text, text
+    tl.close()

@@ -180,7 +180,7 @@ KEYS: tuple[Key, ...] = (
         priority=True),
     Key("follow-quit", "q", "quit", "Quit", "quit", scope="follow", priority=True),
     Key("follow-help", "question_mark", "help", "Help", "this help screen: the follower's keys",
-        scope="follow-live", priority=True),
+        scope="follow", priority=True),
 )
 #: scopes whose keys are bound to a panel of the main screen and act on the app
 APP_ACTION_SCOPES = ("procs", "gpus", "findings")

@@ -405,6 +405,19 @@ class FollowApp(_TimelineViewApp):
             self.unseen = 0
             self._render_header()
 
+    def action_help(self) -> None:
+        """?: this view's keys, from the key table, and the command that shows the driver's panels."""
+        from console.ui.app import HelpScreen
+        rows = [("↑ ↓", "move"), ("pgup pgdn", "a page up, down")]
+        rows += [(keys.key_of(k.id), k.help) for k in keys.KEYS if k.scope == "follow"]
+        rows.append(("", "the same panels as the driver (GPUs, processes, findings, its open Confirm): "
+                         f"gpu-incident follow {self.subject_id()} --live"))
+        self.push_screen(HelpScreen(rows))
+
+    def subject_id(self) -> str:
+        from pathlib import Path
+        return Path(self.path).stem
+
     def action_follow_tail(self) -> None:
         table = self.table
         if table.row_count:
