@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import re
+import sys
 from typing import Callable
 from dataclasses import dataclass, field
 
@@ -16,7 +17,6 @@ from console.textsafe import one_line
 from console import probe, probe_loop
 from console.probe import FABRIC_MARK, RECOVERY_FIELD, kernel_line, split_sections
 from console.probe_scope import Scope
-from console.sources.proc_table import command_line
 from console.sources.parse_loop import LoopState, parse_loop_state
 from console.sources.parse_fabric import parse_fabric, split_fabric, with_fabric
 from console.sources.parse_repair import parse_memory_repair, with_repair
@@ -544,12 +544,19 @@ _KEPT = ("meta", "driver", "sys", "xid", "remap", "pmon", "pci")
 def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
     """The Procs of the table, in PID order; a process none of whose inputs changed since the
     last poll is the same Proc object (cache), and only the PIDs the table says it touched are
-    looked at (the list itself is the last one when none was)."""
-    before = cache.get("procs", {}) if cache is not None else {}
+    looked at (the list itself is the last one when none was).
+
+    The cache keeps {pid: Proc} and the Table those Procs were made from (``procs_table``: its
+    dicts are the parser's own, kept anyway), not each process's inputs beside its Proc: a
+    process's inputs now are compared with that Table's (docs/performance.md, "Memory")."""
+    before: dict[int, Proc] = cache.get("procs", {}) if cache is not None else {}
     clock = (meta.btime, meta.clk_tck)
-    touched = table.touched if cache is not None and cache.get("procs_clock") == clock else None
+    same_clock = cache is not None and cache.get("procs_clock") == clock
+    touched = table.touched if same_clock else None
     if touched is not None and not touched and cache.get("procs_list") is not None:
+        cache["procs_table"] = table
         return cache["procs_list"]
+    prev = cache.get("procs_table") if same_clock else None
     made = dict(before) if touched is not None else {}
     users = table.users
     for pid in (touched if touched is not None else table.stats):
@@ -561,33 +568,53 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
         extra = table.extras.get(pid, NO_EXTRA)
         user = None if ident is None or ident.uid is None else users.get(ident.uid, str(ident.uid))
         exe, pending = table.exes.get(pid), table.pending.get(pid)
-        inputs = (st, ident, user, extra, table.dthreads.get(pid), meta.btime, meta.clk_tck, exe, pending)
-        hit = before.get(pid)
-        if hit is not None and hit[0] == inputs:
-            made[pid] = hit
+        dthreads = table.dthreads.get(pid)
+        old = before.get(pid)
+        if old is not None and prev is not None and _same_inputs(prev, pid, st, ident, users, user, extra,
+                                                                 dthreads, exe, pending):
+            made[pid] = old
             continue
-        made[pid] = (inputs, _proc(pid, st, ident, user, extra, table.dthreads.get(pid, ()), meta, exe, pending))
+        made[pid] = _proc(pid, st, ident, user, extra, dthreads or (), meta, exe, pending)
+    if cache is not None:
+        cache["procs_table"] = table
     if touched is not None:
         for pid in made.keys() - table.stats.keys():
             del made[pid]
         last = cache.get("procs_list") if cache is not None else None
         if last is not None and made.keys() == before.keys():
             cache["procs"] = made
-            if all(made[pid][1] is before[pid][1] for pid in touched if pid in made):
+            if all(made[pid] is before[pid] for pid in touched if pid in made):
                 return last               # the same processes, the very objects: the same list
             index = cache.get("procs_index")
             if index is not None and len(index) == len(last):
                 procs = list(last)        # the same PIDs: only the changed ones replaced
                 for pid in touched:
                     if pid in made:
-                        procs[index[pid]] = made[pid][1]
+                        procs[index[pid]] = made[pid]
                 cache["procs_list"] = procs
                 return procs
-    procs = [made[pid][1] for pid in sorted(made)]
+    procs = [made[pid] for pid in sorted(made)]
     if cache is not None:
         cache["procs"], cache["procs_list"], cache["procs_clock"] = made, procs, clock
         cache["procs_index"] = {p.pid: i for i, p in enumerate(procs)}
     return procs
+
+
+def _same_inputs(prev, pid: int, st, ident, users, user, extra, dthreads, exe, pending) -> bool:
+    """The process's inputs now are those ``prev`` (the Table its Proc was made from) held."""
+    pst = prev.stats.get(pid)
+    if pst is not st and pst != st:
+        return False
+    pident = prev.idents.get(pid)
+    if pident is not ident and pident != ident:
+        return False
+    if not (pident is ident and prev.users is users):
+        puser = None if pident is None or pident.uid is None else prev.users.get(pident.uid, str(pident.uid))
+        if puser != user:
+            return False
+    pextra = prev.extras.get(pid, NO_EXTRA)
+    return ((pextra is extra or pextra == extra) and prev.dthreads.get(pid) == dthreads
+            and prev.exes.get(pid) == exe and prev.pending.get(pid) == pending)
 
 
 def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta, exe: str | None = None,
@@ -599,11 +626,11 @@ def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta, exe: str | Non
         except OverflowError:       # absurd numbers: no start time rather than no node
             create_time = None
     if st.state == "Z":
-        args = f"[{st.comm}] <defunct>"
+        args = sys.intern(f"[{st.comm}] <defunct>")
     elif ident is None:
         args = ""
     else:
-        args = command_line(list(ident.args)) or f"[{st.comm}]"
+        args = ident.cmdline or sys.intern(f"[{st.comm}]")
     return Proc(pid=pid, ppid=st.ppid, state=st.state, user=user, name=st.comm, cmdline=args,
                 create_time=create_time, start_ticks=st.start_ticks, device_files=extra[1],
                 d_threads=tuple(dthreads), num_threads=st.num_threads, pid_ns=extra[2], cgroup=extra[3],
