@@ -617,6 +617,11 @@ def _same_inputs(prev, pid: int, st, ident, users, user, extra, dthreads, exe, p
             and prev.exes.get(pid) == exe and prev.pending.get(pid) == pending)
 
 
+#: the GPU memory of a process the driver does not charge: one empty dict for all of them (never
+#: changed: credit_driver_memory gives a charged process a dict of its own), not one each
+_NO_GPU_MEMORY: dict = {}
+
+
 def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta, exe: str | None = None,
           pending: bool | None = None) -> Proc:
     create_time = None
@@ -632,6 +637,7 @@ def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta, exe: str | Non
     else:
         args = ident.cmdline or sys.intern(f"[{st.comm}]")
     return Proc(pid=pid, ppid=st.ppid, state=st.state, user=user, name=st.comm, cmdline=args,
+                gpu_memory_mib=_NO_GPU_MEMORY,
                 create_time=create_time, start_ticks=st.start_ticks, device_files=extra[1],
                 d_threads=tuple(dthreads), num_threads=st.num_threads, pid_ns=extra[2], cgroup=extra[3],
                 pgid=st.pgrp, sid=st.session, cpu_ticks=st.cpu_ticks, exe=exe, sigkill_pending=pending)
