@@ -5,11 +5,13 @@ Garbage becomes a warning line, a value the driver cannot report becomes None.
 """
 from __future__ import annotations
 
+import bisect
 import csv
 import dataclasses
+import operator
 import re
 import sys
-from typing import Callable
+from typing import Callable, Mapping
 from dataclasses import dataclass, field
 
 from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc, recovery_token
@@ -455,12 +457,13 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
     DriverProc is marked ``local=False`` (a foreign PID), so no action ever targets the
     innocent local process that happens to share the number. ``cache`` (one dict per node,
     kept from poll to poll): a process credited the same as at the last poll is the same object.
-    The credited processes are found through the parser's PID -> position index of ``procs``
-    (cache["procs_index"], kept with the list it indexes), the others copied as they are, so a
-    poll costs the driver's list, not the table; without it an index is built here.
+    The credited processes are found by bisection in the parser's list (cache["procs_list"]:
+    in PID order, one entry a PID), the others copied as they are, so a poll costs the driver's
+    list, not the table; for any other list an index is built here.
     """
-    index = cache.get("procs_index") if cache is not None and cache.get("procs_list") is procs else None
-    if index is None or len(index) != len(procs):
+    if cache is not None and cache.get("procs_list") is procs:
+        index: Mapping[int, int] = _Positions(procs)
+    else:
         index = {p.pid: i for i, p in enumerate(procs)}
     by_pid = {dp.pid: procs[index[dp.pid]] for dp in driver_procs if dp.pid in index}
     marked: list[DriverProc] = []
@@ -585,19 +588,46 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
             cache["procs"] = made
             if all(made[pid] is before[pid] for pid in touched if pid in made):
                 return last               # the same processes, the very objects: the same list
-            index = cache.get("procs_index")
-            if index is not None and len(index) == len(last):
-                procs = list(last)        # the same PIDs: only the changed ones replaced
-                for pid in touched:
-                    if pid in made:
-                        procs[index[pid]] = made[pid]
-                cache["procs_list"] = procs
-                return procs
+            procs = list(last)            # the same PIDs: only the changed ones replaced
+            at = _Positions(last)
+            for pid in touched:
+                if pid in made:
+                    procs[at[pid]] = made[pid]
+            cache["procs_list"] = procs
+            return procs
     procs = [made[pid] for pid in sorted(made)]
     if cache is not None:
         cache["procs"], cache["procs_list"], cache["procs_clock"] = made, procs, clock
-        cache["procs_index"] = {p.pid: i for i, p in enumerate(procs)}
     return procs
+
+
+class _Positions(Mapping[int, int]):
+    """PID -> position in a list of Procs in PID order, one a PID (the parser's), by bisection:
+    no index of 2,000 entries kept beside each node's list (docs/performance.md, "Memory")."""
+    __slots__ = ("_procs",)
+
+    def __init__(self, procs) -> None:
+        self._procs = procs
+
+    def __getitem__(self, pid: int) -> int:
+        procs = self._procs
+        i = bisect.bisect_left(procs, pid, key=_PID)
+        if i < len(procs) and procs[i].pid == pid:
+            return i
+        raise KeyError(pid)
+
+    def __contains__(self, pid: object) -> bool:
+        try:
+            self[pid]           # type: ignore[index]
+        except (KeyError, TypeError):
+            return False
+        return True
+
+    def __iter__(self):
+        return (p.pid for p in self._procs)
+
+    def __len__(self) -> int:
+        return len(self._procs)
 
 
 def _same_inputs(prev, pid: int, st, ident, users, user, extra, dthreads, exe, pending) -> bool:
@@ -617,6 +647,7 @@ def _same_inputs(prev, pid: int, st, ident, users, user, extra, dthreads, exe, p
             and prev.exes.get(pid) == exe and prev.pending.get(pid) == pending)
 
 
+_PID = operator.attrgetter("pid")
 #: the GPU memory of a process the driver does not charge: one empty dict for all of them (never
 #: changed: credit_driver_memory gives a charged process a dict of its own), not one each
 _NO_GPU_MEMORY: dict = {}
