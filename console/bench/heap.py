@@ -149,6 +149,15 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool) ->
             doc["tracemalloc_total_mib"] = round(sum(s.size for s in snap.statistics("filename")) / (1 << 20), 1)
             doc["tracemalloc"] = by_module(snap)
         doc["structures"] = breakdown(session)
+        doc["structures_mib"] = round(sum(v["mib"] for v in doc["structures"].values()), 1)
+        gc.collect()
+        doc["rss_mib_after_collect"] = round(psutil.Process().memory_info().rss / (1 << 20), 1)
+        try:        # glibc: give back the free memory at the top of each arena and in free pages
+            import ctypes
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            doc["rss_mib_after_malloc_trim"] = round(psutil.Process().memory_info().rss / (1 << 20), 1)
+        except (OSError, AttributeError):
+            pass
         await session.stop()
         tl.close()
         return doc
