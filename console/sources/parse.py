@@ -549,55 +549,66 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
     last poll is the same Proc object (cache), and only the PIDs the table says it touched are
     looked at (the list itself is the last one when none was).
 
-    The cache keeps {pid: Proc} and the Table those Procs were made from (``procs_table``: its
-    dicts are the parser's own, kept anyway), not each process's inputs beside its Proc: a
-    process's inputs now are compared with that Table's (docs/performance.md, "Memory")."""
-    before: dict[int, Proc] = cache.get("procs", {}) if cache is not None else {}
+    The cache keeps the last list (``procs_list``, in PID order: a PID is found in it by
+    bisection) and the Table its Procs were made from (``procs_table``: its dicts are the
+    parser's own, kept anyway); not a {pid: Proc} map beside the list, nor each process's inputs
+    beside its Proc: a process's inputs now are compared with that Table's (docs/performance.md,
+    "Memory")."""
     clock = (meta.btime, meta.clk_tck)
     same_clock = cache is not None and cache.get("procs_clock") == clock
-    touched = table.touched if same_clock else None
-    if touched is not None and not touched and cache.get("procs_list") is not None:
+    last: list[Proc] | None = cache.get("procs_list") if same_clock else None
+    touched = table.touched if last is not None else None
+    prev = cache.get("procs_table") if last is not None else None
+    if cache is not None:
         cache["procs_table"] = table
-        return cache["procs_list"]
-    prev = cache.get("procs_table") if same_clock else None
-    made = dict(before) if touched is not None else {}
+    if touched is not None and not touched:
+        return last
     users = table.users
-    for pid in (touched if touched is not None else table.stats):
-        st = table.stats.get(pid)
-        if st is None:
-            made.pop(pid, None)
-            continue
+
+    def made(pid: int, st, old: Proc | None) -> Proc:
         ident = table.idents.get(pid)
         extra = table.extras.get(pid, NO_EXTRA)
         user = None if ident is None or ident.uid is None else users.get(ident.uid, str(ident.uid))
         exe, pending = table.exes.get(pid), table.pending.get(pid)
         dthreads = table.dthreads.get(pid)
-        old = before.get(pid)
         if old is not None and prev is not None and _same_inputs(prev, pid, st, ident, users, user, extra,
                                                                  dthreads, exe, pending):
-            made[pid] = old
-            continue
-        made[pid] = _proc(pid, st, ident, user, extra, dthreads or (), meta, exe, pending)
-    if cache is not None:
-        cache["procs_table"] = table
+            return old
+        return _proc(pid, st, ident, user, extra, dthreads or (), meta, exe, pending)
+
+    stats = table.stats
     if touched is not None:
-        for pid in made.keys() - table.stats.keys():
-            del made[pid]
-        last = cache.get("procs_list") if cache is not None else None
-        if last is not None and made.keys() == before.keys():
-            cache["procs"] = made
-            if all(made[pid] is before[pid] for pid in touched if pid in made):
+        at = _Positions(last)
+        changed: dict[int, Proc] = {}
+        same_pids = True
+        for pid in touched:
+            i = at.get(pid)
+            old = last[i] if i is not None else None
+            st = stats.get(pid)
+            if st is None or old is None:
+                same_pids = same_pids and st is None and old is None
+                if st is not None:
+                    changed[pid] = made(pid, st, None)
+                continue
+            p = made(pid, st, old)
+            if p is not old:
+                changed[pid] = p
+        if same_pids and all(p.pid in stats for p in last):
+            if not changed:
                 return last               # the same processes, the very objects: the same list
             procs = list(last)            # the same PIDs: only the changed ones replaced
-            at = _Positions(last)
-            for pid in touched:
-                if pid in made:
-                    procs[at[pid]] = made[pid]
+            for pid, p in changed.items():
+                procs[at[pid]] = p
             cache["procs_list"] = procs
             return procs
-    procs = [made[pid] for pid in sorted(made)]
+        by_pid = {p.pid: p for p in last if p.pid in stats}
+        by_pid.update(changed)
+        procs = [by_pid[pid] for pid in sorted(by_pid)]
+    else:
+        before = {p.pid: p for p in last} if last is not None else {}
+        procs = [made(pid, stats[pid], before.get(pid)) for pid in sorted(stats)]
     if cache is not None:
-        cache["procs"], cache["procs_list"], cache["procs_clock"] = made, procs, clock
+        cache["procs_list"], cache["procs_clock"] = procs, clock
     return procs
 
 
