@@ -1,6 +1,6 @@
 """Where the engine's memory goes: a headless session over simulated real-size nodes.
 
-    python -m console.bench.heap --nodes 32 --seconds 40 [--procs 2000 --threads 10000] [--tracemalloc]
+    python -m console.bench.heap --nodes 32 --seconds 40 [--procs 2000 --threads 10000] [--tracemalloc] [--paced-gc]
 
 ``gpu-incident simulate`` serves the nodes (its own process, as in the fan-out bench); this
 process runs the engine alone (a ``Session`` over the SSH sources, one node "in view", the
@@ -108,7 +108,7 @@ def by_module(snap: tracemalloc.Snapshot, top: int = 25) -> dict:
                           for s in lines]}
 
 
-async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool) -> dict:
+async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool, paced: bool = False) -> dict:
     from console.bench.fanout import _start_simulator, _stop, bench_env
     from console.incident.timeline import open_incident
     from console.session.core import Session
@@ -134,6 +134,9 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool) ->
         rss0 = psutil.Process().memory_info().rss
         if trace:
             tracemalloc.start(1)
+        if paced:       # as the console's screen runs it (console/ui/gc_pacing.py): no automatic collection
+            gc.disable()
+            gc.freeze()
         session.start()
         t0 = time.monotonic()
         await asyncio.sleep(seconds)
@@ -150,7 +153,7 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool) ->
             doc["tracemalloc"] = by_module(snap)
         doc["structures"] = breakdown(session)
         doc["structures_mib"] = round(sum(v["mib"] for v in doc["structures"].values()), 1)
-        gc.collect()
+        doc["cyclic_garbage_objects"] = gc.collect()
         doc["rss_mib_after_collect"] = round(psutil.Process().memory_info().rss / (1 << 20), 1)
         try:        # glibc: give back the free memory at the top of each arena and in free pages
             import ctypes
@@ -160,6 +163,9 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool) ->
             pass
         await session.stop()
         tl.close()
+        if paced:
+            gc.unfreeze()
+            gc.enable()
         return doc
     finally:
         await _stop(sim)
@@ -173,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--procs", type=int, default=2000)
     p.add_argument("--threads", type=int, default=10000)
     p.add_argument("--tracemalloc", action="store_true")
+    p.add_argument("--paced-gc", action="store_true",
+                   help="the collector off, as under the console's screen (ui/gc_pacing.py)")
     a = p.parse_args(argv)
-    doc = asyncio.run(run(a.nodes, a.seconds, (a.procs, a.threads), a.tracemalloc))
+    doc = asyncio.run(run(a.nodes, a.seconds, (a.procs, a.threads), a.tracemalloc, a.paced_gc))
     print(json.dumps(doc, indent=1))
     return 0
 
