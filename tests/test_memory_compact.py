@@ -110,3 +110,31 @@ async def test_the_history_keeps_no_process_of_a_past_poll():
     assert len(mon.history) == 4
     assert all(d.processes == () and d.findings == () for d in mon.history)
     assert all(not isinstance(v, Proc) for d in mon.history for v in _walk(d.driver_processes))
+
+
+async def test_compact_streaks_answer_as_full_snapshots_do_while_the_parser_reuses_its_procs():
+    """The parser hands back the very Procs of an unchanged process, so the history advances only
+    the changed ones (and keeps only a 'since' for a process with no streak open but its
+    parent's): every poll's findings and streaks are those worked out from the full snapshots."""
+    from console.diagnosis import diagnose
+    from console.diagnosis.history import History
+    from tests.test_diagnose_perf import streaks
+    clock = FakeClock()
+    source = _source("n1", clock)
+    compact, full = History(), []
+    commands = ["", "", "kill -9 72169", "", "", "kill -STOP 1", "", ""]
+    reused = 0
+    for command in commands:
+        if command:
+            await source.run(command)
+        snap = await source.poll()
+        if full:
+            reused += sum(1 for a, b in zip(snap.processes, full[-1].processes) if a is b)
+        assert diagnose(snap, compact, ()) == diagnose(snap, list(full), ())
+        assert streaks(snap, compact) == streaks(snap, list(full))
+        compact.append(snap)
+        full.append(snap)
+        clock.advance(1.0)
+    assert reused > SIZE[0], "the parser handed back the same Procs (the history's quick path ran)"
+    tracks = compact._tracks[snap.name]
+    assert len(tracks[0]) < len(tracks[1]) // 10, "most processes keep a 'since', not a Track"
