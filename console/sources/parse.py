@@ -564,17 +564,34 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
     if touched is not None and not touched:
         return last
     users = table.users
+    idents, extras, dthreads_of, exes, pendings = (table.idents.get, table.extras.get, table.dthreads.get,
+                                                   table.exes.get, table.pending.get)
+    if prev is not None:
+        p_stats, p_idents, p_extras, p_dthreads, p_exes, p_pending = (
+            prev.stats.get, prev.idents.get, prev.extras.get, prev.dthreads.get, prev.exes.get, prev.pending.get)
+        same_users = prev.users is users
+        # whole sections the same objects (a section whose text did not change): no per-PID look
+        same_idents = prev.idents is table.idents
+        same_extras = prev.extras is table.extras or prev.extras == table.extras
+        same_rest = (prev.dthreads is table.dthreads and prev.exes is table.exes
+                     and prev.pending is table.pending)
 
     def made(pid: int, st, old: Proc | None) -> Proc:
-        ident = table.idents.get(pid)
-        extra = table.extras.get(pid, NO_EXTRA)
-        user = None if ident is None or ident.uid is None else users.get(ident.uid, str(ident.uid))
-        exe, pending = table.exes.get(pid), table.pending.get(pid)
-        dthreads = table.dthreads.get(pid)
-        if old is not None and prev is not None and _same_inputs(prev, pid, st, ident, users, user, extra,
-                                                                 dthreads, exe, pending):
-            return old
-        return _proc(pid, st, ident, user, extra, dthreads or (), meta, exe, pending)
+        ident = idents(pid)
+        extra = extras(pid, NO_EXTRA)
+        exe, pending = exes(pid), pendings(pid)
+        dthreads = dthreads_of(pid)
+        if old is not None and prev is not None:
+            # the inputs the Proc was made from: prev's (the same objects, mostly)
+            pst = p_stats(pid)
+            pident = ident if same_idents else p_idents(pid)
+            if ((pst is st or pst == st) and (pident is ident or pident == ident)
+                    and (same_extras or (pextra := p_extras(pid, NO_EXTRA)) is extra or pextra == extra)
+                    and (same_rest or (p_dthreads(pid) == dthreads and p_exes(pid) == exe
+                                       and p_pending(pid) == pending))
+                    and ((same_users and pident is ident) or _user(prev.users, pident) == _user(users, ident))):
+                return old
+        return _proc(pid, st, ident, _user(users, ident), extra, dthreads or (), meta, exe, pending)
 
     stats = table.stats
     if touched is not None:
@@ -641,21 +658,9 @@ class _Positions(Mapping[int, int]):
         return len(self._procs)
 
 
-def _same_inputs(prev, pid: int, st, ident, users, user, extra, dthreads, exe, pending) -> bool:
-    """The process's inputs now are those ``prev`` (the Table its Proc was made from) held."""
-    pst = prev.stats.get(pid)
-    if pst is not st and pst != st:
-        return False
-    pident = prev.idents.get(pid)
-    if pident is not ident and pident != ident:
-        return False
-    if not (pident is ident and prev.users is users):
-        puser = None if pident is None or pident.uid is None else prev.users.get(pident.uid, str(pident.uid))
-        if puser != user:
-            return False
-    pextra = prev.extras.get(pid, NO_EXTRA)
-    return ((pextra is extra or pextra == extra) and prev.dthreads.get(pid) == dthreads
-            and prev.exes.get(pid) == exe and prev.pending.get(pid) == pending)
+def _user(users: dict[int, str], ident) -> str | None:
+    """A process's user name (its uid where the node did not name it), None where unread."""
+    return None if ident is None or ident.uid is None else users.get(ident.uid, str(ident.uid))
 
 
 _PID = operator.attrgetter("pid")
