@@ -246,8 +246,16 @@ class ThreadInfo:
     name: str | None = None
 
 
-@dataclass(frozen=True)
-class Proc:
+class _ProcMemo:
+    """Values worked out once per Proc object and kept on it (a Proc has slots, no __dict__:
+    a real-size node's 2,000 of them, 256 nodes, are most of the console's memory): the GPUs of
+    its device files, its daemon role (console/diagnosis/roles.py). Not fields: not compared,
+    not in its JSON."""
+    __slots__ = ("_device_gpus", "_daemon_role")
+
+
+@dataclass(frozen=True, slots=True)
+class Proc(_ProcMemo):
     pid: int
     ppid: int
     state: str                      # leader state letter: R S D Z T I X ...
@@ -288,10 +296,11 @@ class Proc:
     def device_gpus(self) -> tuple[int, ...]:
         """GPU indices of the per-GPU device files (/dev/nvidiaN) this process holds open
         (worked out once per object: the parser hands back the same object while nothing changed)."""
-        known = self.__dict__.get("_device_gpus")
+        known = getattr(self, "_device_gpus", None)
         if known is None:
             found = {int(m.group(1)) for f in self.device_files if (m := _GPU_DEVICE_FILE.search(f))}
-            known = self.__dict__["_device_gpus"] = tuple(sorted(found))
+            known = tuple(sorted(found))
+            object.__setattr__(self, "_device_gpus", known)
         return known
 
     @property

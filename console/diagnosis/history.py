@@ -19,6 +19,7 @@ snapshot remembered for as long as the snapshot lives.  Pure: no clock, no I/O.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 
@@ -113,30 +114,56 @@ _PID = operator.attrgetter("pid")
 Seen = tuple[tuple[Proc, ...], list[int]]
 
 
-def advance(tracks: dict[int, Track], snap: NodeSnapshot,
-            seen: Seen | None = None) -> tuple[dict[int, Track], Seen]:
+def _plain(q: Proc, parent: float) -> Track:
+    """The track of a process with no streak open but its parent's (``parent``: since when),
+    from the Proc the last poll had of it: all else a track holds is that Proc's."""
+    return Track(q.start_ticks, q.create_time, None, None, None, q.ppid, parent, None, q.cpu_ticks, None, None)
+
+
+def advance(notable: dict[int, Track], since: dict[int, float], snap: NodeSnapshot,
+            seen: Seen | None = None) -> tuple[dict[int, Track], dict[int, float], Seen]:
     """The tracks after one more poll that read the processes, and what to pass as ``seen``
-    next time. ``seen``: what the last call saw of the node: the very same tuple means nothing
-    moved; the same PIDs mean only the processes that are not the very same objects are looked
-    at (found in C, map), the others keep their tracks (only time passed)."""
+    next time. Kept compact: a process with a streak open other than its parent's (a zombie, in
+    D, holding device files, a SIGKILL pending, reparented) has its ``Track`` in ``notable``;
+    every other one only since when it has had its parent, in ``since`` (a float the poll's
+    other processes share), the rest of its track being its Proc in ``seen`` (``_plain``):
+    ~130 bytes less a process, at 2,000 processes a node (docs/performance.md, "Memory").
+    ``seen``: what the last call saw of the node: the very same tuple means nothing moved; the
+    same PIDs mean only the processes that are not the very same objects are looked at (found
+    in C, map), the others keep their tracks (only time passed)."""
     t = snap.taken_at
-    out: dict[int, Track] = {}
     procs = snap.processes
     if seen is not None and seen[0] is procs:
-        return tracks, seen
+        return notable, since, seen
     pids = list(map(_PID, procs))
-    todo: Iterable[Proc] = procs
+    todo: Sequence[Proc] = procs
+    prevs: Sequence[Proc] | None = None
+    out: dict[int, Track] = {}
+    out_since: dict[int, float] = {}
     if seen is not None and seen[1] == pids:
-        changed = list(itertools.compress(procs, map(operator.is_not, procs, seen[0])))
-        if len(changed) < len(procs) // 2:
-            out = dict(tracks)
-            todo = changed
-    for p in todo:
+        at = list(itertools.compress(range(len(procs)), map(operator.is_not, procs, seen[0])))
+        if len(at) < len(procs) // 2:
+            out, out_since = dict(notable), dict(since)
+            todo, prevs = [procs[i] for i in at], [seen[0][i] for i in at]
+        else:
+            prevs = seen[0]
+    by_pid = dict(zip(seen[1], seen[0])) if prevs is None and seen is not None and since else {}
+    for i, p in enumerate(todo):
+        pid = p.pid
         z, d, v = _conditions(p)
-        old = tracks.get(p.pid)
+        old = notable.get(pid)
+        if old is None:
+            parent = since.get(pid)
+            q = (prevs[i] if prevs is not None else by_pid.get(pid)) if parent is not None else None
+            old = _plain(q, parent) if q is not None else None
         if old is None or not same_process(old, p):
-            out[p.pid] = Track(p.start_ticks, p.create_time, t if z else None, t if d else None,
-                               t if v else None, p.ppid, t, None, p.cpu_ticks, t, t if p.sigkill_pending else None)
+            if z or d or v or p.sigkill_pending:
+                out[pid] = Track(p.start_ticks, p.create_time, t if z else None, t if d else None,
+                                 t if v else None, p.ppid, t, None, p.cpu_ticks, t, t if p.sigkill_pending else None)
+                out_since.pop(pid, None)
+            else:
+                out_since[pid] = t
+                out.pop(pid, None)
             continue
         zs = (t if old.zombie is None else old.zombie) if z else None
         ds = (t if old.in_d is None else old.in_d) if d else None
@@ -144,13 +171,18 @@ def advance(tracks: dict[int, Track], snap: NodeSnapshot,
         ps = old.parent if old.ppid == p.ppid else t
         former = old.former_ppid if old.ppid == p.ppid else old.ppid
         pend = (t if old.pending is None else old.pending) if p.sigkill_pending else None
+        if zs is None and ds is None and vs is None and pend is None and former is None:
+            out_since[pid] = ps
+            out.pop(pid, None)
+            continue
+        out_since.pop(pid, None)
         if zs is old.zombie and ds is old.in_d and vs is old.devices and ps is old.parent \
-                and old.cpu_ticks == p.cpu_ticks and pend is old.pending:
-            out[p.pid] = old                  # nothing changed: share the tuple
+                and old.cpu_ticks == p.cpu_ticks and pend is old.pending and old.cpu_at is not None:
+            out[pid] = old                    # nothing changed: share the tuple
         else:
-            out[p.pid] = Track(old.start_ticks, old.create_time, zs, ds, vs, p.ppid, ps, former,
-                               p.cpu_ticks, t, pend)
-    return out, (procs, pids)
+            out[pid] = Track(old.start_ticks, old.create_time, zs, ds, vs, p.ppid, ps, former,
+                             p.cpu_ticks, t, pend)
+    return out, out_since, (procs, pids)
 
 
 def track_of(cur: Proc, newest_first: Iterable[NodeSnapshot]) -> Track:
@@ -270,23 +302,38 @@ class _ReadAt(Mapping[int, Track]):
     track of a process whose record changed; a process the parser handed over as the very same
     object has the same ticks). Its track may come from an earlier poll all the same (advance does
     not touch the unchanged): ``cpu_at`` is set to ``at`` as a track is looked up, so a CPU rate is
-    over the time since the last poll, as track_of and a plain list of polls give it."""
-    __slots__ = ("_tracks", "_at")
+    over the time since the last poll, as track_of and a plain list of polls give it. A process
+    with no streak open but its parent's has its track made as it is looked up (advance, _plain)."""
+    __slots__ = ("_notable", "_since", "_procs", "_pids", "_index", "_at")
 
-    def __init__(self, tracks: dict[int, Track], at: float) -> None:
-        self._tracks, self._at = tracks, at
+    def __init__(self, notable: dict[int, Track], since: dict[int, float], seen: Seen | None,
+                 index: dict[int, int] | None, at: float) -> None:
+        self._notable, self._since, self._at = notable, since, at
+        self._procs, self._pids = seen if seen is not None else ((), [])
+        self._index = index
+
+    def _proc(self, pid: int) -> Proc:
+        if self._index is not None:
+            return self._procs[self._index[pid]]
+        return self._procs[bisect.bisect_left(self._pids, pid)]
 
     def __getitem__(self, pid: int) -> Track:
-        track = self._tracks[pid]
+        track = self._notable.get(pid)
+        if track is None:
+            parent = self._since[pid]             # KeyError: not tracked
+            track = _plain(self._proc(pid), parent)
         if track.cpu_ticks is None or track.cpu_at == self._at:
             return track
         return track._replace(cpu_at=self._at)
 
+    def __contains__(self, pid: object) -> bool:
+        return pid in self._notable or pid in self._since
+
     def __iter__(self) -> Iterator[int]:
-        return iter(self._tracks)
+        return itertools.chain(self._notable, self._since)
 
     def __len__(self) -> int:
-        return len(self._tracks)
+        return len(self._notable) + len(self._since)
 
 
 class History(Sequence[NodeSnapshot]):
@@ -303,21 +350,31 @@ class History(Sequence[NodeSnapshot]):
         self._polls: collections.deque[NodeSnapshot] = collections.deque(maxlen=maxlen)
         # per node name (one, unless polls of several nodes are mixed): (tracks, taken_at of
         # the poll that read the processes they are of)
-        self._tracks: dict[str, tuple[dict[int, Track], float]] = {}
+        self._tracks: dict[str, tuple[dict[int, Track], dict[int, float], float]] = {}
         # (name, taken_at) of the kept polls that read the processes although the node had an
         # error (the driver did not answer): their digests have no processes left to tell
         self._read_despite_error: set[tuple[str, float]] = set()
         self._gpus_from: tuple = ()          # the GPUs of the poll the last digest was made from
         self._seen: dict[str, Seen] = {}     # per node: what its tracks were made from (advance)
+        #: per node whose processes are not in PID order: PID -> position in what was seen
+        self._index: dict[str, dict[int, int]] = {}
 
     def append(self, snap: NodeSnapshot) -> None:
         if self._polls and not snap.taken_at > self._polls[-1].taken_at:
             self.clear()
         if processes_read(snap):
             before = self._tracks.get(snap.name)
-            tracks, self._seen[snap.name] = advance(before[0] if before else {}, snap,
-                                                    self._seen.get(snap.name) if before else None)
-            self._tracks[snap.name] = (tracks, snap.taken_at)
+            last = self._seen.get(snap.name) if before else None
+            notable, since, seen = advance(before[0] if before else {}, before[1] if before else {}, snap, last)
+            if last is None or seen[1] is not last[1] and seen[1] != last[1]:
+                # the PIDs changed: in PID order (the parser's), found by bisection; else an index
+                pids = seen[1]
+                if all(map(operator.lt, pids, itertools.islice(pids, 1, None))):
+                    self._index.pop(snap.name, None)
+                else:
+                    self._index[snap.name] = {pid: i for i, pid in enumerate(pids)}
+            self._seen[snap.name] = seen
+            self._tracks[snap.name] = (notable, since, snap.taken_at)
             if snap.error is not None:
                 self._read_despite_error.add((snap.name, snap.taken_at))
         if len(self._polls) == self.maxlen and self._read_despite_error:
@@ -338,6 +395,7 @@ class History(Sequence[NodeSnapshot]):
     def clear(self) -> None:
         self._gpus_from = ()
         self._seen.clear()
+        self._index.clear()
         self._polls.clear()
         self._tracks.clear()
         self._read_despite_error.clear()
@@ -346,9 +404,9 @@ class History(Sequence[NodeSnapshot]):
         """The streaks of the processes in the polls before ``snap`` (None when this history
         does not describe them: ``snap`` is not later than its last poll that read the processes)."""
         hit = self._tracks.get(snap.name)
-        if hit is None or not hit[1] < snap.taken_at:
+        if hit is None or not hit[2] < snap.taken_at:
             return None
-        return _ReadAt(hit[0], hit[1])
+        return _ReadAt(hit[0], hit[1], self._seen.get(snap.name), self._index.get(snap.name), hit[2])
 
     def __len__(self) -> int:
         return len(self._polls)
@@ -371,5 +429,5 @@ class History(Sequence[NodeSnapshot]):
         return self._polls[index]
 
     def __repr__(self) -> str:
-        tracked = sum(len(t) for t, _ in self._tracks.values())
+        tracked = sum(len(t) + len(s) for t, s, _ in self._tracks.values())
         return f"History({len(self)} polls, {tracked} processes tracked)"

@@ -241,12 +241,12 @@ def daemon_role(proc: Proc | None) -> Role | None:
     parser hands back the same object while a process's lines do not change)."""
     if proc is None:
         return None
-    known = proc.__dict__.get("_daemon_role", _UNSET)
+    known = getattr(proc, "_daemon_role", _UNSET)
     if known is not _UNSET:
         return known
     d = _catalogued(proc)
     found = _judge(d, proc) if d is not None else None
-    proc.__dict__["_daemon_role"] = found       # a frozen dataclass: its fields stay as they are
+    object.__setattr__(proc, "_daemon_role", found)   # a memo slot (model._ProcMemo), not a field
     return found
 
 

@@ -5,10 +5,13 @@ Garbage becomes a warning line, a value the driver cannot report becomes None.
 """
 from __future__ import annotations
 
+import bisect
 import csv
 import dataclasses
+import operator
 import re
-from typing import Callable
+import sys
+from typing import Callable, Mapping
 from dataclasses import dataclass, field
 
 from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc, recovery_token
@@ -16,7 +19,6 @@ from console.textsafe import one_line
 from console import probe, probe_loop
 from console.probe import FABRIC_MARK, RECOVERY_FIELD, kernel_line, split_sections
 from console.probe_scope import Scope
-from console.sources.proc_table import command_line
 from console.sources.parse_loop import LoopState, parse_loop_state
 from console.sources.parse_fabric import parse_fabric, split_fabric, with_fabric
 from console.sources.parse_repair import parse_memory_repair, with_repair
@@ -455,12 +457,13 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
     DriverProc is marked ``local=False`` (a foreign PID), so no action ever targets the
     innocent local process that happens to share the number. ``cache`` (one dict per node,
     kept from poll to poll): a process credited the same as at the last poll is the same object.
-    The credited processes are found through the parser's PID -> position index of ``procs``
-    (cache["procs_index"], kept with the list it indexes), the others copied as they are, so a
-    poll costs the driver's list, not the table; without it an index is built here.
+    The credited processes are found by bisection in the parser's list (cache["procs_list"]:
+    in PID order, one entry a PID), the others copied as they are, so a poll costs the driver's
+    list, not the table; for any other list an index is built here.
     """
-    index = cache.get("procs_index") if cache is not None and cache.get("procs_list") is procs else None
-    if index is None or len(index) != len(procs):
+    if cache is not None and cache.get("procs_list") is procs:
+        index: Mapping[int, int] = _Positions(procs)
+    else:
         index = {p.pid: i for i, p in enumerate(procs)}
     by_pid = {dp.pid: procs[index[dp.pid]] for dp in driver_procs if dp.pid in index}
     marked: list[DriverProc] = []
@@ -544,50 +547,126 @@ _KEPT = ("meta", "driver", "sys", "xid", "remap", "pmon", "pci")
 def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
     """The Procs of the table, in PID order; a process none of whose inputs changed since the
     last poll is the same Proc object (cache), and only the PIDs the table says it touched are
-    looked at (the list itself is the last one when none was)."""
-    before = cache.get("procs", {}) if cache is not None else {}
+    looked at (the list itself is the last one when none was).
+
+    The cache keeps the last list (``procs_list``, in PID order: a PID is found in it by
+    bisection) and the Table its Procs were made from (``procs_table``: its dicts are the
+    parser's own, kept anyway); not a {pid: Proc} map beside the list, nor each process's inputs
+    beside its Proc: a process's inputs now are compared with that Table's (docs/performance.md,
+    "Memory")."""
     clock = (meta.btime, meta.clk_tck)
-    touched = table.touched if cache is not None and cache.get("procs_clock") == clock else None
-    if touched is not None and not touched and cache.get("procs_list") is not None:
-        return cache["procs_list"]
-    made = dict(before) if touched is not None else {}
-    users = table.users
-    for pid in (touched if touched is not None else table.stats):
-        st = table.stats.get(pid)
-        if st is None:
-            made.pop(pid, None)
-            continue
-        ident = table.idents.get(pid)
-        extra = table.extras.get(pid, NO_EXTRA)
-        user = None if ident is None or ident.uid is None else users.get(ident.uid, str(ident.uid))
-        exe, pending = table.exes.get(pid), table.pending.get(pid)
-        inputs = (st, ident, user, extra, table.dthreads.get(pid), meta.btime, meta.clk_tck, exe, pending)
-        hit = before.get(pid)
-        if hit is not None and hit[0] == inputs:
-            made[pid] = hit
-            continue
-        made[pid] = (inputs, _proc(pid, st, ident, user, extra, table.dthreads.get(pid, ()), meta, exe, pending))
-    if touched is not None:
-        for pid in made.keys() - table.stats.keys():
-            del made[pid]
-        last = cache.get("procs_list") if cache is not None else None
-        if last is not None and made.keys() == before.keys():
-            cache["procs"] = made
-            if all(made[pid][1] is before[pid][1] for pid in touched if pid in made):
-                return last               # the same processes, the very objects: the same list
-            index = cache.get("procs_index")
-            if index is not None and len(index) == len(last):
-                procs = list(last)        # the same PIDs: only the changed ones replaced
-                for pid in touched:
-                    if pid in made:
-                        procs[index[pid]] = made[pid][1]
-                cache["procs_list"] = procs
-                return procs
-    procs = [made[pid][1] for pid in sorted(made)]
+    same_clock = cache is not None and cache.get("procs_clock") == clock
+    last: list[Proc] | None = cache.get("procs_list") if same_clock else None
+    touched = table.touched if last is not None else None
+    prev = cache.get("procs_table") if last is not None else None
     if cache is not None:
-        cache["procs"], cache["procs_list"], cache["procs_clock"] = made, procs, clock
-        cache["procs_index"] = {p.pid: i for i, p in enumerate(procs)}
+        cache["procs_table"] = table
+    if touched is not None and not touched:
+        return last
+    users = table.users
+    idents, extras, dthreads_of, exes, pendings = (table.idents.get, table.extras.get, table.dthreads.get,
+                                                   table.exes.get, table.pending.get)
+    if prev is not None:
+        p_stats, p_idents, p_extras, p_dthreads, p_exes, p_pending = (
+            prev.stats.get, prev.idents.get, prev.extras.get, prev.dthreads.get, prev.exes.get, prev.pending.get)
+        same_users = prev.users is users
+        # whole sections the same objects (a section whose text did not change): no per-PID look
+        same_idents = prev.idents is table.idents
+        same_extras = prev.extras is table.extras or prev.extras == table.extras
+        same_rest = (prev.dthreads is table.dthreads and prev.exes is table.exes
+                     and prev.pending is table.pending)
+
+    def made(pid: int, st, old: Proc | None) -> Proc:
+        ident = idents(pid)
+        extra = extras(pid, NO_EXTRA)
+        exe, pending = exes(pid), pendings(pid)
+        dthreads = dthreads_of(pid)
+        if old is not None and prev is not None:
+            # the inputs the Proc was made from: prev's (the same objects, mostly)
+            pst = p_stats(pid)
+            pident = ident if same_idents else p_idents(pid)
+            if ((pst is st or pst == st) and (pident is ident or pident == ident)
+                    and (same_extras or (pextra := p_extras(pid, NO_EXTRA)) is extra or pextra == extra)
+                    and (same_rest or (p_dthreads(pid) == dthreads and p_exes(pid) == exe
+                                       and p_pending(pid) == pending))
+                    and ((same_users and pident is ident) or _user(prev.users, pident) == _user(users, ident))):
+                return old
+        return _proc(pid, st, ident, _user(users, ident), extra, dthreads or (), meta, exe, pending)
+
+    stats = table.stats
+    if touched is not None:
+        at = _Positions(last)
+        changed: dict[int, Proc] = {}
+        same_pids = True
+        for pid in touched:
+            i = at.get(pid)
+            old = last[i] if i is not None else None
+            st = stats.get(pid)
+            if st is None or old is None:
+                same_pids = same_pids and st is None and old is None
+                if st is not None:
+                    changed[pid] = made(pid, st, None)
+                continue
+            p = made(pid, st, old)
+            if p is not old:
+                changed[pid] = p
+        if same_pids and all(p.pid in stats for p in last):
+            if not changed:
+                return last               # the same processes, the very objects: the same list
+            procs = list(last)            # the same PIDs: only the changed ones replaced
+            for pid, p in changed.items():
+                procs[at[pid]] = p
+            cache["procs_list"] = procs
+            return procs
+        by_pid = {p.pid: p for p in last if p.pid in stats}
+        by_pid.update(changed)
+        procs = [by_pid[pid] for pid in sorted(by_pid)]
+    else:
+        before = {p.pid: p for p in last} if last is not None else {}
+        procs = [made(pid, stats[pid], before.get(pid)) for pid in sorted(stats)]
+    if cache is not None:
+        cache["procs_list"], cache["procs_clock"] = procs, clock
     return procs
+
+
+class _Positions(Mapping[int, int]):
+    """PID -> position in a list of Procs in PID order, one a PID (the parser's), by bisection:
+    no index of 2,000 entries kept beside each node's list (docs/performance.md, "Memory")."""
+    __slots__ = ("_procs",)
+
+    def __init__(self, procs) -> None:
+        self._procs = procs
+
+    def __getitem__(self, pid: int) -> int:
+        procs = self._procs
+        i = bisect.bisect_left(procs, pid, key=_PID)
+        if i < len(procs) and procs[i].pid == pid:
+            return i
+        raise KeyError(pid)
+
+    def __contains__(self, pid: object) -> bool:
+        try:
+            self[pid]           # type: ignore[index]
+        except (KeyError, TypeError):
+            return False
+        return True
+
+    def __iter__(self):
+        return (p.pid for p in self._procs)
+
+    def __len__(self) -> int:
+        return len(self._procs)
+
+
+def _user(users: dict[int, str], ident) -> str | None:
+    """A process's user name (its uid where the node did not name it), None where unread."""
+    return None if ident is None or ident.uid is None else users.get(ident.uid, str(ident.uid))
+
+
+_PID = operator.attrgetter("pid")
+#: the GPU memory of a process the driver does not charge: one empty dict for all of them (never
+#: changed: credit_driver_memory gives a charged process a dict of its own), not one each
+_NO_GPU_MEMORY: dict = {}
 
 
 def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta, exe: str | None = None,
@@ -599,12 +678,13 @@ def _proc(pid: int, st, ident, user, extra, dthreads, meta: Meta, exe: str | Non
         except OverflowError:       # absurd numbers: no start time rather than no node
             create_time = None
     if st.state == "Z":
-        args = f"[{st.comm}] <defunct>"
+        args = sys.intern(f"[{st.comm}] <defunct>")
     elif ident is None:
         args = ""
     else:
-        args = command_line(list(ident.args)) or f"[{st.comm}]"
+        args = ident.cmdline or sys.intern(f"[{st.comm}]")
     return Proc(pid=pid, ppid=st.ppid, state=st.state, user=user, name=st.comm, cmdline=args,
+                gpu_memory_mib=_NO_GPU_MEMORY,
                 create_time=create_time, start_ticks=st.start_ticks, device_files=extra[1],
                 d_threads=tuple(dthreads), num_threads=st.num_threads, pid_ns=extra[2], cgroup=extra[3],
                 pgid=st.pgrp, sid=st.session, cpu_ticks=st.cpu_ticks, exe=exe, sigkill_pending=pending)

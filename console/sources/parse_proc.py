@@ -25,6 +25,7 @@ entries for one PID.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 from console.model import ThreadInfo
@@ -45,7 +46,7 @@ _PS_LINE = re.compile(r" *([0-9]{1,10}) +(\S+)(?: +(.*))?", re.DOTALL)
 _PS_LINE_NO_USER = re.compile(r" *([0-9]{1,10})(?: +(.*))?", re.DOTALL)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StatLine:
     pid: int
     comm: str
@@ -77,7 +78,7 @@ def parse_stat_line(line: str) -> StatLine | None:
     fields = line[close_at + 1:].split()
     if not fields:
         return None
-    return _stat(int(pid_text), line[open_at + 2:close_at], fields)
+    return _stat(int(pid_text), sys.intern(line[open_at + 2:close_at]), fields)
 
 
 def _stat(pid: int, comm: str, fields: list[str]) -> StatLine | None:
@@ -105,7 +106,7 @@ def _from_match(m: re.Match) -> StatLine | None:
     ppid = _int(nums[0])
     if ppid is None:
         return None
-    return StatLine(pid=int(m.group(1)), comm=m.group(2), state=m.group(3), ppid=ppid,
+    return StatLine(pid=int(m.group(1)), comm=sys.intern(m.group(2)), state=m.group(3), ppid=ppid,
                     num_threads=_int(nums[16]), start_ticks=_int(nums[18]), pgrp=_int(nums[1]),
                     session=_int(nums[2]), utime=_nonneg(nums[10]), stime=_nonneg(nums[11]))
 
@@ -115,7 +116,7 @@ def _nonneg(digits: str) -> int | None:
     return None if digits.startswith("-") else _int(digits)
 
 
-def _stat_by_lines(text: str, before: dict[str, StatLine]) -> tuple[dict[int, StatLine], dict] | None:
+def _stat_by_lines(text: str, before: dict[int, StatLine | None]) -> tuple[dict[int, StatLine], dict] | None:
     """The usual case, no comm holding a newline: every line is one whole record, and a record
     read at the last poll is not read again. None when a line is not a whole record (a comm
     with a newline, output cut short): then the stream reader decides. Where every line is a
@@ -125,27 +126,31 @@ def _stat_by_lines(text: str, before: dict[str, StatLine]) -> tuple[dict[int, St
     if lines.pop() != "":
         return None
     out: dict[int, StatLine] = {}
-    seen: dict[str, StatLine | None] = {}
+    seen: dict[int, StatLine | None] = {}
     for line in lines:
-        if line in before:
-            st = before[line]
+        key = hash(line)
+        if key in before:
+            st = before[key]
         else:
             m = _RECORD.fullmatch(line + "\n")
             if m is None:
                 return None
             st = _from_match(m)
-        seen[line] = st
+        seen[key] = st
         if st is not None and st.pid not in out:
             out[st.pid] = st
     return out, seen
 
 
-def parse_stat(text: str, seen: dict[str, StatLine | None] | None = None) -> dict[int, StatLine]:
+def parse_stat(text: str, seen: dict[int, StatLine | None] | None = None) -> dict[int, StatLine]:
     """``cat /proc/[0-9]*/stat``: the records read one after the other (see the module's doc).
 
     A record that does not parse (output cut short) is skipped up to the next newline; the
-    first record of a PID wins (the kernel prints each once). ``seen``: {record: StatLine} of
-    the node's last poll, replaced by this poll's (a record read before is not read again)."""
+    first record of a PID wins (the kernel prints each once). ``seen``: {hash(record): StatLine}
+    of the node's last poll, replaced by this poll's (a record read before is not read again).
+    Keyed by the record's hash, not its text: a real-size node's record texts are ~0.6 MB, kept
+    only to be compared (docs/performance.md, "Memory"). A str hash is 64-bit SipHash under this
+    process's secret key: no process on the node can make its record hash as another's."""
     if seen is not None:
         fast = _stat_by_lines(text, seen)
         if fast is not None:

@@ -16,6 +16,7 @@ start time for the PID is another process, and its command line is unknown until
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 from console.probe_scope import ARG_MAX_BYTES, COUNTED
@@ -110,7 +111,7 @@ def parse_users(text: str) -> dict[int, str]:
     for line in text.split("\n"):
         fields = line.split(":")
         if len(fields) >= 3 and fields[0] and fields[2].isascii() and fields[2].isdecimal() and len(fields[2]) <= 10:
-            out.setdefault(int(fields[2]), fields[0][:32])
+            out.setdefault(int(fields[2]), sys.intern(fields[0][:32]))
     return out
 
 
@@ -120,12 +121,14 @@ def command_line(args: list[str]) -> str:
     return " ".join(args).translate(_CONTROL)[:CMDLINE_MAX]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ident:
-    """What one process (PID, start time) said of itself when it was read."""
+    """What one process (PID, start time) said of itself when it was read: its command line is
+    kept as shown (``command_line`` of its arguments, interned: the same command line on many
+    processes and nodes is one string), not as the arguments it came as."""
     start_ticks: int | None
     uid: int | None
-    args: tuple[str, ...]
+    cmdline: str
     comm: str                 # its comm then: a changed comm has the command line read again
 
 
@@ -169,5 +172,5 @@ def merge_idents(idents: dict[int, Ident], table: dict[int, StatLine], args: dic
     for pid, uid in uids.items():
         st = table.get(pid)
         if st is not None:
-            out[pid] = Ident(st.start_ticks, uid, tuple(args.get(pid, ())), st.comm)
+            out[pid] = Ident(st.start_ticks, uid, sys.intern(command_line(args.get(pid, []))), st.comm)
     return out
