@@ -404,3 +404,17 @@ async def test_the_memory_chart_marks_an_action_with_its_key_as_remapped():
         assert chart.letter(Mark(0.0, "sigterm")) == "T"
         assert chart.letter(Mark(0.0, "sigkill")) == "k"          # not remapped: its own key
         assert chart.letter(Mark(0.0, "reboot")) == "X"           # palette only: the record's letter
+
+
+def test_a_process_that_renamed_itself_is_shown_by_the_name_the_findings_use():
+    """33, item 9: hidden-holders' findings say pt_data_worker (the comm a data loader sets);
+    the process panel showed only the command line, so the two never met."""
+    from console.model import Proc
+    from console.ui.tables import process_text
+    worker = Proc(pid=39021, ppid=1, state="S", user="mlops", name="pt_data_worker",
+                  cmdline="/usr/bin/python3 -u finetune.py --config c.yaml")
+    assert process_text(worker) == "pt_data_worker: /usr/bin/python3 -u finetune.py --config c.yaml"
+    plain = Proc(pid=1563, ppid=1, state="S", user="root", name="nvidia-persiste",
+                 cmdline="/usr/bin/nvidia-persistenced --user nvidia-persistenced")
+    assert process_text(plain) == plain.cmdline                 # comm cut at 15: still its command line
+    assert process_text(Proc(pid=2, ppid=0, state="S", user="root", name="kthreadd", cmdline="")) == "[kthreadd]"

@@ -345,12 +345,22 @@ def mem_cell(p) -> str:
     return mem
 
 
+def process_text(p) -> str:
+    """The process as the panel names it: its command line; a process that renamed itself (a
+    data loader's ``pt_data_worker``, which the findings call it) first by that name."""
+    if not p.cmdline:
+        return f"[{p.name}]"
+    if p.name and p.name not in p.cmdline:
+        return f"{p.name}: {p.cmdline}"
+    return p.cmdline
+
+
 def proc_cells(r: ProcRow, tagged: bool = False) -> tuple:
     """A process row's cells, in PROC_COLUMNS' order."""
     p = r.proc
     mem = mem_cell(p)
     indent = "  " * r.depth
-    name = indent + (f"{p.name} <defunct>" if p.state == "Z" else (p.cmdline or f"[{p.name}]"))
+    name = indent + (f"{p.name} <defunct>" if p.state == "Z" else process_text(p))
     return (Text(f"*{p.pid}" if tagged else str(p.pid), style="bold reverse" if tagged else ""),
             Text(p.state, style=STATE_STYLE.get(p.state, "")),
             Text(str(p.threads_in_d) if p.threads_in_d else "", style="bold red"),
