@@ -31,7 +31,7 @@ async def test_a_stop_signal_stops_the_console_as_q_does(incident_dir, signum):
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl, autostart=False,
                       stop_signals=True)
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         if signal.getsignal(signum) in (before, signal.SIG_DFL):      # never send it unhandled: it ends the test run
             pytest.skip("the test does not run on the main thread: its loop takes no signals")
@@ -54,7 +54,7 @@ async def test_q_names_the_console_that_stops_too(incident_dir):
     tl = timeline.open_incident(incident_dir, "q")
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl, autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("q")
     tl.close()

@@ -180,7 +180,7 @@ async def test_a_command_typed_for_a_node_no_longer_in_view_runs_nowhere():
     app = IncidentApp([first, second], autostart=False)
     async with app.run_test(size=(100, 30)) as pilot:
         for monitor in app.monitors:
-            await app.session.take_reading((await monitor.poll_once()))
+            await monitor.poll_once()
         await wait_for(pilot, lambda: {"gpu01", "gpu02"} <= set(app.snapshots))
         app.current_node = "gpu01"
         app.escalation.custom_command()

@@ -147,7 +147,7 @@ async def _first_screen(scenario: str, size: tuple[int, int], shown=lambda text:
     from test_ui_room import lines
     app = IncidentApp([SimSource(name="demo", scenario=scenario, clock=FakeClock())], autostart=False)
     async with app.run_test(size=size) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots and app.query_one("#gpus").row_count == 8)
         try:
             await wait_for(pilot, lambda: shown("\n".join(lines(app))))

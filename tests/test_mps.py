@@ -240,7 +240,7 @@ async def test_x_in_demo_mps_lists_the_clients_then_confirm_shows_terminate_clie
     tl = timeline.open_incident(incident_dir, "mps-ui")
     app = IncidentApp([SimSource(name="demo", scenario="mps", clock=FakeClock())], timeline=tl, autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("x")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen")
@@ -264,7 +264,7 @@ async def test_read_only_lists_the_clients_and_says_terminate_client_would_be_re
     source = SimSource(name="demo", scenario="mps", clock=FakeClock())
     app = IncidentApp([source], timeline=tl, autostart=False, read_only=True)
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("x")                  # the read-only check runs; its plan is not offered to run
         said = lambda: app.activity.latest.text if app.activity.latest else ""      # noqa: E731

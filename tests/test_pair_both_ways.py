@@ -27,7 +27,7 @@ def driver(incident_dir, ident="pair", by="alice@bastion"):
 
 
 async def polled(pilot, app) -> None:
-    await app.session.take_reading((await app.monitors[0].poll_once()))
+    await app.monitors[0].poll_once()
     await wait_for(pilot, lambda: "demo" in app.snapshots)
 
 

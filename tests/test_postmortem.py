@@ -124,11 +124,11 @@ async def test_the_e_key_writes_the_postmortem_and_its_chart_beside_it(incident_
     app = IncidentApp([source], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
         for _ in range(3):
-            await app.session.take_reading((await app.monitors[0].poll_once()))
+            await app.monitors[0].poll_once()
             await pilot.pause()
         snap = app.snapshots["demo"]
         out = await execute(plan_action(snap, "sigterm", pids=[65102]), source, timeline=tl, monitor=app.monitors[0])
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         for _ in range(500):                      # redraws are batched: wait for the frame (bounded)
             if "t" in str(app.query_one("#gpu-chart").render()):
                 break

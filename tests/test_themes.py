@@ -104,7 +104,7 @@ async def test_what_the_console_draws_is_readable(name):
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], theme_name=name,
                       autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         gpus = app.query_one("#gpus", DataTable)
         # the footer is composed again at its first size: its keys, and the node's GPUs, once drawn
         await conftest.wait_for(pilot, lambda: app.screen.query(FooterKey) and gpus.row_count)

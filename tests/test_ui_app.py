@@ -62,7 +62,7 @@ async def test_markup_and_escape_codes_in_names_render_literally():
         snap = NodeSnapshot(name="demo", taken_at=0, processes=(
             Proc(pid=10, ppid=1, state="S", user="x", name="evil", cmdline=evil,
                  gpu_memory_mib={"0": 5}),))
-        await app.session.take_reading((snap))
+        await app.session.take_reading(snap)
         await pilot.pause()
         from textual.widgets import DataTable
         row = app.query_one("#procs").get_row("demo:10")

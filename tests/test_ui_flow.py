@@ -45,7 +45,7 @@ async def test_a_running_wait_shows_its_progress_and_its_result_waits_for_the_op
     tl = timeline.open_incident(incident_dir, "flow")
     app = IncidentApp([source], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("w")                               # wait-and-reread, 5 s
         await wait_for(pilot, lambda: "wait-and-reread: 0 of 5 s, nothing back yet" in status(app))
@@ -74,7 +74,7 @@ async def test_a_result_with_no_prompt_open_shows_at_once(incident_dir):
     source.gate.set()
     app = IncidentApp([source], autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
@@ -111,7 +111,7 @@ async def test_v_after_a_sigterm_that_freed_the_gpus_suggests_confirmed_for_h1(i
     tl = timeline.open_incident(incident_dir, "v")
     app = IncidentApp([SimSource(name="demo", scenario="graceful", clock=FakeClock())], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         await pilot.press("h", *"SIGTERM to the launcher frees GPUs 0-1", "enter")
         procs = app.query_one("#procs")
@@ -139,7 +139,7 @@ async def test_the_status_line_says_a_check_ended_and_what_it_found_never_its_fr
     source.gate.set()
     app = IncidentApp([source], autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         app.checks.run("holders", {})
         assert "::gi-check::" not in status(app) and "holders running" in status(app)
@@ -161,7 +161,7 @@ async def test_w_waits_as_long_as_memory_usually_takes_here_after_what_was_done(
     source.gate.set()
     app = IncidentApp([source], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "gpu07" in app.snapshots)
         app.monitors[0].actions.append(ActionRecord(rung="sigterm", ts=source.clock.now(), node="gpu07",
                                                     pids=(72169,), gpus=(0,)))

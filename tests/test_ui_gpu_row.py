@@ -18,7 +18,7 @@ async def test_at_80x24_with_many_nodes_every_panel_keeps_its_rows_and_the_chart
     app = IncidentApp(sources, autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
         for m in app.monitors:
-            await app.session.take_reading((await m.poll_once()))
+            await m.poll_once()
         await wait_for(pilot, lambda: len(app.snapshots) == 12)
         row, gpus, chart = app.query_one("#gpu-row"), app.query_one("#gpus"), app.query_one("#gpu-chart")
         procs, findings = app.query_one("#procs"), app.query_one("#findings")

@@ -69,7 +69,7 @@ async def test_all_processes_of_a_100000_process_node_are_a_bounded_window_and_k
     snap = huge_snapshot()
     assert len(snap.processes) == PROCESSES
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.session.take_reading((snap))
+        await app.session.take_reading(snap)
         await wait_for(pilot, lambda: procs_table(app).row_count > 0)
         await pilot.press("a")
         await wait_for(pilot, lambda: app.show_all and tables.MORE_KEY in procs_table(app).row_keys)
@@ -87,7 +87,7 @@ async def test_all_processes_of_a_100000_process_node_are_a_bounded_window_and_k
         assert f"{PROCESSES:,}" in str(table.border_title)
         # the poller goes on: every update stays within the bound, and `?` is answered
         for i in range(3):
-            await app.session.take_reading((huge_snapshot(taken_at=2.0 + i)))
+            await app.session.take_reading(huge_snapshot(taken_at=2.0 + i))
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.press("escape")
@@ -116,7 +116,7 @@ async def test_all_processes_of_a_100000_process_node_are_a_bounded_window_and_k
 async def test_the_selected_process_stays_selected_when_a_huge_table_moves():
     app = console()
     async with app.run_test(size=(80, 24)) as pilot:
-        await app.session.take_reading((huge_snapshot()))
+        await app.session.take_reading(huge_snapshot())
         await wait_for(pilot, lambda: procs_table(app).row_count > 0)
         await pilot.press("a")
         await wait_for(pilot, lambda: tables.MORE_KEY in procs_table(app).row_keys)
@@ -129,7 +129,7 @@ async def test_the_selected_process_stays_selected_when_a_huge_table_moves():
         newcomers = tuple(Proc(pid=200_000 + i, ppid=1, state="S", user="ml", name="probe",
                                cmdline="python3 probe_cuda.py", device_files=("/dev/nvidia0",))
                           for i in range(5))
-        await app.session.take_reading((huge_snapshot(taken_at=2.0, extra=newcomers)))
+        await app.session.take_reading(huge_snapshot(taken_at=2.0, extra=newcomers))
         await wait_for(pilot, lambda: f"{NODE}:200000" in procs_table(app).row_keys)
         assert app.selected_process_key == chosen
         assert procs_table(app).row_count <= BOUND
@@ -137,7 +137,7 @@ async def test_the_selected_process_stays_selected_when_a_huge_table_moves():
         table.move_cursor(row=42, animate=False)
         await pilot.pause()
         chosen = app.selected_process_key
-        await app.session.take_reading((dataclasses.replace(app.snapshots[NODE], taken_at=3.0)))
+        await app.session.take_reading(dataclasses.replace(app.snapshots[NODE], taken_at=3.0))
         await wait_for(pilot, lambda: app.snapshots[NODE].taken_at == 3.0)
         await pilot.pause()
         assert app.selected_process_key == chosen

@@ -136,8 +136,8 @@ async def test_a_compute_apps_uuid_of_markup_on_a_second_node(incident_dir):
                                                    used_memory_mib=5, name=ALL),)
         evil = dataclasses.replace(snap, processes=procs, driver_processes=apps)
         evil = dataclasses.replace(evil, findings=tuple(diagnose(evil)))
-        await app.session.take_reading((await good.poll()))
-        await app.session.take_reading((evil))
+        await app.session.take_reading(await good.poll())
+        await app.session.take_reading(evil)
         await wait_for(pilot, lambda: len(app.snapshots) == 2)
         nodes = app.query_one("#nodes")
         nodes.focus()          # the node in trouble comes first and is chosen: the cursor is on it

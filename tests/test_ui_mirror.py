@@ -27,7 +27,7 @@ async def drive(incident_dir, scenario="seed", *, act=None):
     source = SimSource(name="demo", scenario=scenario, clock=FakeClock())
     app = IncidentApp([source], timeline=tl, autostart=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         if act is not None:
             await act(pilot, app)
@@ -130,7 +130,7 @@ async def test_the_live_state_is_written_only_while_someone_follows(incident_dir
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], timeline=tl, autostart=False)
     state = state_path(tl.path, driver=str(os.getpid()))      # this console's own state file
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.session.take_reading((await app.monitors[0].poll_once()))
+        await app.monitors[0].poll_once()
         await wait_for(pilot, lambda: "demo" in app.snapshots)
         flushed = time.monotonic() + 2.5                     # two of the feed's 1 s turns
         while time.monotonic() < flushed:
@@ -252,7 +252,7 @@ async def test_the_follower_shows_sm_where_the_driver_does_and_enter_on_a_proces
         worker = next(p for p in app.snapshots["demo"].processes if p.cmdline.endswith("scheduler_TP0"))
         snap = app.snapshots["demo"]
         procs = tuple(dataclasses.replace(p, gpu_sm_pct=97) if p is worker else p for p in snap.processes)
-        await app.session.take_reading((dataclasses.replace(snap, processes=procs)))
+        await app.session.take_reading(dataclasses.replace(snap, processes=procs))
         await wait_for(pilot, lambda: app.snapshots["demo"].proc(worker.pid).gpu_sm_pct == 97)
     path, _ = await drive(incident_dir, act=busy)
     app = LiveFollowApp(str(path), str(state_path(path)), poll_interval=0.05)

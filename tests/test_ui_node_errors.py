@@ -40,7 +40,7 @@ async def test_the_remedy_of_a_host_key_error_is_first_and_whole_enter_opens_it_
     from console.ui.details import DetailScreen
     app = IncidentApp([SimSource(name="gpu07", scenario="seed", clock=FakeClock())], autostart=False)
     async with app.run_test(size=size) as pilot:
-        await app.session.take_reading((failing("gpu07", HOST_KEY)))
+        await app.session.take_reading(failing("gpu07", HOST_KEY))
         await wait_for(pilot, lambda: "ERROR" in findings_text(app))
         shown = findings_text(app)
         lines = shown.splitlines()
@@ -67,9 +67,9 @@ async def test_the_node_table_names_the_cause_and_what_to_do_first():
     sources = [SimSource(name=n, scenario="seed", clock=FakeClock()) for n in ("gpu07", "gpu08", "gpu09")]
     app = IncidentApp(sources, autostart=False)
     async with app.run_test(size=(100, 16)) as pilot:
-        await app.session.take_reading((failing("gpu07", HOST_KEY)))
-        await app.session.take_reading((failing("gpu08", AUTH)))
-        await app.session.take_reading((failing("gpu09", KEY_FILE)))
+        await app.session.take_reading(failing("gpu07", HOST_KEY))
+        await app.session.take_reading(failing("gpu08", AUTH))
+        await app.session.take_reading(failing("gpu09", KEY_FILE))
         nodes = app.query_one("#nodes")
         await wait_for(pilot, lambda: str(nodes.get_cell("gpu09", "state")) == "✖ ssh settings")
         assert str(nodes.get_cell("gpu07", "state")) == "✖ host key"

@@ -45,7 +45,7 @@ async def test_a_burst_of_node_updates_is_drawn_in_a_few_redraws_each_showing_it
     async with app.run_test(size=(120, 36)) as pilot:
         for round_ in range(3):                         # three polls of every node, back to back
             for n in names:
-                await app.session.take_reading((dataclasses.replace(snap, name=n, probe_ms=(60.0, 300.0, 700.0)[round_])))
+                await app.session.take_reading(dataclasses.replace(snap, name=n, probe_ms=(60.0, 300.0, 700.0)[round_]))
         nodes = app.query_one("#nodes")
         await wait_for(pilot, lambda: all(str(nodes.get_cell(n, "probe")) == "<1s" for n in names))
         assert len(redraws) <= 6, f"{len(redraws)} redraws for 120 updates"
@@ -60,7 +60,7 @@ async def test_the_viewed_nodes_panels_follow_its_updates_between_redraws():
         gpus = app.query_one("#gpus", DataTable)
         for used in (1000, 2000, 3000):                # faster than the redraw interval
             g0 = dataclasses.replace(snap.gpus[0], memory_used_mib=used)
-            await app.session.take_reading((dataclasses.replace(snap, gpus=(g0,) + snap.gpus[1:])))
+            await app.session.take_reading(dataclasses.replace(snap, gpus=(g0,) + snap.gpus[1:]))
         await wait_for(pilot, lambda: gpus.row_count and "3000MiB" in str(gpus.get_row_at(0)[1]))
         assert app.redraw_interval_s == app_module.REDRAW_INTERVAL_S > 0
 
@@ -115,7 +115,7 @@ async def test_a_node_whose_poll_stopped_returning_says_how_long_ago_its_last_re
     async with app.run_test(size=(100, 30)) as pilot:
         app.stale_after_s = 30.0
         for n in names:
-            await app.session.take_reading((dataclasses.replace(snap, name=n)))
+            await app.session.take_reading(dataclasses.replace(snap, name=n))
         nodes = app.query_one("#nodes")
         await wait_for(pilot, lambda: all(n in app.snapshots for n in names))
         app._mark_stale()
@@ -129,7 +129,7 @@ async def test_a_node_whose_poll_stopped_returning_says_how_long_ago_its_last_re
         app.current_node = "gpu01"
         app._render_status()
         assert re.search(r"⚠ last reading 4[5-9] s ago", str(app.query_one("#status").render()))
-        await app.session.take_reading((dataclasses.replace(snap, name="gpu01")))     # it answers again
+        await app.session.take_reading(dataclasses.replace(snap, name="gpu01"))     # it answers again
         await wait_for(pilot, lambda: not str(nodes.get_cell("gpu01", "state")).startswith("stale"))
 
 
@@ -150,12 +150,12 @@ async def test_a_redraw_of_256_nodes_makes_only_the_rows_in_view_and_the_rest_wh
     monkeypatch.setattr(tables, "node_cells", counted)
     async with app.run_test(size=(120, 36)) as pilot:
         for n in names:
-            await app.session.take_reading((dataclasses.replace(snap, name=n)))
+            await app.session.take_reading(dataclasses.replace(snap, name=n))
         await wait_for(pilot, lambda: all(n in app.snapshots for n in names))
         await pilot.pause()
         made.clear()
         for n in names:                                  # every node polled again
-            await app.session.take_reading((dataclasses.replace(snap, name=n, probe_ms=300.0)))
+            await app.session.take_reading(dataclasses.replace(snap, name=n, probe_ms=300.0))
         nodes = app.query_one("#nodes")
         await wait_for(pilot, lambda: all(app.snapshots[n].probe_ms == 300.0 for n in names))
         await pilot.pause()

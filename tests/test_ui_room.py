@@ -94,7 +94,7 @@ async def test_every_finding_is_in_view_at_120x36_and_nothing_blank_above_them()
         snap = await monitor.poll_once()
         n = len(snap.findings)
         assert n >= 3, [f.kind for f in snap.findings]
-        await app.session.take_reading((snap))
+        await app.session.take_reading(snap)
         await wait_for(pilot, lambda: app.query_one("#findings").row_count == n)
         await wait_for(pilot, lambda: in_view(app, "findings") == n)
         assert blank_rows_below(app, "procs") <= 0                   # no empty space above the findings
@@ -193,7 +193,7 @@ async def test_finding_details_at_80x24_keep_x_in_view_and_scroll():
         top = snap.findings[0]
         long = dataclasses.replace(top, evidence={**top.evidence, **{f"line{i:02d}": f"value {i}" for i in range(30)}})
         posted = dataclasses.replace(snap, findings=(long,) + snap.findings[1:])
-        await app.session.take_reading((posted))
+        await app.session.take_reading(posted)
         await wait_for(pilot, lambda: app.snapshots.get("demo") is posted)     # drawn (redraws are batched)
         await wait_for(pilot, lambda: app.query_one("#findings").row_count == len(snap.findings))
         app.query_one("#findings").focus()
@@ -309,7 +309,7 @@ async def test_several_nodes_come_sorted_by_trouble_with_the_worst_chosen_and_fo
         assert app.focused is nodes
         for src, monitor in zip(sources, app.monitors):
             if src.name == "c-dead":
-                await app.session.take_reading((failing(src.name)))
+                await app.session.take_reading(failing(src.name))
             else:
                 await monitor.poll_once()
         await wait_for(pilot, lambda: len(app.snapshots) == 4)
@@ -326,7 +326,7 @@ async def test_several_nodes_come_sorted_by_trouble_with_the_worst_chosen_and_fo
         worse = dataclasses.replace(app.snapshots["a-graceful"], findings=(
             Finding(kind="xid", severity="critical", summary="Xid 79 on GPU 0", next_step="reboot", gpus=(0,),
                     rung="reboot"),) + app.snapshots["a-graceful"].findings)
-        await app.session.take_reading((worse))
+        await app.session.take_reading(worse)
         await wait_for(pilot, lambda: nodes.row_keys[1] == "a-graceful")
         assert app.current_node == "d-reset" and tables.selected_key(nodes) == "d-reset"
 
@@ -343,7 +343,7 @@ async def test_the_gpu_panel_shows_only_the_node_in_view_when_a_node_with_fewer_
     app.redraw_interval_s = 0                   # each update drawn as it comes
     async with app.run_test(size=(80, 24)) as pilot:
         eight = diagnosed(await sources[1].poll())
-        await app.session.take_reading((eight))
+        await app.session.take_reading(eight)
         await app.session.take_reading((failing("gpu03")))              # dead: first in the order, chosen
         nodes = app.query_one("#nodes")
         await wait_for(pilot, lambda: len(app.snapshots) == 2 and nodes.row_keys == ["gpu03", "gpu04"]

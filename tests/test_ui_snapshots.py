@@ -53,7 +53,7 @@ def first_screen(snap_compare, tmp_path, scenario, size, *keys) -> bool:
     app, snap = one_node(tmp_path, scenario)
 
     async def run_before(pilot):
-        await app.session.take_reading((snap))
+        await app.session.take_reading(snap)
         await pilot.pause()
         if keys:
             await pilot.press(*keys)
@@ -97,7 +97,7 @@ def test_several_nodes_one_dead(snap_compare, tmp_path, size):
 
     async def run_before(pilot):
         for snap in snaps + [dead]:
-            await app.session.take_reading((snap))
+            await app.session.take_reading(snap)
         await pilot.pause()
         await pilot.pause()
     assert snap_compare(app, terminal_size=size, run_before=run_before)
@@ -118,7 +118,7 @@ def later_screen(snap_compare, tmp_path, scenario, size, act) -> bool:
     snap = dataclasses.replace(diagnose_with(asyncio.run(src.poll()), (), actions), probe_ms=None)
 
     async def run_before(pilot):
-        await app.session.take_reading((snap))
+        await app.session.take_reading(snap)
         await pilot.pause()
         await pilot.pause()
     return snap_compare(app, terminal_size=size, run_before=run_before)
@@ -179,7 +179,7 @@ def _driven_incident(directory) -> "tuple[str, str]":
         source = SimSource(name="demo", scenario="seed", clock=FakeClock())
         app = IncidentApp([source], timeline=tl, autostart=False, clock=FakeClock())
         async with app.run_test(size=(120, 36)) as pilot:
-            await app.session.take_reading((await app.monitors[0].poll_once()))
+            await app.monitors[0].poll_once()
             for _ in range(200):
                 if "demo" in app.snapshots:
                     break

@@ -16,7 +16,7 @@ async def test_a_long_warning_is_cut_on_the_status_line_and_whole_in_messages():
     app = IncidentApp([SimSource(name="demo", scenario="seed", clock=FakeClock())], autostart=False)
     snap = NodeSnapshot(name="demo", taken_at=1.0, warnings=("dmesg not permitted: Xid lines unavailable", LONG))
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.session.take_reading((snap))
+        await app.session.take_reading(snap)
         await wait_for(pilot, lambda: "dmesg not permitted" in screen_text(app))
         assert "(m: 2 whole)" in screen_text(app)
         await pilot.press("m")

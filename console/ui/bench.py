@@ -75,7 +75,7 @@ async def apply_times(snaps: Sequence[NodeSnapshot], show_all: bool = False
 
             cpu0 = time.process_time()
             t0 = time.perf_counter()
-            await app.session.take_reading((snap))
+            await app.session.take_reading(snap)
             _after_tables_settle(app, done, handled)
             await finished.wait()
             settled.append((marks["done"] - t0) * 1000)
