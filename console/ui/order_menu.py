@@ -3,44 +3,31 @@ flat order also reversed ("-memory": the least GPU memory first)."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from console.output.rows import order_words, orders
 from console.ui import keys
-from console.ui.text import LiteralOptionList, LiteralStatic, literal
+from console.ui.option_menu import OptionMenu
 
 
-class OrderMenu(ModalScreen[str | None]):
+class OrderMenu(OptionMenu):
     """Dismisses with the chosen order ("memory", "-pid", "tree"), or None."""
     BINDINGS = keys.bindings("order-menu")
+    menu_id = "orders"
 
     def __init__(self, current: str) -> None:
         super().__init__()
         self._current = current
 
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="prompt"):
-            yield LiteralStatic(literal("Order the processes", "bold"))
-            yield LiteralStatic(literal("enter chooses, escape cancels (the cursor stays on its process)", "dim"))
-            options = []
-            for order in orders():
-                label = Text(("● " if order == self._current else "  ") + order_words(order))
-                options.append(Option(label, id=order))
-            yield LiteralOptionList(*options, id="orders")
+    def heading(self) -> str:
+        return "Order the processes"
 
-    def on_mount(self) -> None:
-        menu = self.query_one("#orders", OptionList)
-        menu.highlighted = orders().index(self._current) if self._current in orders() else 0
-        menu.focus()
+    def hint_text(self) -> str:
+        return "enter chooses, escape cancels (the cursor stays on its process)"
 
-    @on(OptionList.OptionSelected)
-    def _chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
+    def options(self) -> list[Option]:
+        return [Option(Text(("● " if order == self._current else "  ") + order_words(order)), id=order)
+                for order in orders()]
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def start(self) -> int:
+        return orders().index(self._current) if self._current in orders() else 0

@@ -6,16 +6,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from rich.text import Text
-from textual import on
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from console.actions.ladder import SIGNALS
-from console.ui.text import LiteralOptionList, LiteralStatic, literal
 from console.ui import keys
+from console.ui.option_menu import OptionMenu
 
 WHAT = {
     "TERM": "ask them to exit (clean exits free memory fastest)",
@@ -32,34 +27,26 @@ WHAT = {
 }
 
 
-class SignalMenu(ModalScreen[str | None]):
-    """Dismisses with the chosen signal's name ("TERM"), or None."""
+class SignalMenu(OptionMenu):
+    """Dismisses with the chosen signal's name ("TERM"), or None; SIGTERM first."""
     BINDINGS = keys.bindings("signal-menu")
+    menu_id = "signals"
 
     def __init__(self, pids: Sequence[int], node: str) -> None:
         super().__init__()
         self._pids, self._node = list(pids), node
 
-    def compose(self) -> ComposeResult:
+    def heading(self) -> str:
         shown = " ".join(map(str, self._pids[:8])) + (" …" if len(self._pids) > 8 else "")
-        with Vertical(classes="prompt"):
-            yield LiteralStatic(literal(f"Send a signal to PID {shown} on {self._node}", "bold"))
-            yield LiteralStatic(literal("enter chooses (Confirm shows the exact line first), escape cancels", "dim"))
-            options = []
-            for sig in SIGNALS:
-                label = Text(f"SIG{sig:<6} ", style="bold")
-                label.append(WHAT.get(sig, ""))
-                options.append(Option(label, id=sig))
-            yield LiteralOptionList(*options, id="signals")
+        return f"Send a signal to PID {shown} on {self._node}"
 
-    def on_mount(self) -> None:
-        menu = self.query_one("#signals", OptionList)
-        menu.highlighted = 0            # SIGTERM
-        menu.focus()
+    def hint_text(self) -> str:
+        return "enter chooses (Confirm shows the exact line first), escape cancels"
 
-    @on(OptionList.OptionSelected)
-    def _chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def options(self) -> list[Option]:
+        out = []
+        for sig in SIGNALS:
+            label = Text(f"SIG{sig:<6} ", style="bold")
+            label.append(WHAT.get(sig, ""))
+            out.append(Option(label, id=sig))
+        return out
