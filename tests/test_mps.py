@@ -180,25 +180,15 @@ async def test_x_in_demo_mps_ends_the_exited_client_then_says_nothing_is_stuck()
     """The scenario's end state: the exited client's 41 GiB back, the inference server sharing
     the GPU left running — x stops there instead of ending it (and never signals the server)."""
     from console.actions.ladder import no_step_words
-    from console.actions.step import after_check
     from console.session import Session
+    from tests.timeline_recorder import take_x
     clock = FakeClock()
     src = SimSource(name="demo", scenario="mps", clock=clock)
     session = Session([src], clock=clock)
-    ended = []
-    for _ in range(4):
-        clock.advance(15)
-        snap, = await session.poll_all()
-        top = top_step(snap.findings)
-        if top is None:
-            break
-        step = step_for(top, snap)
-        assert step.check is not None and step.check[0] == "mps-clients", top
-        result = await session.run_check(src, step.check[0], snap, **step.check[1])
-        plan, why = after_check(step, (await session.poll_all())[0], result.data)
-        assert plan is not None, why
-        ended += [t.pid for t in plan.targets]
-        await session.execute(plan)
+    taken, snap = await take_x(session, src, clock, record=False, max_steps=4)
+    assert all(step.check is not None and step.check[0] == "mps-clients" for step, _ in taken), taken
+    ended = [t.pid for _, plan in taken for t in plan.targets]
+    top = top_step(snap.findings)
     assert ended == [MPS_EXITED_PID]
     assert top is None and snap.gpu(0).memory_used_mib == MPS_SERVING_MIB + 4
     words = no_step_words(snap)

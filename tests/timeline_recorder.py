@@ -17,17 +17,52 @@ import tempfile
 from pathlib import Path
 
 from console.actions.ladder import top_step
-from console.actions.step import after_check, step_for
+from console.actions.plan import ActionPlan
+from console.actions.step import Step, after_check, step_for
 from console.clock import FakeClock
 from console.incident import timeline as timeline_mod
 from console.incident.export import as_markdown
 from console.incident.timeline import Timeline, load
+from console.model import NodeSnapshot
 from console.session import Session
 from console.sim.scenarios import scenario_names
 from console.sources.sim import SimSource
 
 HERE = Path(__file__).parent / "fixtures" / "timelines"
 MAX_STEPS = 8          # no scenario needs more; a loop that does is a bug the recording shows
+
+
+async def take_x(session: Session, source: SimSource, clock: FakeClock, *, record: bool = True,
+                 max_steps: int = MAX_STEPS) -> tuple[list[tuple[Step, ActionPlan]], NodeSnapshot]:
+    """`x` as an on-call presses it, until no finding proposes a step: each step read from the
+    node's latest reading (15 s of the operator's time apart); a check runs (``record``: into the
+    incident) and, where its answer leads to a plan, that plan runs; else the step's own plan.
+    The steps taken with their plans, and the last reading."""
+    taken: list[tuple[Step, ActionPlan]] = []
+    snap = None
+    for _ in range(max_steps):
+        clock.advance(15)
+        snap, = await session.poll_all()
+        finding = top_step(snap.findings)
+        step = step_for(finding, snap) if finding is not None else None
+        if step is None:
+            break
+        if step.check is not None:
+            result = await session.run_check(source, step.check[0], snap, **step.check[1])
+            if record:
+                session.incident.record_check(result)
+            if step.then is None:
+                continue
+            plan, _ = after_check(step, (await session.poll_all())[0], result.data)
+            if plan is None:
+                break
+        else:
+            plan = step.plan
+        assert plan is not None
+        await session.execute(plan)
+        taken.append((step, plan))
+    assert snap is not None
+    return taken, snap
 
 
 async def record(scenario: str, path: Path) -> None:
@@ -39,31 +74,10 @@ async def record(scenario: str, path: Path) -> None:
         src = SimSource(name="demo", scenario=scenario, clock=clock)
         tl = Timeline(path, by="oncall@bastion")
         s = Session([src], timeline=tl, clock=clock)
-        snap, = await s.poll_all()
+        await s.poll_all()                         # the first reading
         clock.advance(20)
         s.incident.hypothesis("demo", f"the {scenario} incident: the top finding's step frees the GPUs")
-        for _ in range(MAX_STEPS):
-            clock.advance(15)
-            snap, = await s.poll_all()
-            finding = top_step(snap.findings)
-            if finding is None:
-                break
-            step = step_for(finding, snap)
-            if step is None:
-                break
-            if step.check is not None:
-                result = await s.run_check(src, step.check[0], snap, **step.check[1])
-                s.incident.record_check(result)
-                if step.then is None:
-                    continue
-                snap, = await s.poll_all()
-                plan, _ = after_check(step, snap, result.data)
-                if plan is None:
-                    break
-            else:
-                plan = step.plan
-            assert plan is not None
-            await s.execute(plan)
+        await take_x(s, src, clock)
         clock.advance(15)
         await s.poll_all()
         s.incident.verdict("demo", s.incident.suggest_verdict()[0])
