@@ -15,11 +15,11 @@ import json
 import re
 
 from console.actions.ladder import top_step
-from console.incident import consoles
 from console.incident.export import as_markdown
 from console.incident.timeline import parse_lines
 from console.model import TimelineEntry
 from tests.test_postmortem_publish import incident, reset_required, section
+from tests.test_postmortem_publish import seed_incident as _seed_as_alice_took_it
 
 
 def head(md: str) -> str:
@@ -37,34 +37,11 @@ def body(md: str) -> str:
     return before + after.split("<details>", 1)[0]
 
 
+
+
 async def seed_incident(tmp_path, monkeypatch):
     """The seed as tests/test_postmortem_publish.py drives it, started as the console starts."""
-    clock, src, tl, s, snap = await incident(tmp_path, monkeypatch, "simnode02", "seed", "alice@bastion")
-    s.incident.note(None, consoles.CONSOLE_STARTED + "simnode02", console={"pid": 1, "host": "h"})
-    log = s.incident
-    scheds = [p.pid for p in snap.processes if p.name.startswith("sglang::schedul")]
-    clock.advance(20)
-    log.hypothesis("simnode02", "the schedulers exit on SIGTERM and free GPUs 0-7")
-    clock.advance(10)
-    log.record_check(await s.run_check(src, "holders", snap))
-    clock.advance(15)
-    await s.execute(await s.plan("simnode02", "sigterm", pids=[72169] + scheds[:4]))
-    clock.advance(10)
-    log.verdict("simnode02", log.suggest_verdict()[0])
-    clock.advance(20)
-    log.hypothesis("simnode02", "SIGKILL of the schedulers frees GPUs 0-7, given time")
-    clock.advance(10)
-    await s.execute(await s.plan("simnode02", "sigkill", pids=scheds))
-    log.record_check(await s.run_check(src, "states", await s.monitors[0].poll_once(), pids=scheds[:2]))
-    log.record_check(await s.run_check(src, "wait-and-reread", await s.monitors[0].poll_once(), seconds=120))
-    await s.poll_all()
-    clock.advance(15)
-    log.verdict("simnode02", log.suggest_verdict()[0])
-    clock.advance(5)
-    await s.stop("console stopped")
-    entries = tl.refresh()
-    tl.close()
-    return entries
+    return await _seed_as_alice_took_it(tmp_path, monkeypatch, started=True)
 
 
 async def test_the_seed_postmortem_says_what_the_console_found_and_on_what(tmp_path, monkeypatch):

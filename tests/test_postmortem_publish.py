@@ -15,6 +15,7 @@ import pytest
 
 from console.actions.plan import plan_restore
 from console.clock import FakeClock
+from console.incident import consoles
 from console.incident import timeline as timeline_mod
 from console.incident.export import as_markdown
 from console.incident.timeline import Timeline
@@ -42,10 +43,14 @@ async def incident(tmp_path, monkeypatch, node: str, scenario: str, by: str):
     return clock, src, tl, s, snap
 
 
-@pytest.fixture
-async def seed(tmp_path, monkeypatch):
+async def seed_incident(tmp_path, monkeypatch, *, started=False) -> list[TimelineEntry]:
+    """The seed as alice took it: SIGTERM ignored, SIGKILL, the long wait, memory back; the
+    entries once the console stopped. ``started``: the console's start note comes first, as a
+    console writes it."""
     clock, src, tl, s, snap = await incident(tmp_path, monkeypatch, "simnode02", "seed", "alice@bastion")
     log = s.incident
+    if started:
+        log.note(None, consoles.CONSOLE_STARTED + "simnode02", console={"pid": 1, "host": "h"})
     clock.advance(20)
     log.hypothesis("simnode02", "the schedulers exit on SIGTERM and free GPUs 0-7")
     clock.advance(10)
@@ -66,8 +71,14 @@ async def seed(tmp_path, monkeypatch):
     log.verdict("simnode02", log.suggest_verdict()[0])
     clock.advance(5)
     await s.stop("console stopped")
-    yield tl.refresh()
+    entries = tl.refresh()
     tl.close()
+    return entries
+
+
+@pytest.fixture
+async def seed(tmp_path, monkeypatch):
+    return await seed_incident(tmp_path, monkeypatch)
 
 
 async def reset_required(tmp_path, monkeypatch, *, kernel_log: bool):
