@@ -7,7 +7,6 @@ also stamps the timeline (the operator's pauses between steps are clock advances
 (SIGTERM ignored, SIGKILL, the long wait, memory back) and reset-required (B, R, the restore)."""
 from __future__ import annotations
 
-import datetime as dt
 import re
 import xml.etree.ElementTree as ET
 
@@ -34,8 +33,7 @@ async def incident(tmp_path, monkeypatch, node: str, scenario: str, by: str):
     """A headless session on one simulated node whose clock also stamps the timeline; after its
     first reading: (clock, source, timeline, session, snapshot)."""
     clock = FakeClock()
-    monkeypatch.setattr(timeline_mod, "now_iso", lambda: dt.datetime.fromtimestamp(
-        clock.now(), dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+    monkeypatch.setattr(timeline_mod, "now_iso", lambda: timeline_mod.iso_at(clock.now()))
     src = SimSource(name=node, scenario=scenario, clock=clock)
     tl = Timeline(tmp_path / f"{scenario}.jsonl", by=by)
     s = Session([src], timeline=tl, clock=clock)

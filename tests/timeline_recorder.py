@@ -12,7 +12,6 @@ so a later version must still read and export what an earlier one wrote. To reco
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import tempfile
 from pathlib import Path
 
@@ -68,8 +67,7 @@ async def take_x(session: Session, source: SimSource, clock: FakeClock, *, recor
 async def record(scenario: str, path: Path) -> None:
     clock = FakeClock()
     stamp = timeline_mod.now_iso
-    timeline_mod.now_iso = lambda: dt.datetime.fromtimestamp(   # type: ignore[assignment]
-        clock.now(), dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    timeline_mod.now_iso = lambda: timeline_mod.iso_at(clock.now())   # type: ignore[assignment]
     try:
         src = SimSource(name="demo", scenario=scenario, clock=clock)
         tl = Timeline(path, by="oncall@bastion")

@@ -45,8 +45,13 @@ def operator_id() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def iso_at(t: float) -> str:
+    """An entry's ``ts`` for the epoch time ``t``: UTC, milliseconds, ``Z``."""
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_at(time.time())
 
 
 def new_incident_id() -> str:
