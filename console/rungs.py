@@ -153,10 +153,9 @@ ALL: tuple[Rung, ...] = (
 )
 
 BY_ID: dict[str, Rung] = {r.id: r for r in ALL}
-#: a command line of the operator's own: an action, never one diagnosis proposes
+#: a command line of the operator's own: an action, never one diagnosis proposes (and what a rung
+#: a later version wrote, which this one does not know, reads as)
 CUSTOM = BY_ID["custom"]
-#: the rungs a timeline entry may name that this version does not know read as a custom command
-UNKNOWN = CUSTOM
 
 
 #: the rungs that signal processes the operator chose or the GPUs' holders (not the F9 menu's)
@@ -176,7 +175,7 @@ def of(rung: str | Rung | None) -> Rung:
     timeline written by a later one) reads as a command of the operator's own."""
     if isinstance(rung, Rung):
         return rung
-    return BY_ID.get(rung or "", UNKNOWN)
+    return BY_ID.get(rung or "", CUSTOM)
 
 
 def known(rung: str | None) -> bool:

@@ -22,8 +22,6 @@ from console.diagnosis import text as t
 from console.diagnosis.context import IN_D, Situation
 from console.diagnosis.liveness import pending_since
 
-KILL_RUNGS = rungs.KILLING
-
 
 @dataclass(frozen=True)
 class Advice:
@@ -74,7 +72,7 @@ def signal_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who:
     """
     pids = tuple(p.pid for p in procs)
     gpus = tuple(sorted(set(gpus)))
-    kill = sit.last_action(KILL_RUNGS, pids)
+    kill = sit.last_action(rungs.KILLING, pids)
     term = sit.last_action(rungs.TERMINATING, pids)
     n = len(procs)
     are, have, were = t.verb(n, "is", "are"), t.verb(n, "has", "have"), t.verb(n, "was", "were")
@@ -177,7 +175,7 @@ def kill_step(sit: Situation, procs: Sequence[Proc], gpus: Sequence[int], who: s
     pids = tuple(p.pid for p in procs)
     gpus = tuple(sorted(set(gpus)))
     n = len(pids)
-    last = sit.last_action(KILL_RUNGS, pids)
+    last = sit.last_action(rungs.KILLING, pids)
     if last and sit.age(last.ts) < SIGTERM_GRACE_S:
         return Advice("wait", f"Wait: {who} {t.verb(n, 'was', 'were')} sent SIGKILL "
                             f"{t.ago(sit.age(last.ts))}; let the driver free the memory.", pids, gpus,

@@ -50,7 +50,6 @@ BUSY_SM_PCT = 5
 #: any other adopter shows in the structure (see the module's doc)
 SUBREAPERS = ("systemd", "containerd-shim", "containerd-shim-runc-v2", "tini", "docker-init",
               "dumb-init", "catatonit", "conmon", "s6-svscan", "runsv", "supervisord")
-SIGNAL_RUNGS = rungs.SIGNALLING
 
 
 @dataclass(frozen=True)
@@ -171,7 +170,7 @@ def _sole_holder(sit: Situation, proc: Proc, gpu: int) -> bool:
 
 def _signalled(sit: Situation, proc: Proc, leaders: set[int]) -> str | None:
     for a in reversed(sit.actions):
-        if a.rung not in SIGNAL_RUNGS:
+        if a.rung not in rungs.SIGNALLING:
             continue
         reached = set(a.pids) | {pid for pid, _parent, _name in a.family}
         if reached & leaders:

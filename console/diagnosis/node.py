@@ -9,7 +9,7 @@ from console import rungs
 from console.diagnosis.who import FREED_MIB, TEARDOWN_WINDOW_S, WAIT_S, program_of, restore_commands
 from console.model import Finding, NodeSnapshot, recovery_words
 from console.diagnosis import text as t
-from console.diagnosis.advice import (CAPTURE_THEN_REBOOT, KILL_RUNGS, Advice, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
+from console.diagnosis.advice import (CAPTURE_THEN_REBOOT, Advice, blocker_words, blockers, clear_words, finding, in_d, kill_step, reset_step,
                      signal_step)
 from console.diagnosis.context import Situation
 from console.diagnosis.repair import remap_known

@@ -9,7 +9,7 @@ from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.advice import Advice, finding, in_d, kill_step, reset_step, signal_step
 from console.diagnosis.context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
-from console.diagnosis.liveness import (DETACHED, ORPHANED, SIGNAL_RUNGS, SUBREAPERS, UNKILLABLE, liveness,
+from console.diagnosis.liveness import (DETACHED, ORPHANED, SUBREAPERS, UNKILLABLE, liveness,
                                         process_evidence)
 #: where a thread waits inside the NVIDIA driver: the prefixes of its functions (wchan)
 DRIVER_WCHAN = ("uvm_", "_nv", "nv_", "nvidia", "os_", "rm_", "gsp")
@@ -400,7 +400,7 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
         busy = next((lv for lv in lives if lv.computing), None)
         detached = next((lv for lv in lives if lv.verdict == DETACHED), None)
         idle, severity, idle_words = _idle(sit, gpus)
-        targeted = sit.last_action(SIGNAL_RUNGS, pids) is not None
+        targeted = sit.last_action(rungs.SIGNALLING, pids) is not None
         unkillable = [lv for lv in lives if lv.verdict == UNKILLABLE]
         if unkillable:
             severity = "high" if held > 0 else "low"

@@ -16,8 +16,6 @@ from console.diagnosis.context import Situation
 from console.diagnosis.who import label
 from console.model import Finding, Proc
 
-#: rungs whose targets a parent may start again
-KILLING = rungs.ENDING
 #: how long after an action a new child is still its respawn
 RESPAWN_WINDOW_S = 900.0
 #: the console's and the node's clocks may disagree this much (start times are the node's)
@@ -29,7 +27,7 @@ def respawns(sit: Situation) -> list[Finding]:
     by_pid = {p.pid: p for p in snap.processes}
     found: dict[int, tuple[Proc, list[Proc], str, float]] = {}
     for action in sit.actions:
-        if action.rung not in KILLING or not action.family or sit.age(action.ts) > RESPAWN_WINDOW_S:
+        if action.rung not in rungs.ENDING or not action.family or sit.age(action.ts) > RESPAWN_WINDOW_S:
             continue
         signalled = set(action.pids)
         for pid, ppid, name in action.family:
