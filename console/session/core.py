@@ -65,6 +65,9 @@ class Session:
         self.incident = IncidentLog(timeline, on_error=lambda msg: self.say(msg, "error"))
         self.sources: list[Source] = []
         self.monitors: list[NodeMonitor] = []
+        # every reading looks its node's monitor and source up: by name, not a walk of the list
+        self._by_name: dict[str, NodeMonitor] = {}
+        self._source_of: dict[str, Source] = {}
         self.watches: list[ActionWatch] = []      # observing after an action, until its deadline
         self.viewing: str | None = None           # the node a person looks at (diagnosed every poll)
         #: what a client is busy with, for the follower ("demo: wait-and-reread: 15 of 86 s")
@@ -112,6 +115,8 @@ class Session:
             monitor.actions.extend(applied(self.timeline.entries, monitor.name))
         self.sources.append(source)
         self.monitors.append(monitor)
+        self._by_name.setdefault(source.name, monitor)
+        self._source_of.setdefault(source.name, source)
         return monitor
 
     def add_node(self, source: Source, *, start: bool = True) -> NodeMonitor:
@@ -129,11 +134,11 @@ class Session:
         return any(not t.done() for t in self._actions)
 
     def source(self, name: str) -> Source | None:
-        return next((s for s in self.sources if s.name == name), None)
+        return self._source_of.get(name)
 
     def monitor(self, node: str | Source) -> NodeMonitor | None:
         if isinstance(node, str):
-            return next((m for m in self.monitors if m.name == node), None)
+            return self._by_name.get(node)
         return next((m for m in self.monitors if m.source is node), None)
 
     def latest(self, name: str) -> NodeSnapshot | None:
