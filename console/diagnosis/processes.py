@@ -181,12 +181,13 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int], named: set[int] = froze
         else:
             summary = f"{who} {holds} {shown} without memory the driver lists; they block a GPU reset"
             why = "only if a reset is needed: a reset refuses while any process holds the device"
-        step = kill_step(sit, procs, gpus, sit.names(procs), why)
         if severity == "low" and sit.last_action(rungs.SIGNALLING, pids) is None:
             # they hold no memory anyone can see: nothing to do unless a reset is needed (x does not stop them)
             step = Advice(None, f"Nothing to do unless a GPU reset is needed: a reset refuses while {who} "
                                 f"{holds} the device; then stop {t.verb(len(procs), 'it', 'them')} first (t, "
                                 "Confirm first).", tuple(pids), tuple(sorted(gpus)))
+        else:           # the suspects, or holders the operator began to stop: the ladder
+            step = kill_step(sit, procs, gpus, sit.names(procs), why)
         out.append(finding("hidden-holder", severity, summary, step, pids, gpus,
                            {"pids": pids, "gpus": sorted(gpus), "device_files": files,
                             "containers": t.container_places(procs),
