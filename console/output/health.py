@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# the thresholds live with the finding they make (console/diagnosis/gpu_health.py); the panel's
+# marks, the details screen and the tests read them through here
+from console.diagnosis.gpu_health import hot, link_degraded  # noqa: F401
 from console.model import Gpu
-
-#: the thresholds and their tests live with the finding they make (console/diagnosis/gpu_health.py)
-from console.diagnosis.gpu_health import HOT_FALLBACK_C, HOT_MARGIN_C, hot, link_degraded  # noqa: E402,F401
 
 #: what the GPU panel's health cell shows, widest first: it takes the first that fits
 TIERS = ("full", "temp", "marks")
