@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 # the thresholds live with the finding they make (console/diagnosis/gpu_health.py); the panel's
 # marks, the details screen and the tests read them through here
-from console.diagnosis.gpu_health import hot, link_degraded  # noqa: F401
+from console.diagnosis.gpu_health import hot, link_degraded
 from console.model import Gpu
 
 #: what the GPU panel's health cell shows, widest first: it takes the first that fits
