@@ -330,12 +330,7 @@ class Session:
         """The plan for ``rung`` on ``node``, from the reading the operator sees (``seen``; else
         the latest) — for the rungs that act on every holder of a GPU, from a reading of every
         process. ValueError: no reading yet, or the rung does not apply."""
-        source = self.source(node)
-        snap = seen or self.latest(node)
-        if source is None or snap is None:
-            raise ValueError(f"{node}: no reading of this node yet")
-        if rungs.of(rung).whole_first and not source.whole_is_fresh():
-            snap = await self.whole_snapshot(source) or self.latest(node) or snap
+        source, snap = await self._reading_for(node, rung, seen)
         return self._stops_loops_first(plan_action(snap, rung, pids=tuple(pids), gpus=tuple(gpus), signal=signal),
                                        source, snap)
 
@@ -349,16 +344,24 @@ class Session:
         """A finding's next step on ``node`` (`x`): a wait or a check, or a plan made as ``plan``
         makes one — from a reading of every process where the rung needs it, with the loop stops
         Confirm must show. ValueError: no reading yet."""
-        source = self.source(node)
-        snap = self.latest(node)
-        if source is None or snap is None:
-            raise ValueError(f"{node}: no reading of this node yet")
-        if rungs.of(finding.rung).whole_first and not source.whole_is_fresh():
-            snap = await self.whole_snapshot(source) or self.latest(node) or snap
+        source, snap = await self._reading_for(node, finding.rung, None)
         step = step_for(finding, snap, wait_default=wait_default)
         if step is not None and step.plan is not None:
             step = dataclasses.replace(step, plan=self._stops_loops_first(step.plan, source, snap))
         return step
+
+    async def _reading_for(self, node: str, rung: str | None,
+                           seen: NodeSnapshot | None) -> tuple[Source, NodeSnapshot]:
+        """The node and the reading a rung is planned from: the one the operator sees (else the
+        latest), or — for a rung that acts on every holder of a GPU — a reading of every process.
+        ValueError: no reading yet."""
+        source = self.source(node)
+        snap = seen or self.latest(node)
+        if source is None or snap is None:
+            raise ValueError(f"{node}: no reading of this node yet")
+        if rungs.of(rung).whole_first and not source.whole_is_fresh():
+            snap = await self.whole_snapshot(source) or self.latest(node) or snap
+        return source, snap
 
     def _stops_loops_first(self, plan: ActionPlan, source: Source, snap: NodeSnapshot) -> ActionPlan:
         """A rung the console's own nvidia-smi loops would block: Confirm says they stop first
