@@ -168,14 +168,8 @@ class Escalation:
             # every holder, not only those the probe watches (a hidden one may have come since
             # the last whole read): the node reads all its processes first
             self.app.notify(f"{source.name}: reading every process first…", timeout=3)
-        try:
-            plan = await self.app.facade.plan(source.name, rung, pids=pids or (), gpus=gpus or (), seen=snap)
-        except ValueError as exc:
-            self.app.notify(str(exc), severity="error")
-            return
-        if self.app.current()[0] is not source:
-            return                   # the operator moved to another node meanwhile: nothing to confirm
-        self.confirm(plan, source)
+        await self._confirm_planned(source, lambda: self.app.facade.plan(source.name, rung, pids=pids or (),
+                                                                         gpus=gpus or (), seen=snap))
 
     def signal_menu(self) -> None:
         """F9: choose a signal (SIGTERM first) for the selected/tagged processes -> Confirm."""
@@ -201,16 +195,19 @@ class Escalation:
         self.app.push_screen(SignalMenu(pids, node), chosen)
 
     def _plan_then_confirm(self, source: Source, make) -> None:
-        """Plan on the engine (the session's door), then Confirm on this screen."""
-        async def planned() -> None:
-            try:
-                plan = await make()
-            except ValueError as exc:
-                self.app.notify(str(exc), severity="error")
-                return
-            if self.app.current()[0] is source:
-                self.confirm(plan, source)
-        self.app.run_worker(planned(), group="escalation")
+        """Plan on the engine (the session's door), then Confirm on this screen (a worker)."""
+        self.app.run_worker(self._confirm_planned(source, make), group="escalation")
+
+    async def _confirm_planned(self, source: Source, make) -> None:
+        """``await make()`` (a plan, through the facade), then Confirm it — unless it cannot be
+        planned (said) or the operator moved to another node meanwhile (nothing to confirm)."""
+        try:
+            plan = await make()
+        except ValueError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        if self.app.current()[0] is source:
+            self.confirm(plan, source)
 
     def custom_command(self) -> None:
         """A command line of the operator's own: typed, then planned as an action -> Confirm."""
