@@ -389,6 +389,10 @@ class NodeSnapshot:
     # when the node booted (epoch seconds, /proc/stat btime): kernel-log lines carry seconds
     # since boot; None when not read
     boot_time: float | None = None
+    # a node not on screen keeps only the processes a verdict rests on (the watched set,
+    # sources/watch.py ``kept``): then the count of every process it has; None: ``processes``
+    # is the whole table
+    table_size: int | None = None
 
     def proc(self, pid: int) -> Proc | None:
         for p in self.processes:

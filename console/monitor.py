@@ -167,6 +167,8 @@ class Periodic:
 
 
 class NodeMonitor(Periodic):
+    source: Source
+
     def __init__(self, source: Source, *, interval: float = 1.0,
                  on_update: Callable[[NodeSnapshot], Awaitable[None] | None] | None = None) -> None:
         self.source = source

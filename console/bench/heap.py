@@ -126,6 +126,7 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool, pa
         sources = [make_source(t, ssh=ssh) for t in targets]
         tl = open_incident(root / "incidents")
         session = Session(sources, timeline=tl, interval=max(1.0, nodes / 256))
+        session.compact = True           # as the console runs it: one node on screen in full
         session.view(sources[0].name)
         # the follower's state is written only while one asks: ask, as a follower would
         if session.feed._want is not None:

@@ -205,7 +205,8 @@ def proc_view(snap: NodeSnapshot, *, show_all: bool = False, text_filter: str = 
         kept = next((p for p in tree.procs if p.pid == keep), None)
         if kept is not None:
             rows[-1] = ProcRow(key=f"{snap.name}:{kept.pid}", node=snap.name, proc=kept, depth=0)
-    return ProcView(rows=tuple(rows), matched=len(tree.procs), total=len(snap.processes))
+    return ProcView(rows=tuple(rows), matched=len(tree.procs),
+                    total=len(snap.processes) if snap.table_size is None else snap.table_size)
 
 
 def _holders_by_gpu(snap: NodeSnapshot) -> dict[str, list[Proc]]:

@@ -70,6 +70,9 @@ class Session:
         self._source_of: dict[str, Source] = {}
         self.watches: list[ActionWatch] = []      # observing after an action, until its deadline
         self.viewing: str | None = None           # the node a person looks at (diagnosed every poll)
+        #: a console of many nodes: a node not on screen keeps only the processes its verdict
+        #: rests on (Source.detail: its findings are the same); the node on screen, every one
+        self.compact = False
         #: what a client is busy with, for the follower ("demo: wait-and-reread: 15 of 86 s")
         self.activity: Callable[[], list[str]] = lambda: []
         self._listeners: list[Listener] = []
@@ -124,6 +127,7 @@ class Session:
         polls (``start=False``: the caller starts it, on the engine's loop)."""
         monitor = self._add(source)
         monitor.watched = self.viewing in (None, source.name)
+        self._detail(monitor)
         if self.polling and start:
             monitor.start()
         return monitor
@@ -151,6 +155,15 @@ class Session:
         self.viewing = name
         for m in self.monitors:
             m.watched = name is None or m.name == name
+            self._detail(m)
+
+    def _detail(self, monitor: NodeMonitor) -> None:
+        """Every process of the node on screen (at its next poll, asked now), only those a verdict
+        rests on of the others (``compact``)."""
+        full = not self.compact or monitor.name == self.viewing
+        if full and not monitor.source.detail and monitor.running:
+            monitor.poll_soon()
+        monitor.source.detail = full
 
     async def take_reading(self, snap: NodeSnapshot) -> None:
         """A node's diagnosed reading, as its monitor delivers each poll (and a client with a

@@ -28,6 +28,10 @@ class Source(abc.ABC):
     clock: Clock = REAL_CLOCK
     #: the deadline of one poll: reading and parsing (a shell source's own; cli --probe-timeout)
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S
+    #: every process in full in its readings (True), or only those a verdict rests on, with the
+    #: count of all (False: a node not on screen, in a console of many: Session.view). A source
+    #: that cannot tell keeps every process
+    detail: bool = True
 
     def __init__(self, name: str) -> None:
         self.name = name

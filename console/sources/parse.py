@@ -24,6 +24,7 @@ from console.sources.parse_fabric import parse_fabric, split_fabric, with_fabric
 from console.sources.parse_repair import parse_memory_repair, with_repair
 from console.sources.parse_pmon import credit_sm, parse_pmon
 from console.sources.proc_read import NO_EXTRA, read_table
+from console.sources.watch import kept as watched_kept
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
 # that read probe-format text import them from here too
 from console.sources.parse_proc import (StatLine, parse_dstate, parse_fds, parse_pidns,  # noqa: F401
@@ -504,15 +505,18 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
 
 def parse_probe(name: str, text: str, mark: str, *, taken_at: float,
                 probe_ms: float | None = None, cache: dict | None = None,
-                scope: Scope | None = None, between: Callable[[], None] = lambda: None) -> NodeSnapshot:
+                scope: Scope | None = None, between: Callable[[], None] = lambda: None,
+                detail: bool = True) -> NodeSnapshot:
     """Probe output -> NodeSnapshot. Never raises. ``cache``: one dict per node, kept from poll
     to poll: a section whose text is the same as at the last poll is not parsed again, and the
     process table a light probe reads part of is kept there (proc_table.py). ``scope``: what the
     probe read (probe_scope.Scope; None: a shell's first probe, everything). ``between`` is
     called between the parse's long phases (the engine waits there while a key is answered:
-    console/turns.py ``pause``); it changes nothing of the result."""
+    console/turns.py ``pause``); it changes nothing of the result. ``detail`` False: the
+    snapshot's processes are only those a verdict rests on (sources/watch.py ``kept``), with
+    ``table_size`` the count of all: a node not on screen (its findings are the same)."""
     try:
-        return _parse_probe(name, text, mark, taken_at, probe_ms, cache, scope or Scope(), between)
+        return _parse_probe(name, text, mark, taken_at, probe_ms, cache, scope or Scope(), between, detail)
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the node down
         return NodeSnapshot(name=name, taken_at=taken_at, probe_ms=probe_ms,
                             error=f"could not parse the node's probe output: {clip(repr(exc))}")
@@ -544,7 +548,30 @@ def _keep(cache: dict | None, sec: dict, section: str, value):
 _KEPT = ("meta", "driver", "sys", "xid", "remap", "pmon", "pci")
 
 
-def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
+def _kept(table, driver_procs, meta: Meta, cache: dict | None) -> frozenset[int]:
+    """The PIDs a node not on screen keeps in full: the watched set (sources/watch.py ``kept``),
+    and the console's own shell with its ancestors (what an action's guard looks for). Worked
+    out again only when what the set is made of changed (proc_read.py's "shape")."""
+    driver = tuple(sorted({d.pid for d in driver_procs}))
+    key = (cache.get("shape"), driver, meta.shell_pid) if cache is not None and "shape" in cache else None
+    hit = cache.get("kept") if cache is not None else None
+    if key is not None and hit is not None and hit[0] == key:
+        return hit[1]
+    stats = table.stats
+    own: set[int] = set()
+    pid = meta.shell_pid
+    while pid in stats and pid not in own and len(own) < 64:
+        own.add(pid)
+        pid = stats[pid].ppid
+    extras = table.extras
+    devices = {pid: e[1] for pid, e in extras.items() if e[1]}
+    keep = watched_kept(stats, driver, devices, table.dthreads) | own
+    if key is not None:
+        cache["kept"] = (key, keep)
+    return keep
+
+
+def _processes(table, meta: Meta, cache: dict | None, keep: frozenset[int] | None = None) -> list[Proc]:
     """The Procs of the table, in PID order; a process none of whose inputs changed since the
     last poll is the same Proc object (cache), and only the PIDs the table says it touched are
     looked at (the list itself is the last one when none was).
@@ -557,7 +584,9 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
     clock = (meta.btime, meta.clk_tck)
     same_clock = cache is not None and cache.get("procs_clock") == clock
     last: list[Proc] | None = cache.get("procs_list") if same_clock else None
-    touched = table.touched if last is not None else None
+    # the last list held only the kept processes (or this one does): looked at whole
+    partial = keep is not None or (cache is not None and cache.get("procs_partial", False))
+    touched = table.touched if last is not None and not partial else None
     prev = cache.get("procs_table") if last is not None else None
     if cache is not None:
         cache["procs_table"] = table
@@ -623,9 +652,13 @@ def _processes(table, meta: Meta, cache: dict | None) -> list[Proc]:
         procs = [by_pid[pid] for pid in sorted(by_pid)]
     else:
         before = {p.pid: p for p in last} if last is not None else {}
-        procs = [made(pid, stats[pid], before.get(pid)) for pid in sorted(stats)]
+        pids = sorted(stats) if keep is None else sorted(pid for pid in keep if pid in stats)
+        procs = [made(pid, stats[pid], before.get(pid)) for pid in pids]
+        if last is not None and len(procs) == len(last) and all(map(operator.is_, procs, last)):
+            procs = last                  # the same objects: the same list (later memos hold)
     if cache is not None:
         cache["procs_list"], cache["procs_clock"] = procs, clock
+        cache["procs_partial"] = keep is not None
     return procs
 
 
@@ -722,7 +755,7 @@ def _read_loop(sec: dict, cache: dict, taken_at: float) -> list[str]:
 
 def _parse_probe(name: str, text: str, mark: str, taken_at: float,
                  probe_ms: float | None, cache: dict | None = None, scope: Scope | None = None,
-                 between: Callable[[], None] = lambda: None) -> NodeSnapshot:
+                 between: Callable[[], None] = lambda: None, detail: bool = True) -> NodeSnapshot:
     scope = scope or Scope()
     sec = split_sections(text, mark)
     warnings: list[str] = []
@@ -779,7 +812,8 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
                                                             _same(cache, "xid", parse_xid, body("xid")[1]))
     warnings += w
 
-    procs = _processes(table, meta, cache)
+    keep = None if detail else _kept(table, driver_procs, meta, cache)
+    procs = _processes(table, meta, cache, keep)
     between()
     # the same processes and the same driver list (objects the caches handed back): the same answer
     memo = cache.get("credit_memo") if cache is not None else None
@@ -813,4 +847,5 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         driver_version=kept["driver"] if "driver" in kept else _keep(cache, sec, "driver",
                                                                    parse_driver_version(body("driver")[1])),
         drm_modeset=sysinfo.drm_modeset, nvswitches=sysinfo.nvswitches, pci_gpus=pci,
-        driver_list_ok=body("apps")[0] == 0, boot_time=meta.boot_time)
+        driver_list_ok=body("apps")[0] == 0, boot_time=meta.boot_time,
+        table_size=None if keep is None else len(table.stats))

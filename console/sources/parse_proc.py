@@ -94,7 +94,15 @@ def _stat(pid: int, comm: str, fields: list[str]) -> StatLine | None:
         return None if len(fields) > i and fields[i].startswith("-") else num(i)
 
     return StatLine(pid=pid, comm=comm, state=fields[0][:1], ppid=ppid, num_threads=num(17),
-                    start_ticks=num(19), pgrp=num(2), session=num(3), utime=unsigned(11), stime=unsigned(12))
+                    start_ticks=num(19), pgrp=_one(num(2), pid, ppid), session=_one(num(3), pid, ppid),
+                    utime=unsigned(11), stime=unsigned(12))
+
+
+def _one(value: int | None, pid: int, ppid: int) -> int | None:
+    """``value``, as the PID's or the parent's int object where it is that number (a group or
+    session leader's, its parent's): one object, not one more per record (docs/performance.md,
+    "Memory")."""
+    return pid if value == pid else ppid if value == ppid else value
 
 
 def _int(digits: str) -> int | None:
@@ -106,9 +114,10 @@ def _from_match(m: re.Match) -> StatLine | None:
     ppid = _int(nums[0])
     if ppid is None:
         return None
-    return StatLine(pid=int(m.group(1)), comm=sys.intern(m.group(2)), state=m.group(3), ppid=ppid,
-                    num_threads=_int(nums[16]), start_ticks=_int(nums[18]), pgrp=_int(nums[1]),
-                    session=_int(nums[2]), utime=_nonneg(nums[10]), stime=_nonneg(nums[11]))
+    pid = int(m.group(1))
+    return StatLine(pid=pid, comm=sys.intern(m.group(2)), state=m.group(3), ppid=ppid,
+                    num_threads=_int(nums[16]), start_ticks=_int(nums[18]), pgrp=_one(_int(nums[1]), pid, ppid),
+                    session=_one(_int(nums[2]), pid, ppid), utime=_nonneg(nums[10]), stime=_nonneg(nums[11]))
 
 
 def _nonneg(digits: str) -> int | None:

@@ -172,5 +172,13 @@ def merge_idents(idents: dict[int, Ident], table: dict[int, StatLine], args: dic
     for pid, uid in uids.items():
         st = table.get(pid)
         if st is not None:
+            if len(_UIDS) < _UIDS_MAX:       # one int object per user, not one per process
+                uid = _UIDS.setdefault(uid, uid)
             out[pid] = Ident(st.start_ticks, uid, sys.intern(command_line(args.get(pid, []))), st.comm)
     return out
+
+
+#: the user ids seen, each one int object for every process of that user (bounded: a node
+#: cannot grow it past _UIDS_MAX)
+_UIDS: dict[int | None, int | None] = {}
+_UIDS_MAX = 4096

@@ -73,10 +73,10 @@ def parse_reserve(timeout: float) -> float:
 
 
 def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float | None,
-           cache: dict | None = None, scope: Scope | None = None) -> NodeSnapshot:
+           cache: dict | None = None, scope: Scope | None = None, detail: bool = True) -> NodeSnapshot:
     from console.sources.parse import parse_probe
     return parse_probe(name, data.decode("utf-8", "replace"), mark, taken_at=taken_at, probe_ms=probe_ms,
-                       cache=cache, scope=scope, between=pause)
+                       cache=cache, scope=scope, between=pause, detail=detail)
 
 
 class ShellSource(Source):
@@ -346,12 +346,14 @@ class ShellSource(Source):
         await KEYS_FIRST.turn()               # an operator's key is answered first (console/turns.py)
         if len(out.data) <= INLINE_PARSE_BYTES or not offload():   # the engine's own thread: inline
             await asyncio.sleep(0)            # a poll always lets the others run once
-            snap = _parse(self.name, out.data, mark, self.clock.now(), probe_ms, self._parse_cache, self._scope)
+            snap = _parse(self.name, out.data, mark, self.clock.now(), probe_ms, self._parse_cache, self._scope,
+                          self.detail)
             return self._note_driver_pids(snap if error is None else dataclasses.replace(snap, error=error))
         done: list[NodeSnapshot] = []        # set by the worker: a late event loop is no late parse
 
         def work(taken_at: float) -> NodeSnapshot:
-            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms, self._parse_cache, self._scope))
+            done.append(_parse(self.name, out.data, mark, taken_at, probe_ms, self._parse_cache, self._scope,
+                               self.detail))
             return done[0]
 
         self._parsing = asyncio.get_running_loop().run_in_executor(None, work, self.clock.now())

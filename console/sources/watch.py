@@ -12,6 +12,8 @@ Pure: a snapshot in, PIDs out.
 """
 from __future__ import annotations
 
+from typing import Any, Callable, Iterable, Mapping
+
 from console.model import NodeSnapshot
 from console.probe_scope import MAX_SCOPE_PIDS, Scope
 
@@ -26,14 +28,34 @@ def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...], tuple
     first, at most MAX_SCOPE_PIDS each: the driver's and the holders, zombies and D (the GPU's
     own: their threads and fds too), then their families (their stat)."""
     procs = {p.pid: p for p in snap.processes}
-    first: dict[int, None] = {}
-    for d in snap.driver_processes:
-        if d.local is not False and d.pid in procs:
-            first[d.pid] = None
-    for p in snap.processes:
-        if p.device_files or p.state in _STATES or p.d_threads:
+    first, family = _sets(procs, snap_driver(snap), lambda p: p.device_files, lambda p: p.d_threads)
+    pids = [*first, *family][:MAX_SCOPE_PIDS]
+    own = list(first)[:MAX_SCOPE_PIDS]
+    threads = [pid for pid in own if (procs[pid].num_threads or 1) > 1 or procs[pid].state in _STATES
+               or procs[pid].d_threads]
+    return tuple(pids), tuple(threads), tuple(own)
+
+
+def kept(stats: Mapping[int, Any], driver: Iterable[int], devices: Mapping[int, Any],
+         dthreads: Mapping[int, Any]) -> frozenset[int]:
+    """Every PID of the watched set, uncut, from the parser's process table (``stats``: PID ->
+    stat record; ``devices``: PID -> its device files; ``dthreads``: PID -> its threads in D):
+    the processes a node not on screen keeps in full (parse.py ``detail``)."""
+    first, family = _sets(stats, set(driver), lambda st: devices.get(st.pid), lambda st: dthreads.get(st.pid))
+    return frozenset(first) | frozenset(family)
+
+
+def _sets(procs: Mapping[int, Any], driver: set[int], device_files: Callable[[Any], Any],
+          d_threads: Callable[[Any], Any]) -> tuple[dict[int, None], dict[int, None]]:
+    """(the GPU's own processes, their families), each in the order found: the driver's, the
+    holders, zombies and D; then their ancestors (who reaps them, who respawns them) and the
+    descendants of the driver's and the holders. ``procs``: PID -> a record with ``pid``,
+    ``ppid`` and ``state``."""
+    first: dict[int, None] = {pid: None for pid in sorted(driver) if pid in procs}
+    for p in procs.values():
+        if device_files(p) or p.state in _STATES or d_threads(p):
             first[p.pid] = None
-    roots = [pid for pid in first if procs[pid].device_files or pid in snap_driver(snap)]
+    roots = [pid for pid in first if device_files(procs[pid]) or pid in driver]
     family: dict[int, None] = {}
     for pid in first:                  # ancestors: the parent reaps, a supervisor respawns
         seen = 0
@@ -44,7 +66,7 @@ def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...], tuple
             seen += 1
     if roots:                          # descendants of the GPU's processes
         children: dict[int, list[int]] = {}
-        for p in snap.processes:
+        for p in procs.values():
             if p.ppid != _KTHREADD and p.pid != _KTHREADD:
                 children.setdefault(p.ppid, []).append(p.pid)
         todo = list(roots)
@@ -53,11 +75,7 @@ def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...], tuple
                 if child not in first and child not in family:
                     family[child] = None
                     todo.append(child)
-    pids = [*first, *family][:MAX_SCOPE_PIDS]
-    own = list(first)[:MAX_SCOPE_PIDS]
-    threads = [pid for pid in own if (procs[pid].num_threads or 1) > 1 or procs[pid].state in _STATES
-               or procs[pid].d_threads]
-    return tuple(pids), tuple(threads), tuple(own)
+    return first, family
 
 
 def snap_driver(snap: NodeSnapshot) -> set[int]:
@@ -66,10 +84,10 @@ def snap_driver(snap: NodeSnapshot) -> set[int]:
 
 def scope_for(snap: NodeSnapshot | None, *, whole: bool, args: tuple[int, ...] = (),
               memo: dict | None = None) -> Scope:
-    """The next probe's scope after ``snap`` (None, or a snapshot with no process: a shell's
-    first probe, everything). ``memo``: the node's parse cache (its "shape" counts the changes
+    """The next probe's scope after ``snap`` (None, or a snapshot that read no process table: a
+    shell's first probe, everything). ``memo``: the node's parse cache (its "shape" counts the changes
     the set depends on)."""
-    if snap is None or not snap.processes:
+    if snap is None or (not snap.processes and snap.table_size is None):
         return Scope()
     # the same shape of the table (proc_read.py counts its changes) and the same driver list:
     # the same set, without a pass over the processes

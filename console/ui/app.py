@@ -164,6 +164,7 @@ class IncidentApp(LiteralNotify, App[int]):
         self.session = Session(sources, timeline=timeline, interval=interval, read_only=read_only,
                                dry_run=dry_run, clock=clock)
         self.session.activity = self.running_work
+        self.session.compact = True          # the nodes not on screen keep what their verdicts rest on
         # engine_thread: the session on a thread and loop of its own (console/session/engine.py),
         # its events handed to this loop in batches; else on this loop (tests)
         self.engine = Engine(self.session, threaded=engine_thread)
