@@ -32,7 +32,9 @@ EXPECTED = {
     "ui.first_update.big_all", "ui.update.big_all", "ui.first_update.huge_all", "ui.update.huge_all",
     "ssh.first_snapshot", "ssh.poll", "ssh.probe", "ssh.round", "ssh.cpu_per_s",
 }
-FLEET_KEYS = ("fleet_nodes", "fleet_query_ms_p50", "fleet_query_ms_p99", "fleet_rss_mib", "fleet_suspects")
+FLEET_KEYS = ("fleet_nodes", "fleet_query_ms_p50", "fleet_query_ms_p99", "fleet_rss_mib", "fleet_suspects",
+              "fleet_prometheus_ms_per_round", "fleet_prometheus_eval_ms_per_round", "fleet_console_cpu_ms_per_round",
+              "fleet_console_share_pct")
 
 
 def bench_args(**kw) -> argparse.Namespace:
@@ -172,3 +174,12 @@ def test_percentile_interpolates_between_ranks():
     assert percentile([1.0, 2.0], 100) == 2.0
     with pytest.raises(ValueError):
         percentile([], 50)
+
+
+def test_fleet_account_is_prometheus_own_time_per_round_and_the_consoles_cpu_as_a_share_of_it():
+    from console.bench.fleet import account
+    got = account([30.0, 50.0], {"http": 1.0, "engine": 0.5}, {"http": 1.6, "engine": 0.9})
+    # Prometheus says 400 ms of evaluation over 2 rounds: 200 a round; the console spent 40 a round
+    assert got == {"fleet_prometheus_ms_per_round": 300.0, "fleet_prometheus_eval_ms_per_round": 200.0,
+                   "fleet_console_cpu_ms_per_round": 40.0, "fleet_console_share_pct": 20.0}
+    assert account([], {"http": 0, "engine": 0}, {"http": 0, "engine": 0}) == {}

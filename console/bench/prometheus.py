@@ -164,3 +164,26 @@ def wait_for_series(port: int, count: int, bound_s: float = READY_S) -> None:
             return
         time.sleep(0.2)
     raise RuntimeError(f"Prometheus has {seen} of {count} GPU series after {bound_s:g} s")
+
+
+#: Prometheus's own account of its query work (its /metrics): the query API's handlers, and the
+#: engine's evaluation (its slices: queue, prepare, inner eval, sort)
+_HANDLER_SUM = "prometheus_http_request_duration_seconds_sum{"
+_ENGINE_SUM = "prometheus_engine_query_duration_seconds_sum{"
+
+
+def own_seconds(port: int) -> dict[str, float]:
+    """Seconds Prometheus has spent so far on queries, in its own words: ``http`` (the
+    /api/v1/query and query_range handlers, whole: evaluation and the JSON they send) and
+    ``engine`` (the evaluation alone). Read before and after the console's rounds, the difference
+    is what Prometheus spent on them. Only these two sums are read, by their line's start (the
+    text format: ``name{labels} value``), so no exposition parser is needed here."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode("utf-8", "replace")
+    out = {"http": 0.0, "engine": 0.0}
+    for line in text.splitlines():
+        if line.startswith(_HANDLER_SUM) and 'handler="/api/v1/query' in line:
+            out["http"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith(_ENGINE_SUM):
+            out["engine"] += float(line.rsplit(" ", 1)[1])
+    return out

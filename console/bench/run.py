@@ -16,6 +16,8 @@ what each must meet on a 2-core machine):
   real Prometheus (when ``prometheus`` is installed; else ``errors`` says so): ``fleet_nodes``,
   ``fleet_query_ms_p50``, ``fleet_query_ms_p99`` (one whole round of PrometheusSource.poll() and
   the suspicion rule), ``fleet_rss_mib`` (the polling process's peak RSS), ``fleet_suspects``;
+  ``fleet_prometheus_ms_per_round`` and ``fleet_prometheus_eval_ms_per_round`` (what Prometheus
+  says it spent on those rounds: its handlers, its evaluation) and ``fleet_console_share_pct``;
 - fleet table (console/bench/fleet_ui.py): the fleet table of those ``fleet_nodes`` nodes x 8
   GPUs on an 80x24 pseudo-terminal, a constructed fleet queried every 2 s:
   ``fleet_key_to_frame_ms_p99`` (down, until the frame naming the next node), ``fleet_ui_rss_mib``;
@@ -78,6 +80,7 @@ TARGETS = {
     "local_probe_ms_p50": ("<=", 15.0),
     "fleet_query_ms_p99": ("<=", 1000.0),
     "fleet_rss_mib": ("<=", 300.0),
+    "fleet_console_share_pct": ("<=", 20.0),
     # issue 17: real-size nodes (2,000 processes, 10,000 threads)
     "realsize_node_cpu_pct": ("<=", 3.0),
     "realsize_node_cpu_ratio": ("<=", 2.0),
@@ -94,6 +97,8 @@ HEADLINE = ("probe_local_ms_p50", "ssh_poll_ms_p50", "ssh_poll_ms_p99", "fresh_s
             "fanout_cpu_pct", "fanout_rss_mib", "fanout_round_ms_p99", "fanout_sim_cpu_pct",
             "key_to_frame_ms_p99", "big_all_update_ms_p99", "startup_ms", "local_probe_ms_p50",
             "fleet_nodes", "fleet_query_ms_p50", "fleet_query_ms_p99", "fleet_rss_mib", "fleet_suspects",
+            "fleet_prometheus_ms_per_round", "fleet_prometheus_eval_ms_per_round", "fleet_console_cpu_ms_per_round",
+            "fleet_console_share_pct",
             "fleet_key_to_frame_ms_p99", "fleet_ui_rss_mib",
             "realsize_node_cpu_pct", "realsize_node_cpu_ratio", "realsize_console_cpu_ratio",
             "realsize_poll_bytes_p50", "fanout_procs_per_node", "fanout_realsize_cpu_pct",
