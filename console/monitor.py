@@ -194,8 +194,9 @@ class NodeMonitor(Periodic):
         return self.source.probe_timeout + POLL_SLACK_S
 
     async def poll_once(self) -> NodeSnapshot:
-        snap = await bounded_poll(self.source, self.deadline)
         pause()                   # a key held: the engine waits here, not mid-step (console/turns.py)
+        snap = await bounded_poll(self.source, self.deadline)
+        pause()
         snap = await self._diagnose(snap)
         pause()
         try:

@@ -5,23 +5,34 @@ loop or (console/session/engine.py) on two threads whose turns the interpreter's
 polled every second the engine's work arrives as hundreds of small steps a second; a key
 that lands among them waits behind every step already queued, then its frame waits behind
 the next ones. So a key *holds* the engine (``KEYS_FIRST.hold``, called by the UI when a key
-or click arrives): the engine's heavy steps wait at ``turn()`` until the UI has drawn the
-frame that answers it (``release``), and never longer than HOLD_MAX_S. On the engine's own
-thread (``own_thread``) the hold stops its whole loop, not only the parses: the loop's next
-step waits (SSH reads, decryption, diagnosis all pause, the replies wait in the sockets) so
-the screen's thread has the interpreter to itself for the key's frame. At 256 real-size nodes
-the engine's other steps still took the interpreter half the time and a key's frame p99 was
-250 ms. A hold costs a poll tens of milliseconds, never its deadline (the poll deadlines do
-not count a stalled loop: clock.timeout_ignoring_stalls). Between two holds the engine runs at
-least REOPEN_MIN_S,
-so a held-down key cannot starve the polls.
+or click arrives): the engine waits until the UI has drawn the frame that answers it
+(``release``), and never longer than HOLD_MAX_S. Between two holds the engine runs at least
+REOPEN_MIN_S, so a held-down key cannot starve the polls.
 
-No Textual here: the UI calls ``hold``/``release``; the sources and the monitor call ``turn``.
+Where the engine waits, all through public asyncio and threading calls:
+
+- ``turn()`` (await): at the steps of a poll that can wait for the loop (before a probe's parse);
+- ``pause()``: inside one long step, on the engine's own thread only (at the start of a poll,
+  between the phases of a real-size probe's parse, between diagnosis rules, before a poll's
+  result is published): the whole thread waits there, so the screen's thread answers the key
+  with the interpreter to itself rather than every other millisecond (the lock's switch
+  interval);
+- and on a loop of the engine's own thread (``own_thread``), a hold also queues one wait on that
+  loop (``call_soon_threadsafe``): the loop stops there, at the latest after the steps already
+  due, if no ``pause`` stopped it first.
+
+It used to stop the engine's loop between any two of its steps by replacing asyncio's private
+queue of due callbacks (``loop._ready``) with one that waited on every take (CPython 3.11-3.13
+only, silently off elsewhere); these cooperative points replace it. A hold costs a poll tens of
+milliseconds, never its deadline (the poll deadlines do not count a stalled loop:
+clock.timeout_ignoring_stalls).
+
+No Textual here: the UI calls ``hold``/``release``; the sources and the monitor call ``turn`` and
+``pause``.
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import threading
 import time
 import weakref
@@ -54,8 +65,9 @@ class KeysFirst:
 
     def hold(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
         """Hold the engine until ``release`` (or HOLD_MAX_S). Call on the screen's loop, or from
-        another thread naming it (``loop``: Textual's input thread, the moment a key is read).
-        False when it did not hold: already holding, or released less than REOPEN_MIN_S ago."""
+        another thread naming it (``loop``). The engine's own loops (``own_thread``) are each
+        queued a wait. False when it did not hold: already holding, or released less than
+        REOPEN_MIN_S ago."""
         if loop is None:
             try:
                 loop = asyncio.get_running_loop()
@@ -69,6 +81,12 @@ class KeysFirst:
                 return False
             self._until, self._loop, self._waiters = now + HOLD_MAX_S, loop, []
             self._open.clear()
+        for engine in list(_OWN_THREAD_LOOPS):     # their loops wait too, after the steps already due
+            if engine is not loop and not engine.is_closed():
+                try:
+                    engine.call_soon_threadsafe(self.wait_if_held)
+                except RuntimeError:           # closed meanwhile
+                    pass
         return True
 
     @property
@@ -81,15 +99,20 @@ class KeysFirst:
 
     @property
     def open(self) -> bool:
-        """No hold is on (cheap: asked before every step of an engine loop of its own thread)."""
+        """No hold is on (cheap: asked at every ``pause``)."""
         return self._open.is_set()
 
     def stall(self) -> None:
-        """Wait here, the whole thread, while the hold is on (an engine loop of its own thread, between
-        two of its steps: ``own_thread``; the caller saw ``open`` False)."""
+        """Wait here, the whole thread, while the hold is on (the engine's own thread, at a
+        ``pause`` or the wait ``hold`` queued; the caller saw ``open`` False)."""
         left = self._until - time.monotonic()
         if left > 0:
             self._open.wait(left)
+
+    def wait_if_held(self) -> None:
+        """``stall`` while a hold is on (queued on an engine loop of its own thread by ``hold``)."""
+        if not self.open:
+            self.stall()
 
     def release(self) -> None:
         with self._lock:
@@ -129,29 +152,10 @@ KEYS_FIRST = KeysFirst()
 _OWN_THREAD_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 
 
-def own_thread(loop: asyncio.AbstractEventLoop) -> bool:
-    """``loop`` is the engine's own (console/session/engine.py): no screen is drawn on it, and a
-    key's hold stops it between any two of its steps (True) or only at ``turn`` (False: a loop
-    whose ready queue is not asyncio's own deque)."""
+def own_thread(loop: asyncio.AbstractEventLoop) -> None:
+    """``loop`` is the engine's own (console/session/engine.py): no screen is drawn on it, heavy
+    work runs inline there (``offload``), and a key's hold queues a wait on it (``hold``)."""
     _OWN_THREAD_LOOPS.add(loop)
-    ready = getattr(loop, "_ready", None)
-    if type(ready) is not collections.deque:
-        return False
-    loop._ready = _GatedReady(ready)      # asyncio's queue of the callbacks due (CPython 3.11-3.13)
-    return True
-
-
-class _GatedReady(collections.deque):
-    """An event loop's queue of due callbacks whose every take waits while a key holds the engine.
-    asyncio runs each callback it takes off the queue with ``popleft``: gating there stops the
-    loop between two steps (an SSH packet, a parse, a diagnosis), not only at ``turn``. A
-    callback queued from another thread (``call_soon_threadsafe``) waited behind every callback
-    already due: at 256 nodes 50 to 200 ms, longer than the key's whole frame."""
-
-    def popleft(self):
-        if not KEYS_FIRST.open:
-            KEYS_FIRST.stall()
-        return super().popleft()
 
 
 #: the threads a key may stop in the middle of a step (the engine's own: never the screen's)

@@ -73,13 +73,14 @@ async def test_a_key_on_the_screens_loop_holds_the_engine_on_its_own_thread():
         engine_loop.close()
 
 
-async def test_a_key_stops_the_engines_whole_loop_between_two_steps_not_only_its_parses():
-    """Every step of the engine's loop waits while a key is answered, not only the parses that
-    ask for their turn: at 256 real-size nodes its SSH reads and diagnoses took the interpreter
-    half the time and a key's frame waited behind them (key→frame p99 250 ms)."""
+async def test_a_key_stops_the_engines_whole_loop_after_the_steps_already_due_not_only_its_parses():
+    """The engine's loop of its own thread waits while a key is answered, not only the parses
+    that ask for their turn: at 256 real-size nodes its SSH reads and diagnoses took the
+    interpreter half the time and a key's frame waited behind them (key→frame p99 250 ms). The
+    hold queues a wait on that loop (a public call_soon_threadsafe, not its private queue)."""
     import threading
     engine_loop = asyncio.new_event_loop()
-    assert turns.own_thread(engine_loop), "asyncio's own ready queue: gated between steps"
+    turns.own_thread(engine_loop)
     steps = [0]
 
     def step() -> None:              # a busy engine: one step after another, never awaiting a turn
@@ -106,51 +107,39 @@ async def test_a_key_stops_the_engines_whole_loop_between_two_steps_not_only_its
         engine_loop.close()
 
 
-async def test_the_input_thread_holds_the_engine_the_moment_it_reads_a_key(monkeypatch):
-    """Textual's input thread (the wrapped driver, console/ui/early_hold.py) holds the engine for a
-    key before the screen's loop takes it; other messages (a resize) hold nothing."""
-    import threading
-
-    from textual import events
-    from textual.driver import Driver
-
-    from console.ui import early_hold
+async def test_a_key_holds_the_engine_from_its_arrival_until_the_frame_that_answers_it(monkeypatch):
+    """The App takes every key in its public ``on_event`` (console/ui/app.py): the hold starts as
+    the key comes, and ends after the frame drawn once its binding ran, not at HOLD_MAX_S."""
+    from console.sources.sim import SimSource
+    from console.ui import app as app_module
+    from console.ui.app import IncidentApp
 
     monkeypatch.setattr(turns, "REOPEN_MIN_S", 0.0)
-    gate = KeysFirst()
-    monkeypatch.setattr(early_hold, "KEYS_FIRST", gate)
-    passed: list[object] = []
+    monkeypatch.setattr(turns, "HOLD_MAX_S", 120.0)      # only the frame releases it
+    seen: list[str] = []
 
-    class Reads(Driver):   # stands for Textual's platform driver: what it would post, kept
-        def process_message(self, message):
-            passed.append(message)
+    class Gate(KeysFirst):
+        def hold(self, loop=None) -> bool:
+            seen.append("hold")
+            return super().hold(loop)
 
-        def start_application_mode(self): ...
-        def disable_input(self): ...
-        def stop_application_mode(self): ...
-        def write(self, data): ...
-
-    class App:                 # the App's loop while its engine runs in a thread of its own
-        keys_loop = asyncio.get_running_loop()
-    driver = early_hold.holding_driver(Reads).__new__(early_hold.holding_driver(Reads))
-    driver._app = App()
-    resize = events.Resize.from_dimensions((80, 24), None)
-    key = events.Key("a", "a")
-    t = threading.Thread(target=lambda: (driver.process_message(resize),))
-    t.start()
-    t.join()
-    assert not gate.holding, "a resize is not a key: the engine goes on"
-    t = threading.Thread(target=lambda: driver.process_message(key))
-    t.start()
-    t.join()
-    assert gate.holding, "a key read in the input thread holds the engine at once"
-    assert passed == [resize, key], "every message still goes to the app"
-    gate.release()
-    App.keys_loop = None                                       # not mounted, or unmounted: nothing held
-    t = threading.Thread(target=lambda: driver.process_message(key))
-    t.start()
-    t.join()
-    assert not gate.holding
+        def release(self) -> None:
+            if self.holding:
+                seen.append("release")
+            super().release()
+    gate = Gate()
+    monkeypatch.setattr(app_module, "KEYS_FIRST", gate)
+    app = IncidentApp([SimSource(name="solo", scenario="seed")], autostart=False, engine_thread=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        seen.clear()
+        await pilot.press("down")                      # the process table's cursor: a binding
+        for _ in range(50):
+            if not gate.holding:
+                break
+            await pilot.pause(0.02)
+        assert seen == ["hold", "release"], seen
+        assert not gate.holding, "the frame that answered the key released the engine"
 
 
 def test_the_engine_thread_waits_at_a_pause_while_a_key_is_held_and_no_other_thread_does(monkeypatch):

@@ -114,6 +114,7 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool, pa
     from console.session.core import Session
     from console.sources.ssh.options import SshOptions
     from console.sources.targets import make_source
+    from console.ui import gc_pacing
 
     root = Path(tempfile.mkdtemp(prefix="gpu-incident-heap-"))
     sim = await _start_simulator(root, nodes, bench_env(), size)
@@ -135,9 +136,8 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool, pa
         rss0 = psutil.Process().memory_info().rss
         if trace:
             tracemalloc.start(1)
-        if paced:       # as the console's screen runs it (console/ui/gc_pacing.py): no automatic collection
-            gc.disable()
-            gc.freeze()
+        if paced:       # as the console's screen runs it (console/ui/gc_pacing.py): tuned thresholds
+            gc_pacing.tune()
         session.start()
         t0 = time.monotonic()
         await asyncio.sleep(seconds)
@@ -165,8 +165,7 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool, pa
         await session.stop()
         tl.close()
         if paced:
-            gc.unfreeze()
-            gc.enable()
+            gc_pacing.stop()
         return doc
     finally:
         await _stop(sim)
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=10000)
     p.add_argument("--tracemalloc", action="store_true")
     p.add_argument("--paced-gc", action="store_true",
-                   help="the collector off, as under the console's screen (ui/gc_pacing.py)")
+                   help="the collector tuned, as under the console's screen (ui/gc_pacing.py)")
     a = p.parse_args(argv)
     doc = asyncio.run(run(a.nodes, a.seconds, (a.procs, a.threads), a.tracemalloc, a.paced_gc))
     print(json.dumps(doc, indent=1))

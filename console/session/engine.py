@@ -44,7 +44,7 @@ class Engine:
         ready = threading.Event()
         loop = self.loop = asyncio.new_event_loop()
         loop.set_exception_handler(_log_exception)
-        turns.own_thread(loop)          # heavy work runs inline here, not in more threads
+        turns.own_thread(loop)          # heavy work runs inline here, not in more threads; a key stops it
 
         def run() -> None:
             turns.stalls_here()

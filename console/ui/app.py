@@ -15,7 +15,6 @@ from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
 from textual.reactive import var
 from textual.screen import ModalScreen
 from textual.widgets import DataTable
@@ -31,7 +30,7 @@ from console.sources.base import Source
 from console.turns import KEYS_FIRST
 from console.incident import consoles
 from console.incident.timeline import Timeline
-from console.ui import activity, early_hold, gc_pacing, keys, tables
+from console.ui import activity, gc_pacing, keys, tables
 from console.ui.check_runs import CheckRuns
 from console.ui.escalation import Escalation
 from console.ui.fleet_view import FleetScreen, FleetSetup, FleetUpdated
@@ -151,7 +150,6 @@ class IncidentApp(LiteralNotify, App[int]):
         #: this process, as the incident's start and stop notes name it (console/incident/consoles.py)
         self.console_id = consoles.identity()
         self.slurm = slurm                # console/sources/slurm.py SlurmClient, or None (ui/slurm_line.py)
-        self.keys_loop: asyncio.AbstractEventLoop | None = None   # set while mounted (ui/early_hold.py)
         self.keymap = dict(keymap or {})
         if keymap:
             known = keys.ids()
@@ -250,15 +248,10 @@ class IncidentApp(LiteralNotify, App[int]):
             yield LiteralStatic(literal(self._mode_text(), "bold"), id="mode")
         yield FittedFooter()
 
-    def get_driver_class(self):
-        return early_hold.holding_driver(super().get_driver_class())
-
     def on_mount(self) -> None:
         if self.stop_signals:
             self._catch_stop_signals()
         self.engine.start()
-        if self.engine.running:
-            self.keys_loop = asyncio.get_running_loop()      # the driver holds the engine on a key (early_hold)
         self.session.subscribe(Mailbox(asyncio.get_running_loop(), self._session_event, self._urgent).put
                                if self.engine.running else self._session_event)
         if self.multi_node:
@@ -305,26 +298,31 @@ class IncidentApp(LiteralNotify, App[int]):
 
     async def on_unmount(self) -> None:
         # every node at once, each bounded (NodeMonitor.stop): quitting never hangs on a node
-        self.keys_loop = None
         self._release_stop_signals()
         fleet = self.fleet_screen.monitor.stop() if self.fleet_screen is not None else asyncio.sleep(0)
         await asyncio.gather(self.engine.close(), fleet, return_exceptions=True)
         gc_pacing.stop()
 
-    def post_message(self, message: Message) -> bool:
+    async def on_event(self, event: events.Event) -> None:
         """A key or a click holds the engine until the frame that answers it is drawn
-        (console/turns.py): the operator's key goes before the next node's parse."""
-        if isinstance(message, (events.Key, events.MouseDown)):
-            KEYS_FIRST.hold()
-        return super().post_message(message)
+        (console/turns.py): the operator's key goes before the next node's parse.
 
-    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
-        """Every key binding's action: once it ran, the frame that shows it releases the
-        engine (a key that runs no action releases it after turns.HOLD_MAX_S)."""
-        try:
-            return await super().run_action(action, default_namespace, namespaces)
-        finally:
-            if KEYS_FIRST.holding and not self.call_after_refresh(KEYS_FIRST.release):
+        Textual's ``App.on_event`` takes every input event the driver reads, first as it comes
+        (the hold starts here), then, for a key or a click, once more as it bubbles back up from
+        the widget it went to, once the bindings and handlers it met have run (the release: after
+        the next frame). A key a priority binding answered at once does not go down (released
+        after the next frame too); one a widget kept to itself, or a press with no click, never
+        comes back: turns.HOLD_MAX_S releases it."""
+        if not isinstance(event, (events.Key, events.MouseDown, events.Click)):
+            await super().on_event(event)
+            return
+        came_back = event.is_forwarded
+        if not came_back:
+            KEYS_FIRST.hold()
+        await super().on_event(event)
+        answered = came_back or (isinstance(event, events.Key) and not event.is_forwarded)
+        if answered and not isinstance(event, events.MouseDown) and KEYS_FIRST.holding:
+            if not self.call_after_refresh(KEYS_FIRST.release):
                 KEYS_FIRST.release()
 
     # ------------------------------------------------------------------ data in

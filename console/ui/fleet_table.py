@@ -147,7 +147,7 @@ class FleetTable(ScrollView, can_focus=True):
     def action_scroll_bottom(self) -> None:
         self._user(len(self.nodes) - 1)
 
-    def _on_click(self, event: events.Click) -> None:
+    def on_click(self, event: events.Click) -> None:
         index = int(self.scroll_offset.y) + event.y - 1
         if event.y >= 1 and 0 <= index < len(self.nodes):
             self._user(index)

@@ -2,25 +2,35 @@
 
 Polling 256 real-size nodes (2,000 processes each) keeps some gigabyte of objects alive, and
 every poll makes containers of thousands of entries (a node's table, its process list). A
-collection walks every entry of every container younger than what it collects, and each entry
-is a read of an object somewhere in that gigabyte: measured there, CPython's automatic young
-collections took up to 150 ms of CPU each and its middle ones up to 250 ms, in both threads,
-each holding the interpreter. They were most of the key→frame p99 (250 ms; 100 ms with the
-collector off). And what they looked for is hardly there: a node polled 40 times leaves no
-cyclic garbage at all (reference counting frees what a poll drops); a failed poll leaves ~76
-objects (an exception's traceback), a frame of the screen a few.
+collection walks every entry of every container in the generations it collects, and each entry
+is a read of an object somewhere in that gigabyte. With CPython's default thresholds (700, 10,
+10) the middle and full collections came several times a second and walked most of the heap:
+measured there, up to 150 ms of CPU for a young one and 250 ms for a middle one, each holding the
+interpreter, most of the key→frame p99 (250 ms; 100 ms with the collector off). And what they
+look for is hardly there: a node polled 40 times leaves no cyclic garbage at all (reference
+counting frees what a poll drops); a failed poll leaves ~76 objects (an exception's traceback), a
+frame of the screen a few.
 
-So the automatic collector is off. Every COLLECT_EVERY_S, once the operator has typed nothing
-for QUIET_S, one collection frees the cycles made since the last one, and what survives it is
-moved out of the collector's sight (``gc.freeze``): the next one walks only what is younger.
-Measured at 256 real-size nodes with a collection every 10 s: 0.4-0.7 s of CPU each (~1 M
-objects walked), one pause instead of several a second; key→frame p99 ~85 ms. Its cost hardly
-depends on how often it runs (what it walks is the nodes' live tables, rebuilt every poll), so it
-runs rarely: every 30 s, the fan-out bench's windows met it, one key in ~60 waiting 0.8-0.95 s
-(three runs of 60 keys, 2026-12-02); every 300 s and after 3 s without a key, none did (max
-123 ms). What it leaves meanwhile is the screen's cycles, ~2,000-20,000 objects per 10 s. A
-cycle that was still in use when frozen and became garbage later is freed by the full
-collection every FULL_EVERY_S (it walks everything: seconds at that size, so rarely).
+So the collector stays on (it was switched off for the whole process before, ``gc.disable``:
+every library in the process then kept its cycles until the schedule below, and a test or a
+bench had to remember to switch it back) but is tuned, through its public thresholds:
+
+- the youngest generation is collected every YOUNG_THRESHOLD new containers instead of 700: a
+  collection walks only what is young, so it stays short, and comes tens rather than thousands
+  of times a second;
+- the middle one every MIDDLE_THRESHOLD young ones (what it walks is bounded by their product);
+- the oldest, the one that walks the whole heap, effectively never on its own (FULL_THRESHOLD
+  middle collections; in CPython 3.11-3.13 also only once the long-lived objects grew by a
+  quarter): that pause is taken on purpose, below.
+
+What the start built (the interpreter, Textual, the app) is frozen (``gc.freeze``): no automatic
+collection walks it again. Every COLLECT_EVERY_S, once the operator has typed nothing for
+QUIET_S, one full collection frees the cycles that reached the oldest generation, and what
+survives it is frozen too: the next one walks only what is younger. Measured at 256 real-size
+nodes with the collector off and that collection every 10 s: 0.4-0.7 s of CPU each (~1 M objects
+walked); every 300 s and after 3 s without a key, no key of the fan-out bench's windows met one.
+A cycle that was still in use when frozen and became garbage later is freed by the collection of
+everything every FULL_EVERY_S (seconds at that size, so rarely, and never while keys come).
 """
 from __future__ import annotations
 
@@ -28,6 +38,13 @@ import gc
 import time
 
 from console.turns import KEYS_FIRST
+
+#: new containers (allocations less frees) between two collections of the youngest generation
+YOUNG_THRESHOLD = 20_000
+#: young collections between two of the middle generation
+MIDDLE_THRESHOLD = 5
+#: middle collections between two automatic full ones: effectively never (the schedule does it)
+FULL_THRESHOLD = 1_000_000
 
 #: how often the cycles made since the last time are collected (and the survivors frozen)
 COLLECT_EVERY_S = 300.0
@@ -39,6 +56,9 @@ MAX_DEFER_S = 600.0
 FULL_EVERY_S = 3600.0
 #: a collection due while a key is being answered is tried again this much later
 RETRY_S = 0.25
+
+#: the thresholds before ``tune`` (None: not tuned, the collector is CPython's as it was)
+_before: tuple[int, ...] | None = None
 
 
 def collect_young() -> int:
@@ -54,20 +74,28 @@ def collect_all() -> int:
     return collect_young()
 
 
-def pause_automatic() -> None:
-    """The automatic collector off, and what exists now frozen (what the start built)."""
-    gc.disable()
+def tune() -> None:
+    """The collector on with the console's thresholds, and what exists now frozen (what the start
+    built)."""
+    global _before
+    if _before is None:
+        _before = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, FULL_THRESHOLD)
     gc.freeze()
 
 
+def tuned() -> bool:
+    return _before is not None
+
+
 def start(app) -> None:
-    """The automatic collector off (pause_automatic); then collect on a schedule, never while a
-    key is being answered."""
-    pause_automatic()
+    """The collector tuned (``tune``); then collect fully on a schedule, never while a key is
+    being answered."""
+    tune()
 
     def when_free(collect):
         def run(due: float | None = None) -> None:
-            if gc.isenabled():            # the screen is gone (stop): the collector is CPython's again
+            if not tuned():               # the screen is gone (stop): the collector is CPython's again
                 return
             due = time.monotonic() if due is None else due
             overdue = time.monotonic() - due > MAX_DEFER_S
@@ -87,7 +115,7 @@ class Paced:
     ``with Paced() as paced:`` … ``paced.tick()`` once per round."""
 
     def __enter__(self) -> "Paced":
-        pause_automatic()
+        tune()
         self._last = time.monotonic()
         return self
 
@@ -101,6 +129,9 @@ class Paced:
 
 
 def stop() -> None:
-    """The automatic collector back on (the console's screen is gone)."""
+    """The collector as it was before ``tune`` (the console's screen is gone)."""
+    global _before
     gc.unfreeze()
-    gc.enable()
+    if _before is not None:
+        gc.set_threshold(*_before)
+        _before = None
