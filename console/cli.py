@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from console import __version__
+from console import __version__, malloc_tuning
 from console.config import FLEET_INTERVAL_S, INTERVAL_S, PROBE_TIMEOUT_S, device_glob, seconds_text
 from console.probe import DEFAULT_DEVICE_GLOB
 from console.sim.state import DEFAULT_SCENARIO
@@ -713,6 +713,8 @@ COMMANDS = {"snapshot": cmd_snapshot, "timeline": cmd_timeline, "simulate": cmd_
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:            # the process is gpu-incident's own: its allocator, tuned for hours of polling
+        malloc_tuning.tune()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in SUBCOMMANDS:

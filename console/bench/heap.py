@@ -181,8 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tracemalloc", action="store_true")
     p.add_argument("--paced-gc", action="store_true",
                    help="the collector tuned, as under the console's screen (ui/gc_pacing.py)")
+    p.add_argument("--glibc-defaults", action="store_true",
+                   help="the C allocator as glibc sets it (the console fixes its thresholds: malloc_tuning.py)")
     a = p.parse_args(argv)
+    from console import malloc_tuning
+    tuned = [] if a.glibc_defaults else malloc_tuning.tune()
     doc = asyncio.run(run(a.nodes, a.seconds, (a.procs, a.threads), a.tracemalloc, a.paced_gc))
+    doc["malloc_tuned"] = tuned
     print(json.dumps(doc, indent=1))
     return 0
 
