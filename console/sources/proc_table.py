@@ -174,7 +174,8 @@ def merge_idents(idents: dict[int, Ident], table: dict[int, StatLine], args: dic
         if st is not None:
             if len(_UIDS) < _UIDS_MAX:       # one int object per user, not one per process
                 uid = _UIDS.setdefault(uid, uid)
-            out[pid] = Ident(st.start_ticks, uid, sys.intern(command_line(args.get(pid, []))), st.comm)
+            # keyed by the table's own int object for the PID, not one more per process
+            out[st.pid] = Ident(st.start_ticks, uid, sys.intern(command_line(args.get(pid, []))), st.comm)
     return out
 
 
