@@ -72,6 +72,29 @@ class _Client(asyncssh.SSHClient):
         self._on_lost(exc)
 
 
+#: SSH ciphers asked first: AES-GCM (the CPUs of GPU nodes and of the machines consoles run on do
+#: AES in hardware: 5.6 us a 16 KiB packet here, against 33 us for chacha20-poly1305, which
+#: asyncssh makes two cipher contexts a packet for); then the rest of asyncssh's own order. A
+#: Ciphers line in the ssh config is used as it is.
+PREFERRED_CIPHERS = (b"aes128-gcm@openssh.com", b"aes256-gcm@openssh.com")
+_DEFAULT_CIPHERS: list[bytes] | None = None
+
+
+def cipher_order(algs) -> list[bytes]:
+    """``algs`` with the preferred ciphers it holds first."""
+    first = [a for a in PREFERRED_CIPHERS if a in algs]
+    return first + [a for a in algs if a not in first]
+
+
+async def _default_ciphers() -> list[bytes]:
+    """asyncssh's own order of ciphers (what it asks where nothing is configured)."""
+    global _DEFAULT_CIPHERS
+    if _DEFAULT_CIPHERS is None:
+        plain = await asyncssh.SSHClientConnectionOptions.construct(host="localhost", config=[])
+        _DEFAULT_CIPHERS = list(plain.encryption_algs)
+    return _DEFAULT_CIPHERS
+
+
 class _SetupError(Exception):
     """Options that cannot be used (identity or config file unreadable)."""
 
@@ -139,6 +162,9 @@ class SshSource(ShellSource):
         if self._conn_opts is None:
             try:
                 opts = await asyncssh.SSHClientConnectionOptions.construct(**self._kwargs())
+                if list(opts.encryption_algs) == await _default_ciphers():   # no Ciphers in the ssh config
+                    opts = await asyncssh.SSHClientConnectionOptions.construct(
+                        options=opts, encryption_algs=[a.decode() for a in cipher_order(opts.encryption_algs)])
             except (OSError, ValueError, asyncssh.Error) as exc:
                 what = getattr(exc, "filename", None)
                 reason = getattr(exc, "strerror", None) or str(exc)
