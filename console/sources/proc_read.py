@@ -7,7 +7,7 @@ device file holds none now; a process whose threads were read and showed none in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from console.model import ThreadInfo
 from console.probe_scope import Scope
@@ -61,11 +61,28 @@ def _cached(cache: dict, key: str, parse, text: str):
     return out
 
 
+def _shared(listing: Listing, cache: dict, table: dict[int, StatLine]) -> frozenset[int] | None:
+    """The listing's PIDs to keep: a listing new this poll as the table's own int objects where the
+    table has them, one object per PID and not one more in the listing (docs/performance.md,
+    "Memory, second step"); the parse memo of its text then hands out the same set."""
+    pids = listing.pids
+    if not pids or pids is cache.get("listing"):
+        return pids
+    get = table.get
+    # (a set first: the frozenset copied from it is sized for its PIDs, not grown one at a time)
+    shared = frozenset({st.pid if (st := get(pid)) is not None else pid for pid in pids})
+    memo = cache.get("listing_text")
+    if memo is not None and memo[1].pids is pids:
+        cache["listing_text"] = (memo[0], replace(memo[1], pids=shared))
+    return shared
+
+
 def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     """The process table after this probe's sections ``sec`` (probe.split_sections), merged with
     what ``cache`` kept of the last ones; ``cache`` keeps this one. The work is in proportion
     to what the probe read, but for a few set operations over the table."""
     whole_ok, listing_text = _section(sec, "pids")
+    before_table: dict[int, StatLine] = cache.get("table", {})
     listing = _cached(cache, "listing_text", lambda t: parse_listing(t, whole_ok), listing_text) \
         if whole_ok else parse_listing(listing_text, False)
     if listing.same and scope.ack is not None and scope.ack == cache.get("listing_gen"):
@@ -73,7 +90,6 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         listing = Listing(cache.get("listing"), listing.last_pid, listing.wrapped, scope.ack)
     elif listing.same:
         listing = Listing(None, listing.last_pid, listing.wrapped)
-    before_table: dict[int, StatLine] = cache.get("table", {})
     whole = scope.whole or listing.wrapped or not before_table
     stat_ok, stat_text = _section(sec, "stat")
     seen = cache.setdefault("stat_whole" if whole else "stat_light", {})
@@ -172,7 +188,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
             if pending is not last_table.pending:
                 touched |= pending.keys() | last_table.pending.keys()
     cache["table"], cache["idents"], cache["users"], cache["extras"] = table, idents, users, extras
-    cache["listing"], cache["wrapped"], cache["dthreads"] = listing.pids, listing.wrapped, dthreads
+    cache["listing"], cache["wrapped"], cache["dthreads"] = _shared(listing, cache, table), listing.wrapped, dthreads
     cache["listing_gen"] = listing.gen if listing.pids is not None else None
     # processes whose comm changed since their command line was read (kernel workers rename
     # themselves with every work item: not those)
