@@ -510,14 +510,20 @@ async def replay(case: Case, node, sshd, tmp_path: Path, programs: Programs, sta
     mapping = start_processes(case, devices, programs, started)
     write_node(node, case, mapping)
     src = SshSource(node.target, ssh_options(sshd, tmp_path), device_glob=f"{devices}/nvidia*", probe_timeout=8)
+    hung = case.setup.get("probe") or {}
+    history: list[NodeSnapshot] = []
     try:
         snap = await src.poll()
+        if not hung.get("hung"):
+            # a second reading, as the console has before anyone presses x: a job's CPU time over the
+            # two says whether it computes (one reading cannot: console/diagnosis/liveness.py)
+            await asyncio.sleep(0.5)
+            history, snap = [snap], await src.poll()
     finally:
         await src.close()
     if snap.pci_gpus is None:                 # not read by the source yet (see the module's doc)
         snap = replace(snap, pci_gpus=_pci(case, snap))
-    history: list[NodeSnapshot] = []
-    hung = case.setup.get("probe") or {}
+        history = [replace(h, pci_gpus=snap.pci_gpus) for h in history]
     if hung.get("hung") and hung.get("for_s"):
         assert snap.error and "timed out" in snap.error, snap.error
         history = [replace(snap, taken_at=snap.taken_at - hung["for_s"] * k / 2) for k in (2, 1)]

@@ -33,7 +33,8 @@ async def test_a_whole_incident_headless_from_the_first_poll_to_the_verified_out
     session, source, tl, events = seed_session(tmp_path, "graceful")
     snap, = await session.poll_all()
     finding = next(f for f in snap.findings if f.kind == "holder")
-    plan = (await session.step("gpu07", finding, wait_default=5)).plan       # the finding's next step
+    # t on the job (a first reading does not know yet whether it computes: x proposes a wait)
+    plan = await session.plan("gpu07", "sigterm", pids=finding.pids)
     assert plan.commands == ("kill -s TERM 65102 65163 65227",)      # what a client shows in Confirm
     outcome = await session.execute(plan)                            # ...and runs once confirmed
     assert outcome.status == "settled" and outcome.freed_mib > 138 * 1024
@@ -180,7 +181,7 @@ async def main(path):
                       timeline=Timeline(path, by="ops@headless"), clock=clock)
     snap, = await session.poll_all()
     finding = next(f for f in snap.findings if f.kind == "holder")
-    outcome = await session.execute((await session.step("gpu07", finding, wait_default=5)).plan)
+    outcome = await session.execute(await session.plan("gpu07", "sigterm", pids=finding.pids))
     await session.stop("headless run done")
     print(json.dumps({"status": outcome.status, "freed": outcome.freed_mib,
                       "textual": sorted(m for m in sys.modules if m.split(".")[0] == "textual")}))

@@ -286,3 +286,23 @@ def test_x_with_nothing_to_do_names_the_computing_job_or_says_the_incident_is_do
     assert no_step_words(busy).startswith("Nothing stuck: PID 5000 is computing")
     done = replace(idle_node(), findings=diagnose(idle_node()))
     assert no_step_words(done).startswith("done on demo: every GPU is back at idle") and "`e`" in no_step_words(done)
+
+
+def test_one_reading_says_liveness_is_not_known_yet_and_proposes_a_second_not_a_signal():
+    """Whether a job computes shows in its CPU time between two readings: on the first, a job
+    whose group leader lives (no other signal against it) is not proposed a SIGTERM but a short
+    wait for the next reading, which decides."""
+    leader = Proc(pid=4000, ppid=3000, state="S", user="alice", name="torchrun", cmdline="torchrun train.py",
+                  start_ticks=700, pgid=4000, sid=3000, cpu_ticks=50)
+    first = held([leader, job(ticks=1000)], t=T0)
+    (h,) = by_kind(diagnose(first), "holder")
+    assert h.rung == "wait" and h.next_step.startswith("Wait for a second reading: whether this job computes")
+    assert "`t` stops PID 4000 and its 1 GPU process anyway" in h.next_step
+    # a second reading with its CPU time still: idle, and the step is the SIGTERM as before
+    still = held([leader, job(ticks=1000)], t=T0 + 1)
+    (h,) = by_kind(diagnose(still, [first]), "holder")
+    assert h.rung == "sigterm", h.next_step
+    # ... with its CPU time rising over a GPU at work: computing, nothing stuck
+    busy = held([leader, job(ticks=1090)], t=T0 + 1, util0=40)
+    (h,) = by_kind(diagnose(busy, [first]), "holder")
+    assert h.rung is None and h.next_step.startswith("Nothing stuck")

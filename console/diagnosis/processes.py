@@ -9,7 +9,7 @@ from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.advice import Advice, finding, in_d, kill_step, reset_step, signal_step
 from console.diagnosis.context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
-from console.diagnosis.liveness import (DETACHED, ORPHANED, SUBREAPERS, UNKILLABLE, liveness,
+from console.diagnosis.liveness import (DETACHED, ORPHANED, SUBREAPERS, UNKILLABLE, UNKNOWN, liveness,
                                         process_evidence)
 #: where a thread waits inside the NVIDIA driver: the prefixes of its functions (wchan)
 DRIVER_WCHAN = ("uvm_", "_nv", "nv_", "nvidia", "os_", "rm_", "gsp")
@@ -416,6 +416,12 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
         elif detached is not None:
             step = Advice(None, f"A normal job, detached ({'; '.join(detached.why[:2])}): nothing says it is stuck; "
                               f"`t` stops {who} if its memory must come back (Confirm first).", (), tuple(gpus))
+        elif (all(lv.verdict == UNKNOWN and lv.cpu_ticks_per_s is None for lv in lives)
+              and all(p.cpu_ticks is not None for p in members)):
+            # one reading: whether it computes shows in its CPU time between two (unknown is not idle)
+            step = Advice("wait", "Wait for a second reading: whether this job computes shows in its CPU time "
+                                  f"between two, and one is in; `t` stops {who} anyway (Confirm first).", (),
+                          tuple(gpus), wait_s=LIVENESS_WAIT_S)
         else:
             step = signal_step(sit, members, gpus, who, purpose=" if this memory must come back")
         summary += idle_words
@@ -425,6 +431,8 @@ def holders(sit: Situation, covered: set[int]) -> list[Finding]:
     return out
 
 
+#: the wait a first reading proposes before a job's liveness is known (its CPU time over two readings)
+LIVENESS_WAIT_S = 2.0
 #: a job holding memory at 0 % utilisation this long is a low finding, and this long a high one
 #: (the node's history goes back 5 minutes; the fleet's window is 10 by default)
 IDLE_LOW_S = 60.0
