@@ -24,11 +24,12 @@ import itertools
 import operator
 
 import collections
+import copy
 import dataclasses
 import weakref
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar, overload
 
-from console.model import DriverProc, NodeSnapshot, Proc
+from console.model import DriverProc, Gpu, NodeSnapshot, Proc
 
 HISTORY_POLLS = 300        # polls kept per node (5 min at 1 s; diagnosis reads up to this far back)
 
@@ -270,6 +271,18 @@ def _shared(value: T, before: T | None) -> T:
     return before if before is not None and before == value else value
 
 
+def _gpu_digest(g: Gpu) -> Gpu:
+    """The GPU with its utilisation as "0 or not" (0 or None): itself where it reads so already, else
+    a copy with that one field set (a Gpu's fields are plain values: ``dataclasses.replace`` would
+    run ``__init__`` over all thirty of them, 8 GPUs a poll of every node)."""
+    util = 0 if g.utilization_pct == 0 else None
+    if g.utilization_pct == util:
+        return g
+    out = copy.copy(g)
+    object.__setattr__(out, "utilization_pct", util)
+    return out
+
+
 def digest(snap: NodeSnapshot, before: NodeSnapshot | None = None, *, same_gpus: bool = False) -> NodeSnapshot:
     """What history keeps of a poll (see the module's doc); ``before``: the previous digest,
     whose unchanged parts are reused rather than kept twice (``same_gpus``: the poll's GPUs are
@@ -279,8 +292,7 @@ def digest(snap: NodeSnapshot, before: NodeSnapshot | None = None, *, same_gpus:
     else:
         # utilisation kept only as "0 or not" (an idle GPU's streak: diagnosis/processes.py), so
         # a busy GPU's digest is still shared from poll to poll
-        gpus = tuple(dataclasses.replace(g, utilization_pct=0 if g.utilization_pct == 0 else None)
-                     for g in snap.gpus)
+        gpus = tuple(map(_gpu_digest, snap.gpus))
     if before is not None and not same_gpus:
         by_index = {g.index: g for g in before.gpus}
         gpus = tuple(_shared(g, by_index.get(g.index)) for g in gpus)
