@@ -8,7 +8,7 @@ process with a thread in D (``watched``). Every probe reads their stat record; t
 one thread, their threads read (where a D-state that matters lives: a holder's thread stuck in
 the driver). A process outside the set is read when it is new, and at every whole probe.
 
-Pure: a snapshot in, PIDs out.
+Pure: a snapshot (or the parser's process table: ``kept``) in, PIDs out.
 """
 from __future__ import annotations
 
