@@ -36,3 +36,26 @@ async def take_step(source, snap, finding, monitor=None):
     if outcome.watch is not None:
         outcome.watch.cancel()
     return outcome
+
+
+class KeptShellSim:
+    """Mixin for a SimSource whose probes go to one long-lived shell, as over SSH: its variables
+    (the listing, the scope) live from probe to probe, so the probe has its two speeds (light,
+    whole) and leaves out the sticky sections, as the console's kept shell does."""
+
+    def _shell_token(self):
+        if not hasattr(self, "_kept_env"):
+            self._kept_env: dict[str, str] = {}
+        return self._kept_env
+
+    async def _exec(self, script, timeout):
+        return await self.node.exec(script, timeout, self._shell_token())
+
+
+def kept_shell_sim(**kw):
+    """A SimSource talking to one long-lived shell (KeptShellSim)."""
+    from console.sources.sim import SimSource
+
+    class KeptSim(KeptShellSim, SimSource):
+        pass
+    return KeptSim(**kw)

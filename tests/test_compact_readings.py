@@ -12,14 +12,16 @@ from console.session.core import Session
 from console.sim.node import SimNode
 from console.sim.scenarios import scenario_names
 from console.sources.sim import SimSource
-from tests.sim_fixtures import take_step
+from tests.sim_fixtures import kept_shell_sim, take_step
 
 SIZE = (600, 3000)
 
 
-def _node(scenario: str, detail: bool) -> SimSource:
+def _node(scenario: str, detail: bool, kept: bool = False) -> SimSource:
+    """``kept``: the probes go to one long-lived shell (light and whole probes, as over SSH)."""
     clock = FakeClock()
-    src = SimSource(name="n", node=SimNode(scenario, clock=clock, name="n", size=SIZE))
+    make = kept_shell_sim if kept else SimSource
+    src = make(name="n", node=SimNode(scenario, clock=clock, name="n", size=SIZE))
     src.detail = detail
     return src
 
@@ -28,10 +30,11 @@ def _said(findings) -> list[tuple]:
     return [(f.kind, f.severity, f.summary, f.next_step, tuple(f.pids), tuple(f.gpus)) for f in findings]
 
 
+@pytest.mark.parametrize("kept", [False, True], ids=["new-shell", "kept-shell"])
 @pytest.mark.parametrize("scenario", scenario_names())
-async def test_findings_of_a_compact_reading_are_the_whole_tables(scenario):
-    full, part = _node(scenario, True), _node(scenario, False)
-    for round_ in range(4):
+async def test_findings_of_a_compact_reading_are_the_whole_tables(scenario, kept):
+    full, part = _node(scenario, True, kept), _node(scenario, False, kept)
+    for round_ in range(6 if kept else 4):
         a, b = await full.poll(), await part.poll()
         assert a.error is None and b.error is None, (a.error, b.error)
         assert b.table_size == len(a.processes) and a.table_size is None

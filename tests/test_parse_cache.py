@@ -96,17 +96,22 @@ def test_stat_records_read_with_the_last_polls_records_read_as_the_stream_reader
     def text(entries):
         return "".join(record(pid, comm, state, ppid, threads, ticks)
                        for pid, comm, state, ppid, threads, ticks in entries)
-    seen: dict = {}
+    table: dict = {}
     for body in (text(first), text(first + second[:2]), text(second), text(second)[:max(0, len(text(second)) - cut)]):
-        assert parse_stat(body, seen) == parse_stat(body)
+        got = parse_stat(body, table)
+        assert got == parse_stat(body)
+        # a record read again unchanged is the table's StatLine; one that changed, a new one
+        for pid, st_line in got.items():
+            old = table.get(pid)
+            assert (st_line is old) == (old is not None and old.h is not None and old.h == st_line.h)
+        table = {**table, **got}
 
 
 def test_a_forged_record_line_is_read_by_the_stream_reader_not_from_memory():
     victim = record(4242, "sleep", ticks=777)
-    seen: dict = {}
-    parse_stat(victim, seen)
+    table = parse_stat(victim, {})
     forger = record(100, "a\n4242 (fake", ticks=888)          # a comm holding a newline
-    got = parse_stat(forger + victim, seen)
+    got = parse_stat(forger + victim, table)
     assert (got[4242].comm, got[4242].start_ticks) == ("sleep", 777)
     assert got[100].comm == "a\n4242 (fake"
 

@@ -19,6 +19,7 @@ Not part of ``bench --quick``: a tool to find where memory goes (docs/performanc
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import collections
 import gc
@@ -162,6 +163,7 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool, pa
             doc["rss_mib_after_malloc_trim"] = round(psutil.Process().memory_info().rss / (1 << 20), 1)
         except (OSError, AttributeError):
             pass
+        doc["pymalloc"] = pymalloc_mib()
         await session.stop()
         tl.close()
         if paced:
@@ -170,6 +172,37 @@ async def run(nodes: int, seconds: float, size: tuple[int, int], trace: bool, pa
     finally:
         await _stop(sim)
         shutil.rmtree(root, ignore_errors=True)
+
+
+_PYMALLOC = (("arenas", "# arenas allocated current"), ("in_blocks", "# bytes in allocated blocks"),
+             ("free_in_pools", "# bytes in available blocks"), ("unused_pools", "unused pools *"))
+
+
+def pymalloc_mib() -> dict[str, float]:
+    """What CPython's small-object allocator holds (its own debug statistics, written to the C
+    stderr): MiB in arenas, in live blocks, free in used pools, in unused pools. Free memory it
+    holds is memory the heap's structures do not show and the RSS does."""
+    import tempfile
+    out: dict[str, float] = {}
+    with tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(tmp.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        text = tmp.read().decode("ascii", "replace")
+    for line in text.splitlines():
+        for key, start in _PYMALLOC:
+            if start in line:
+                value = line.split("=")[-1].strip().replace(",", "")
+                if value.isdecimal():
+                    mib = int(value) / (1 << 20)
+                    out[key] = round(mib if key != "arenas" else int(value), 2)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

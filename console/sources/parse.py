@@ -23,6 +23,7 @@ from console.sources.parse_loop import LoopState, parse_loop_state
 from console.sources.parse_fabric import parse_fabric, split_fabric, with_fabric
 from console.sources.parse_repair import parse_memory_repair, with_repair
 from console.sources.parse_pmon import credit_sm, parse_pmon
+from console.sources.cold_idents import settle, warm_up
 from console.sources.proc_read import NO_EXTRA, read_table
 from console.sources.watch import kept as watched_kept
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
@@ -805,6 +806,8 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         warnings.append("nvidia-smi -L timed out: MIG instances unknown")
 
     between()
+    if detail and cache is not None:
+        warm_up(cache)                 # on screen again: every command line back (cold_idents.py)
     table = read_table(sec, cache if cache is not None else {}, scope)
     between()
     sysinfo = kept["sys"] if "sys" in kept else _keep(cache, sec, "sys", parse_sys(body("sys")[1]))
@@ -813,6 +816,8 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     warnings += w
 
     keep = None if detail else _kept(table, driver_procs, meta, cache)
+    if keep is not None and cache is not None:
+        settle(cache, table, keep)
     procs = _processes(table, meta, cache, keep)
     between()
     # the same processes and the same driver list (objects the caches handed back): the same answer

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from console.model import ThreadInfo
 from console.probe import SIGKILL_BIT
@@ -58,6 +59,9 @@ class StatLine:
     session: int | None = None      # field 6: its session (setsid starts a new one)
     utime: int | None = None        # field 14: CPU time in user mode, clock ticks
     stime: int | None = None        # field 15: CPU time in the kernel, clock ticks
+    #: hash() of the record's text (parse_stat: a record read again unchanged is this StatLine);
+    #: not part of what the record says
+    h: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def cpu_ticks(self) -> int | None:
@@ -109,7 +113,7 @@ def _int(digits: str) -> int | None:
     return int(digits) if len(digits) <= _DIGITS_MAX else None
 
 
-def _from_match(m: re.Match) -> StatLine | None:
+def _from_match(m: re.Match, h: int | None = None) -> StatLine | None:
     nums = m.group(4).split(" ")           # ppid … starttime: the numbers after the state
     ppid = _int(nums[0])
     if ppid is None:
@@ -117,7 +121,7 @@ def _from_match(m: re.Match) -> StatLine | None:
     pid = int(m.group(1))
     return StatLine(pid=pid, comm=sys.intern(m.group(2)), state=m.group(3), ppid=ppid,
                     num_threads=_int(nums[16]), start_ticks=_int(nums[18]), pgrp=_one(_int(nums[1]), pid, ppid),
-                    session=_one(_int(nums[2]), pid, ppid), utime=_nonneg(nums[10]), stime=_nonneg(nums[11]))
+                    session=_one(_int(nums[2]), pid, ppid), utime=_nonneg(nums[10]), stime=_nonneg(nums[11]), h=h)
 
 
 def _nonneg(digits: str) -> int | None:
@@ -125,48 +129,52 @@ def _nonneg(digits: str) -> int | None:
     return None if digits.startswith("-") else _int(digits)
 
 
-def _stat_by_lines(text: str, before: dict[int, StatLine | None]) -> tuple[dict[int, StatLine], dict] | None:
+def _stat_by_lines(text: str, before: Mapping[int, StatLine]) -> dict[int, StatLine] | None:
     """The usual case, no comm holding a newline: every line is one whole record, and a record
-    read at the last poll is not read again. None when a line is not a whole record (a comm
-    with a newline, output cut short): then the stream reader decides. Where every line is a
-    whole record, the stream reader would have matched exactly these records (its comm is the
-    shortest that a state and the numbers up to a newline follow, and they cannot cross one)."""
+    whose text is the one ``before`` holds for its PID (its hash, ``StatLine.h``) is not read
+    again. None when a line is not a whole record (a comm with a newline, output cut short):
+    then the stream reader decides. Where every line is a whole record, the stream reader would
+    have matched exactly these records (its comm is the shortest that a state and the numbers up
+    to a newline follow, and they cannot cross one).
+
+    The PID before the line's first space only says which StatLine to compare with: the record
+    is that StatLine only where its whole text hashes as the one it was read from."""
     lines = text.split("\n")
     if lines.pop() != "":
         return None
     out: dict[int, StatLine] = {}
-    seen: dict[int, StatLine | None] = {}
+    get, fullmatch = before.get, _RECORD.fullmatch
     for line in lines:
         key = hash(line)
-        if key in before:
-            st = before[key]
+        try:
+            old = get(int(line[:line.find(" ")]))
+        except ValueError:
+            old = None
+        if old is not None and old.h == key:
+            st = old
         else:
-            m = _RECORD.fullmatch(line + "\n")
+            m = fullmatch(line + "\n")
             if m is None:
                 return None
-            st = _from_match(m)
-        seen[key] = st
+            st = _from_match(m, key)
         if st is not None and st.pid not in out:
             out[st.pid] = st
-    return out, seen
+    return out
 
 
-def parse_stat(text: str, seen: dict[int, StatLine | None] | None = None) -> dict[int, StatLine]:
+def parse_stat(text: str, before: Mapping[int, StatLine] | None = None) -> dict[int, StatLine]:
     """``cat /proc/[0-9]*/stat``: the records read one after the other (see the module's doc).
 
     A record that does not parse (output cut short) is skipped up to the next newline; the
-    first record of a PID wins (the kernel prints each once). ``seen``: {hash(record): StatLine}
-    of the node's last poll, replaced by this poll's (a record read before is not read again).
-    Keyed by the record's hash, not its text: a real-size node's record texts are ~0.6 MB, kept
-    only to be compared (docs/performance.md, "Memory"). A str hash is 64-bit SipHash under this
-    process's secret key: no process on the node can make its record hash as another's."""
-    if seen is not None:
-        fast = _stat_by_lines(text, seen)
+    first record of a PID wins (the kernel prints each once). ``before``: the node's process
+    table ({pid: StatLine}); a record whose text is the one its StatLine was read from (the
+    record's hash, kept on the StatLine: the text itself is not kept, a real-size node's are
+    ~0.6 MB) is that StatLine, not read again. A str hash is 64-bit SipHash under this process's
+    secret key: no process on the node can make its record hash as another's."""
+    if before is not None:
+        fast = _stat_by_lines(text, before)
         if fast is not None:
-            seen.clear()
-            seen.update(fast[1])
-            return fast[0]
-        seen.clear()
+            return fast
     out: dict[int, StatLine] = {}
     pos, end = 0, len(text)
     while pos < end:

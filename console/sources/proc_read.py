@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from console.model import ThreadInfo
 from console.probe_scope import Scope
+from console.sources.cold_idents import cold_pids
 from console.sources.cgroup import Cgroup, parse_cgroup_records
 from console.sources.parse_proc import (StatLine, parse_dstate, parse_exe, parse_fds, parse_pending, parse_pidns,
                                         parse_stat)
@@ -92,8 +93,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         listing = Listing(None, listing.last_pid, listing.wrapped)
     whole = scope.whole or listing.wrapped or not before_table
     stat_ok, stat_text = _section(sec, "stat")
-    seen = cache.setdefault("stat_whole" if whole else "stat_light", {})
-    fresh = parse_stat(stat_text, seen)
+    fresh = parse_stat(stat_text, before_table)
     # a record whose text changed only in what the table keeps no field of (its memory, its page
     # faults) is the record the table holds: its process did not change. Its CPU time (utime and
     # stime) is kept: a busy worker's record changes with every probe that reads it
@@ -200,7 +200,9 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     renamed.difference_update(uids)
     # what the next probe should read of processes the console knows too little of
     if not (same_keys and idents is old_idents and "unread" in cache):
-        cache["unread"] = (listing.pids - idents.keys()) if listing.pids is not None else set()
+        # (those of a node not on screen kept compressed were read: cold_idents.py)
+        cache["unread"] = ((listing.pids - idents.keys() - cold_pids(cache)) if listing.pids is not None
+                           else set())
     if not same_keys:
         cache["keys_are_listing"] = listing.pids is not None and table.keys() == listing.pids
     unnamed = cache.setdefault("unnamed", set())

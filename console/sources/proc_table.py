@@ -172,11 +172,15 @@ def merge_idents(idents: dict[int, Ident], table: dict[int, StatLine], args: dic
     for pid, uid in uids.items():
         st = table.get(pid)
         if st is not None:
-            if len(_UIDS) < _UIDS_MAX:       # one int object per user, not one per process
-                uid = _UIDS.setdefault(uid, uid)
+            uid = shared_uid(uid)
             # keyed by the table's own int object for the PID, not one more per process
             out[st.pid] = Ident(st.start_ticks, uid, sys.intern(command_line(args.get(pid, []))), st.comm)
     return out
+
+
+def shared_uid(uid: int | None) -> int | None:
+    """One int object per user, not one per process."""
+    return _UIDS.setdefault(uid, uid) if len(_UIDS) < _UIDS_MAX else _UIDS.get(uid, uid)
 
 
 #: the user ids seen, each one int object for every process of that user (bounded: a node
