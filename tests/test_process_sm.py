@@ -370,3 +370,16 @@ async def test_the_details_of_a_listed_process_say_its_sm_share():
     none = dataclasses.replace(s.proc(72230), gpu_sm_pct=None)
     assert "GPU SM busy    not reported" in proc_detail(none, s).plain
     assert IncidentApp                                           # (the screen that shows it: enter)
+
+
+def test_proc_with_is_dataclasses_replace_without_the_memos():
+    import dataclasses
+    from console.model import proc_with
+    p = Proc(pid=5, ppid=1, state="S", user="root", name="python3", cmdline="python3 w.py",
+             device_files=("/dev/nvidia0",), gpu_memory_mib={"0": 10})
+    assert p.device_gpus == (0,)                       # a memo slot set on p
+    q = proc_with(p, gpu_sm_pct=7, cpu_ticks=3)
+    assert q == dataclasses.replace(p, gpu_sm_pct=7, cpu_ticks=3) and q is not p
+    assert getattr(q, "_device_gpus", None) is None    # unset, as replace leaves it
+    with pytest.raises(TypeError):
+        proc_with(p, no_such_field=1)

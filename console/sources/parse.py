@@ -14,7 +14,7 @@ import sys
 from typing import Callable, Mapping
 from dataclasses import dataclass, field
 
-from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc, recovery_token
+from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc, proc_with, recovery_token
 from console.textsafe import one_line
 from console import probe, probe_loop
 from console.probe import FABRIC_MARK, RECOVERY_FIELD, kernel_line, split_sections
@@ -493,7 +493,7 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
         p = procs[i]
         hit = before.get(pid)
         if hit is None or hit[0] is not p or hit[1] != per:
-            hit = (p, per, dataclasses.replace(p, gpu_memory_mib=per))
+            hit = (p, per, proc_with(p, gpu_memory_mib=per))
         made[pid] = hit
         out[i] = hit[2]
     if cache is not None:

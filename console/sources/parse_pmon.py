@@ -27,12 +27,11 @@ source uses it too).
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import operator
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from console.model import DriverProc, Proc
+from console.model import DriverProc, Proc, proc_with
 
 #: the words nvidia-smi prints when pmon cannot run on the node's GPUs
 NOT_SUPPORTED = "Not supported on the device(s)"
@@ -129,7 +128,7 @@ def credit_sm(procs: Sequence[Proc], driver_procs: Sequence[DriverProc],
     def credited(p: Proc, value: int | None) -> Proc:
         hit = before.get(p.pid)
         if hit is None or hit[0] is not p or hit[1] != value:
-            hit = (p, value, dataclasses.replace(p, gpu_sm_pct=value))
+            hit = (p, value, proc_with(p, gpu_sm_pct=value))
         made[p.pid] = hit
         return hit[2]
 
