@@ -316,6 +316,23 @@ class Proc(_ProcMemo):
         return sum(v for v in self.gpu_memory_mib.values() if v)
 
 
+_PROC_FIELDS = tuple(f.name for f in fields(Proc))
+_PROC_FIELD_SET = frozenset(_PROC_FIELDS)
+
+
+def proc_with(proc: Proc, **changes: Any) -> Proc:
+    """``dataclasses.replace(proc, **changes)`` at about half its cost (the parser credits the
+    driver's memory and SM share to a node's GPU processes every poll): a Proc has no
+    ``__post_init__`` to run, and the new object's memo slots are unset, as replace leaves them."""
+    if not changes.keys() <= _PROC_FIELD_SET:
+        raise TypeError(f"Proc has no field(s) {', '.join(sorted(changes.keys() - _PROC_FIELD_SET))}")
+    new = object.__new__(Proc)
+    put = object.__setattr__
+    for name in _PROC_FIELDS:
+        put(new, name, changes[name] if name in changes else getattr(proc, name))
+    return new
+
+
 @dataclass(frozen=True)
 class DriverProc:
     """A process as the driver lists it (nvidia-smi --query-compute-apps / NVML)."""

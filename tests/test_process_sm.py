@@ -118,6 +118,25 @@ def test_only_processes_the_driver_lists_here_get_a_figure_the_busiest_of_their_
     assert again[0] is out[0] and again[3].gpu_sm_pct == 40 and again[1] is procs[1]
 
 
+def test_the_parsers_fresh_list_is_credited_as_a_walk_of_every_process_would():
+    # fresh (the parser's list: PID order, one a PID, no figure yet): only the listed PIDs are
+    # looked up, by bisection; the answer and the objects kept are the full walk's
+    procs = tuple(_proc(pid) for pid in range(10, 40, 3))
+    driver = (DriverProc(10, 0, "GPU-0", 100, "python3", local=True),
+              DriverProc(22, 1, "GPU-1", 100, "python3", local=True),
+              DriverProc(25, 0, "GPU-0", 100, "python3", local=False),
+              DriverProc(26, 2, "GPU-2", 100, "python3", local=True),       # not in /proc
+              DriverProc(37, 2, "GPU-2", 100, "python3", local=True))
+    sm = {10: {0: 3, 1: 97}, 22: {1: None}, 25: {0: 50}, 26: {2: 9}, 37: {2: 0}}
+    walked, quick = {}, {}
+    out = credit_sm(procs, driver, sm, walked)
+    fast = credit_sm(procs, driver, sm, quick, fresh=True)
+    assert fast == out and [p.gpu_sm_pct for p in fast] == [97] + [None] * 8 + [0]
+    assert [a is b for a, b in zip(fast, procs)] == [a is b for a, b in zip(out, procs)]
+    again = credit_sm(procs, driver, {**sm, 37: {2: 5}}, quick, fresh=True)
+    assert again[0] is fast[0] and again[9].gpu_sm_pct == 5
+
+
 # ---------------------------------------------------------------- the probe section
 
 MARK = "::gi-sm::"
@@ -351,3 +370,16 @@ async def test_the_details_of_a_listed_process_say_its_sm_share():
     none = dataclasses.replace(s.proc(72230), gpu_sm_pct=None)
     assert "GPU SM busy    not reported" in proc_detail(none, s).plain
     assert IncidentApp                                           # (the screen that shows it: enter)
+
+
+def test_proc_with_is_dataclasses_replace_without_the_memos():
+    import dataclasses
+    from console.model import proc_with
+    p = Proc(pid=5, ppid=1, state="S", user="root", name="python3", cmdline="python3 w.py",
+             device_files=("/dev/nvidia0",), gpu_memory_mib={"0": 10})
+    assert p.device_gpus == (0,)                       # a memo slot set on p
+    q = proc_with(p, gpu_sm_pct=7, cpu_ticks=3)
+    assert q == dataclasses.replace(p, gpu_sm_pct=7, cpu_ticks=3) and q is not p
+    assert getattr(q, "_device_gpus", None) is None    # unset, as replace leaves it
+    with pytest.raises(TypeError):
+        proc_with(p, no_such_field=1)

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 from console.diagnosis import who
 from console.diagnosis.who import TEARDOWN_WINDOW_S, blocker_daemon, device_gpus, is_protected, label
-from console.diagnosis.roles import Role, role_of
+from console.diagnosis.roles import Role, role_of, running_blockers
 from console.model import ActionRecord, NodeSnapshot, Proc
 from console.diagnosis import text
 from console.diagnosis.history import (DEVICES, IN_D, PARENT, STREAKS, ZOMBIE, History, Track, memo, pid_map,
@@ -196,8 +196,7 @@ class Situation:
 
     def blocker_daemons(self) -> list[Proc]:
         """Reset-blocker daemons running (persistenced, MPS, DCGM, fabric manager), in /proc order."""
-        return list(self._once("blocker_daemons", lambda: [
-            p for p in self.snap.processes if blocker_daemon(p) is not None and p.state != "Z"]))
+        return list(self._once("blocker_daemons", lambda: running_blockers(self.snap.processes)))
 
     def holder_pids(self, gpus: Iterable[int] = ()) -> list[int]:
         """who.holder_pids(self.snap, gpus), worked out once per call for each set of GPUs."""
@@ -218,8 +217,13 @@ class Situation:
 
     def gpu_parents(self) -> set[int]:
         """PIDs that are the parent of a process holding a GPU."""
-        return self._once("gpu_parents", lambda: {c.ppid for c in self.pmap(self.snap).values()
-                                                  if self.holds_gpu(c)})
+        def build() -> set[int]:
+            drv = self.driver_pids()
+            # holds_gpu is false without any of these (gpu_holders' cheap test): 2,000 processes
+            # a real-size node, a handful of which have one
+            return {c.ppid for c in self.pmap(self.snap).values()
+                    if (c.gpu_memory_mib or c.device_files or c.d_threads or c.pid in drv) and self.holds_gpu(c)}
+        return self._once("gpu_parents", build)
 
     # ------------------------------------------------------------ time
 

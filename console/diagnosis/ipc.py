@@ -59,6 +59,8 @@ def handoffs(sit: Situation) -> list[Finding]:
     seen: set[tuple[int, int]] = set()
     for older, newer in zip(sit.history, (*sit.history[1:], snap)):
         before, after = _charged(older), _charged(newer)      # memoised: each reading once
+        if before.keys() <= after.keys():
+            continue                             # no (GPU, PID) charge ended here: no exporter gone
         for (gpu, exporter), held in before.items():
             if held < MIN_MIB or (gpu, exporter) in after:
                 continue

@@ -9,6 +9,7 @@ from console.model import Finding, Proc
 from console.diagnosis import text as t
 from console.diagnosis.advice import Advice, finding, in_d, kill_step, reset_step, signal_step
 from console.diagnosis.context import DEVICES, IN_D, PARENT, ZOMBIE, Situation
+from console.diagnosis.history import memo
 from console.diagnosis.liveness import (DETACHED, ORPHANED, SUBREAPERS, UNKILLABLE, UNKNOWN, liveness,
                                         process_evidence)
 #: where a thread waits inside the NVIDIA driver: the prefixes of its functions (wchan)
@@ -153,7 +154,7 @@ def hidden_holders(sit: Situation, ghost_gpus: set[int], named: set[int] = froze
     suspects: list[Proc] = []
     others: list[Proc] = []
     for p in sit.snap.processes:
-        if not p.holds_devices or p.pid in listed or p.state == "Z" or not sit.touchable(p) \
+        if not p.device_files or p.pid in listed or p.state == "Z" or not sit.touchable(p) \
                 or not sit.workload(p) or is_mps_server(p) or p.pid in named:
             continue      # the node's own programs, monitors and MPS (mps_servers) hold devices all the
             # time; ``named``: host-side holders another finding names (a container's, foreign_pids)
@@ -450,10 +451,10 @@ def _idle(sit: Situation, gpus) -> tuple[float, str, str]:
 
 def idle_for(sit: Situation, gpus) -> float:
     """How long every one of ``gpus`` has held memory at 0 % utilisation (0 when one is busy now)."""
+    want = frozenset(gpus)
+
     def idle(snap) -> bool:
-        by = {g.index: g for g in snap.gpus}
-        return bool(gpus) and all(g in by and by[g].utilization_pct == 0 and (by[g].memory_used_mib or 0) > FREED_MIB
-                                  for g in gpus)
+        return bool(want) and want <= memo(snap, "idle_gpus", _idle_gpus)
     if not idle(sit.snap):
         return 0.0
     since = sit.snap.taken_at
@@ -462,6 +463,13 @@ def idle_for(sit: Situation, gpus) -> float:
             break
         since = h.taken_at
     return max(0.0, sit.snap.taken_at - since)
+
+
+def _idle_gpus(snap) -> frozenset[int]:
+    """The GPUs of a reading that held memory at 0 % utilisation (the last of an index that
+    repeats decides), once per reading: the history's are read again every diagnosis."""
+    by = {g.index: g for g in snap.gpus}
+    return frozenset(i for i, g in by.items() if g.utilization_pct == 0 and (g.memory_used_mib or 0) > FREED_MIB)
 
 
 def _command_of(proc: Proc) -> str:

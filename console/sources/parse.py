@@ -14,7 +14,7 @@ import sys
 from typing import Callable, Mapping
 from dataclasses import dataclass, field
 
-from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc, recovery_token
+from console.model import DriverProc, Gpu, MigInstance, NodeSnapshot, PciGpu, Proc, proc_with, recovery_token
 from console.textsafe import one_line
 from console import probe, probe_loop
 from console.probe import FABRIC_MARK, RECOVERY_FIELD, kernel_line, split_sections
@@ -494,7 +494,7 @@ def credit_driver_memory(procs: list[Proc], driver_procs: list[DriverProc] | tup
         p = procs[i]
         hit = before.get(pid)
         if hit is None or hit[0] is not p or hit[1] != per:
-            hit = (p, per, dataclasses.replace(p, gpu_memory_mib=per))
+            hit = (p, per, proc_with(p, gpu_memory_mib=per))
         made[pid] = hit
         out[i] = hit[2]
     if cache is not None:
@@ -640,7 +640,7 @@ def _processes(table, meta: Meta, cache: dict | None, keep: frozenset[int] | Non
             p = made(pid, st, old)
             if p is not old:
                 changed[pid] = p
-        if same_pids and all(p.pid in stats for p in last):
+        if same_pids and all(map(stats.__contains__, map(_PID, last))):
             if not changed:
                 return last               # the same processes, the very objects: the same list
             procs = list(last)            # the same PIDs: only the changed ones replaced
@@ -730,6 +730,27 @@ def _repair_and_fabric(text: str) -> tuple[dict, dict]:
     return parse_memory_repair(repair_text), parse_fabric(fabric_text)
 
 
+def _gpus_with(parsed: list[Gpu], mig: dict, repair: dict, fabric: dict, cache: dict | None) -> tuple[Gpu, ...]:
+    """The GPUs of the query with their MIG devices, memory repair and fabric state; the last
+    poll's very tuple when each of the four is the very object it was made from (a section
+    whose text did not change hands back what it parsed then: ``_same``, ``_keep``), not eight
+    copies of thirty fields a poll."""
+    key = (parsed, mig, repair, fabric)
+    hit = cache.get("gpus_with") if cache is not None else None
+    if hit is not None and all(map(operator.is_, hit[0], key)):
+        return hit[1]
+    gpus = []
+    for g in parsed:
+        inst = mig.get(g.index, ())
+        if inst or g.mig_mode:
+            g = dataclasses.replace(g, mig_instances=inst, mig_mode=True if inst else g.mig_mode)
+        gpus.append(g)
+    out = with_fabric(with_repair(gpus, repair), fabric)
+    if cache is not None:
+        cache["gpus_with"] = (key, out)
+    return out
+
+
 def _read_loop(sec: dict, cache: dict, taken_at: float) -> list[str]:
     """The loop-mode sections (console/probe_loop.py): their newest whole sample stands in for
     the per-poll GPU and compute-apps queries when the probe left those out. Kept in ``cache``:
@@ -782,15 +803,9 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
     warnings += gp.warnings
     error = gp.error
     mig = _same(cache, "list", parse_gpu_list, body("list")[1])
-    gpus = []
-    for g in gp.gpus:
-        inst = mig.get(g.index, ())
-        if inst or g.mig_mode:
-            g = dataclasses.replace(g, mig_instances=inst, mig_mode=True if inst else g.mig_mode)
-        gpus.append(g)
     repair, fabric = kept["remap"] if "remap" in kept else _keep(
         cache, sec, "remap", _same(cache, "remap", _repair_and_fabric, body("remap")[1]))
-    gpus = list(with_fabric(with_repair(gpus, repair), fabric))
+    gpus = _gpus_with(gp.gpus, mig, repair, fabric, cache)
     if gpus and body("remap")[0] == 124:
         warnings.append("nvidia-smi -q -d ROW_REMAPPER timed out: row remapping unknown")
     uuid_to_index = {g.uuid: g.index for g in gpus}
@@ -838,7 +853,8 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
         cache["pmon_unsupported"] = pmon.unsupported
     if body("pmon")[0] == 124:
         warnings.append("nvidia-smi pmon timed out: the processes' SM utilisation unknown")
-    processes = credit_sm(processes, driver_procs, pmon.sm, cache)
+    # (the parser's Procs: in PID order, one a PID, no SM figure on any yet)
+    processes = credit_sm(processes, driver_procs, pmon.sm, cache, fresh=True)
     own = (meta.shell_pid,) if meta.shell_pid else ()
     # the GPUs the kernel module knows (asked every PCI_EVERY polls: the last answer holds between);
     # a section cut short says nothing of the GPUs it did not reach: unknown

@@ -26,11 +26,12 @@ source uses it too).
 """
 from __future__ import annotations
 
-import dataclasses
+import bisect
+import operator
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from console.model import DriverProc, Proc
+from console.model import DriverProc, Proc, proc_with
 
 #: the words nvidia-smi prints when pmon cannot run on the node's GPUs
 NOT_SUPPORTED = "Not supported on the device(s)"
@@ -104,13 +105,18 @@ def busiest(per_gpu: Mapping[int, int | None] | None) -> int | None:
     return max(values) if values else None
 
 
+_PID = operator.attrgetter("pid")
+
+
 def credit_sm(procs: Sequence[Proc], driver_procs: Sequence[DriverProc],
-              sm: Mapping[int, Mapping[int, int | None]], cache: dict | None = None) -> tuple[Proc, ...]:
+              sm: Mapping[int, Mapping[int, int | None]], cache: dict | None = None, *,
+              fresh: bool = False) -> tuple[Proc, ...]:
     """``gpu_sm_pct`` on every process the driver lists here (``local`` not False: a PID of
     another namespace that collides with a local one gets nothing): the busiest of its GPUs,
     None where no GPU reports one; every other process None. ``cache`` (one dict per node, kept
     from poll to poll): the same inputs give the very same tuple, a process whose figure did
-    not change is the same object."""
+    not change is the same object. ``fresh``: the caller vouches that ``procs`` are in PID
+    order, one a PID, and that none has a figure yet (the parser's)."""
     if cache is not None:
         memo = cache.get("sm_memo")
         if memo is not None and memo[0] is procs and memo[1] is driver_procs and memo[2] is sm:
@@ -118,17 +124,29 @@ def credit_sm(procs: Sequence[Proc], driver_procs: Sequence[DriverProc],
     listed = {d.pid for d in driver_procs if d.local is not False}
     before = cache.get("sm_made", {}) if cache is not None else {}
     made: dict[int, tuple[Proc, int | None, Proc]] = {}
-    out: list[Proc] = []
-    for p in procs:
-        value = busiest(sm.get(p.pid)) if p.pid in listed else None
-        if value == p.gpu_sm_pct:
-            out.append(p)
-            continue
+
+    def credited(p: Proc, value: int | None) -> Proc:
         hit = before.get(p.pid)
         if hit is None or hit[0] is not p or hit[1] != value:
-            hit = (p, value, dataclasses.replace(p, gpu_sm_pct=value))
+            hit = (p, value, proc_with(p, gpu_sm_pct=value))
         made[p.pid] = hit
-        out.append(hit[2])
+        return hit[2]
+
+    if fresh:
+        # no figure on any process yet, in PID order, one each (the parser's): only the listed
+        # ones can change, found by bisection, not a walk of a real-size node's 2,000 processes
+        out = list(procs)
+        for pid in listed:
+            i = bisect.bisect_left(procs, pid, key=_PID)
+            if i < len(procs) and procs[i].pid == pid:
+                value = busiest(sm.get(pid))
+                if value is not None:
+                    out[i] = credited(procs[i], value)
+    else:
+        out = []
+        for p in procs:
+            value = busiest(sm.get(p.pid)) if p.pid in listed else None
+            out.append(p if value == p.gpu_sm_pct else credited(p, value))
     result = tuple(out)
     if cache is not None:
         cache["sm_made"] = made
