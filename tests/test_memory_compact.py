@@ -138,3 +138,29 @@ async def test_compact_streaks_answer_as_full_snapshots_do_while_the_parser_reus
     assert reused > SIZE[0], "the parser handed back the same Procs (the history's quick path ran)"
     tracks = compact._tracks[snap.name]
     assert len(tracks[0]) < len(tracks[1]) // 10, "most processes keep a 'since', not a Track"
+
+
+async def test_the_pid_listing_is_the_tables_keys_while_they_are_the_same():
+    """Over a kept shell (light probes, "same" listings): the listing the console holds is the
+    table's keys, not a set of every PID beside them, and it follows PIDs that come and go."""
+    from tests.sim_fixtures import kept_shell_sim
+    from console.sources.proc_read import TableKeys
+    clock = FakeClock()
+    source = kept_shell_sim(node=SimNode("seed", clock=clock, name="n1", size=SIZE))
+    for _ in range(3):
+        await source.poll()
+        clock.advance(1.0)
+    cache = source._parse_cache
+    held = cache["listing"]
+    assert isinstance(held, TableKeys) and held.table is cache["table"]
+    assert set(held) == {p.pid for p in source.node.visible_procs()}
+    victim = next(p for p in source.node.visible_procs() if p.args and not p.kthread and p.ppid == 1)
+    source.node.stop_process(victim)                   # a task ends: a new listing
+    born = source.node.add_proc(ppid=1, comm="sleep", args="sleep 600")
+    snap = await source.poll()
+    clock.advance(1.0)
+    pids = {p.pid for p in snap.processes}
+    assert victim.pid not in pids and born.pid in pids
+    snap = await source.poll()
+    assert cache["listing"] is held and set(held) == {p.pid for p in source.node.visible_procs()}
+    assert {p.pid for p in snap.processes} == set(held)

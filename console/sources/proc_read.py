@@ -7,6 +7,7 @@ device file holds none now; a process whose threads were read and showed none in
 """
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from console.model import ThreadInfo
@@ -62,20 +63,63 @@ def _cached(cache: dict, key: str, parse, text: str):
     return out
 
 
-def _shared(listing: Listing, cache: dict, table: dict[int, StatLine]) -> frozenset[int] | None:
-    """The listing's PIDs to keep: a listing new this poll as the table's own int objects where the
+class TableKeys(AbstractSet[int]):
+    """The node's PID listing where it is the process table's keys (as on a node where no task
+    was born between the listing and the records): those keys, not a set of 2,000 PIDs beside
+    them (docs/performance.md, "Memory, third step"). One object a node while that holds, moved
+    to each new table, so a listing the node says is the same ("same", or the same text) is this
+    very object, as a held frozenset was."""
+    __slots__ = ("table",)
+
+    def __init__(self, table: dict[int, StatLine]) -> None:
+        self.table = table
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self.table
+
+    def __iter__(self):
+        return iter(self.table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __sub__(self, other):
+        return self.table.keys() - other
+
+    def __eq__(self, other: object) -> bool:
+        return self.table.keys() == (other.table.keys() if isinstance(other, TableKeys) else other)
+
+    __hash__ = None          # type: ignore[assignment]
+
+    @classmethod
+    def _from_iterable(cls, it):
+        return frozenset(it)
+
+
+def _held(listing: Listing, cache: dict, table: dict[int, StatLine], keys_are_listing: bool):
+    """The listing's PIDs to keep for the next probe: the table's keys where they are the
+    listing (TableKeys); else a listing new this poll as the table's own int objects where the
     table has them, one object per PID and not one more in the listing (docs/performance.md,
-    "Memory, second step"); the parse memo of its text then hands out the same set."""
+    "Memory, second step"). The parse memo of its text then hands out the same object."""
     pids = listing.pids
-    if not pids or pids is cache.get("listing"):
+    if not pids:
         return pids
-    get = table.get
-    # (a set first: the frozenset copied from it is sized for its PIDs, not grown one at a time)
-    shared = frozenset({st.pid if (st := get(pid)) is not None else pid for pid in pids})
+    held = cache.get("listing")
+    if keys_are_listing:
+        out = held if isinstance(held, TableKeys) else TableKeys(table)
+        out.table = table
+    elif isinstance(pids, TableKeys):
+        out = frozenset(pids.table)           # the listing held: the last table's keys, as a set now
+    elif pids is held:
+        return pids
+    else:
+        get = table.get
+        # (a set first: the frozenset copied from it is sized for its PIDs, not grown one at a time)
+        out = frozenset({st.pid if (st := get(pid)) is not None else pid for pid in pids})
     memo = cache.get("listing_text")
-    if memo is not None and memo[1].pids is pids:
-        cache["listing_text"] = (memo[0], replace(memo[1], pids=shared))
-    return shared
+    if memo is not None and memo[1].pids is pids and out is not pids:
+        cache["listing_text"] = (memo[0], replace(memo[1], pids=out))
+    return out
 
 
 def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
@@ -188,7 +232,10 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
             if pending is not last_table.pending:
                 touched |= pending.keys() | last_table.pending.keys()
     cache["table"], cache["idents"], cache["users"], cache["extras"] = table, idents, users, extras
-    cache["listing"], cache["wrapped"], cache["dthreads"] = _shared(listing, cache, table), listing.wrapped, dthreads
+    if not same_keys:
+        cache["keys_are_listing"] = listing.pids is not None and table.keys() == listing.pids
+    cache["listing"] = _held(listing, cache, table, cache["keys_are_listing"])
+    cache["wrapped"], cache["dthreads"] = listing.wrapped, dthreads
     cache["listing_gen"] = listing.gen if listing.pids is not None else None
     # processes whose comm changed since their command line was read (kernel workers rename
     # themselves with every work item: not those)
@@ -203,8 +250,6 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         # (those of a node not on screen kept compressed were read: cold_idents.py)
         cache["unread"] = ((listing.pids - idents.keys() - cold_pids(cache)) if listing.pids is not None
                            else set())
-    if not same_keys:
-        cache["keys_are_listing"] = listing.pids is not None and table.keys() == listing.pids
     unnamed = cache.setdefault("unnamed", set())
     unnamed.update(uid for uid in uids.values() if uid not in users)
     unnamed.difference_update(users)
