@@ -139,3 +139,12 @@ def test_a_probe_that_reads_no_command_line_keeps_each_only_for_the_same_process
     reused = snap.proc(200)
     assert reused.name == "evil" and reused.cmdline == "" and reused.user is None, "never the old process's line"
     assert snap.proc(300).cmdline == "" and snap.proc(300).name == "new"
+
+
+def test_the_first_record_of_a_pid_wins_when_a_later_one_is_the_tables():
+    """A PID printed twice (no kernel does; a hostile node may): the first record, as the stream
+    reader reads it, though the second is the very record the table holds."""
+    table = parse_stat(record(100, "bash", ticks=5) + record(4242, "sleep", ticks=777), {})
+    text = record(4242, "other", ticks=777) + record(100, "bash", ticks=5) + record(4242, "sleep", ticks=777)
+    assert parse_stat(text, table) == parse_stat(text)
+    assert parse_stat(text, table)[4242].comm == "other"

@@ -144,12 +144,25 @@ def _stat_by_lines(text: str, before: Mapping[int, StatLine]) -> dict[int, StatL
         return None
     out: dict[int, StatLine] = {}
     get, fullmatch = before.get, _RECORD.fullmatch
+    # the records come in the order the table has them (the listing's: a whole probe reads the
+    # PIDs it lists, in that order; the table keeps it, a PID new since then at its end): each
+    # line is first compared with the table's record at the same place
+    known = list(before.values())
+    at, count = 0, len(known)
     for line in lines:
         key = hash(line)
+        here = known[at] if at < count else None
+        if here is not None and here.h == key:
+            if here.pid not in out:          # the first record of a PID wins
+                out[here.pid] = here
+            at += 1
+            continue
         try:
             old = get(int(line[:line.find(" ")]))
         except ValueError:
             old = None
+        if old is not None and old is here:
+            at += 1
         if old is not None and old.h == key:
             st = old
         else:
