@@ -122,6 +122,36 @@ def _held(listing: Listing, cache: dict, table: dict[int, StatLine], keys_are_li
     return out
 
 
+def _light_extras(before: dict[int, Extra], table: dict[int, StatLine], same_keys: bool, scope: Scope,
+                  fds: dict, pidns: dict, cgroups: dict, look: set[int]) -> dict[int, Extra]:
+    """The device files, namespace and cgroup of each process after a light probe: what it read
+    of the processes it walked (``look``), what an earlier probe read of the others (the same
+    process)."""
+    extras = dict(before)
+    if not same_keys:
+        for pid in extras.keys() - table.keys():
+            del extras[pid]
+    for pid in look:
+        st = table.get(pid)
+        if st is None:
+            continue
+        old = before.get(pid)
+        same = old is not None and old[0] == st.start_ticks
+        files = fds.get(pid)
+        if files is None and (pid in scope.fds or not same):
+            files = ()
+        elif files is None:
+            files = old[1]
+        # a light walk keeps what an earlier probe read of a process it did not walk
+        ns = pidns.get(pid) or (old[2] if same and files else None)
+        cg = cgroups.get(pid) or (old[3] if same else None)
+        if files or ns or cg:
+            extras[pid] = (st.start_ticks, files, ns, cg)
+        else:
+            extras.pop(pid, None)
+    return extras
+
+
 def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     """The process table after this probe's sections ``sec`` (probe.split_sections), merged with
     what ``cache`` kept of the last ones; ``cache`` keeps this one. The work is in proportion
@@ -190,30 +220,23 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
                 users[uid] = name
     walk_all = whole and fds_ok
     before: dict[int, Extra] = cache.get("extras", {})
-    extras = dict(before)
-    if not same_keys:
-        for pid in extras.keys() - table.keys():
-            del extras[pid]
-    look = table.keys() if walk_all else (set(scope.fds) | fds.keys() | pidns.keys() | cgroups.keys() | changed)
-    for pid in look:
-        st = table.get(pid)
-        if st is None:
-            continue
-        old = before.get(pid)
-        same = old is not None and old[0] == st.start_ticks
-        files = fds.get(pid)
-        if files is None and (walk_all or pid in scope.fds or not same):
-            files = ()
-        elif files is None:
-            files = old[1]
-        # a whole walk read every holder's namespace and cgroup; a light one keeps what an
-        # earlier probe read of a process it did not walk
-        ns = pidns.get(pid) or (old[2] if same and files and not walk_all else None)
-        cg = cgroups.get(pid) or (old[3] if same and not walk_all else None)
-        if files or ns or cg:
-            extras[pid] = (st.start_ticks, files, ns, cg)
-        else:
-            extras.pop(pid, None)
+    if walk_all:
+        # a whole walk read every process's fds, and the namespace and cgroup of every holder:
+        # what it found is all there is (a process in none of the three has no entry); not a
+        # look at each of the table's 2,000 processes
+        extras: dict[int, Extra] = {}
+        for pid in fds.keys() | pidns.keys() | cgroups.keys():
+            st = table.get(pid)
+            if st is None:
+                continue
+            files, ns, cg = fds.get(pid) or (), pidns.get(pid) or None, cgroups.get(pid) or None
+            if files or ns or cg:
+                new = (st.start_ticks, files, ns, cg)
+                old = before.get(pid)
+                extras[pid] = old if old == new else new
+    else:
+        look = set(scope.fds) | fds.keys() | pidns.keys() | cgroups.keys() | changed
+        extras = _light_extras(before, table, same_keys, scope, fds, pidns, cgroups, look)
     # what the watched set is made of changed (sources/watch.py works it out again only then):
     # PIDs came or went, a parent, a zombie or D state, a thread count, device files, threads in D
     last_dthreads = cache.get("dthreads", {})
