@@ -98,8 +98,10 @@ def test_stat_records_read_with_the_last_polls_records_read_as_the_stream_reader
                        for pid, comm, state, ppid, threads, ticks in entries)
     table: dict = {}
     for body in (text(first), text(first + second[:2]), text(second), text(second)[:max(0, len(text(second)) - cut)]):
-        got = parse_stat(body, table)
+        made: set = set()
+        got = parse_stat(body, table, made)
         assert got == parse_stat(body)
+        assert made == {pid for pid, st_line in got.items() if table.get(pid) is not st_line}
         # a record read again unchanged is the table's StatLine; one that changed, a new one
         for pid, st_line in got.items():
             old = table.get(pid)

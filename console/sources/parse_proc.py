@@ -129,7 +129,7 @@ def _nonneg(digits: str) -> int | None:
     return None if digits.startswith("-") else _int(digits)
 
 
-def _stat_by_lines(text: str, before: Mapping[int, StatLine]) -> dict[int, StatLine] | None:
+def _stat_by_lines(text: str, before: Mapping[int, StatLine], made: set[int]) -> dict[int, StatLine] | None:
     """The usual case, no comm holding a newline: every line is one whole record, and a record
     whose text is the one ``before`` holds for its PID (its hash, ``StatLine.h``) is not read
     again. None when a line is not a whole record (a comm with a newline, output cut short):
@@ -168,14 +168,18 @@ def _stat_by_lines(text: str, before: Mapping[int, StatLine]) -> dict[int, StatL
         else:
             m = fullmatch(line + "\n")
             if m is None:
+                made.clear()
                 return None
             st = _from_match(m, key)
+            if st is not None and st.pid not in out:
+                made.add(st.pid)
         if st is not None and st.pid not in out:
             out[st.pid] = st
     return out
 
 
-def parse_stat(text: str, before: Mapping[int, StatLine] | None = None) -> dict[int, StatLine]:
+def parse_stat(text: str, before: Mapping[int, StatLine] | None = None,
+               made: set[int] | None = None) -> dict[int, StatLine]:
     """``cat /proc/[0-9]*/stat``: the records read one after the other (see the module's doc).
 
     A record that does not parse (output cut short) is skipped up to the next newline; the
@@ -183,9 +187,12 @@ def parse_stat(text: str, before: Mapping[int, StatLine] | None = None) -> dict[
     table ({pid: StatLine}); a record whose text is the one its StatLine was read from (the
     record's hash, kept on the StatLine: the text itself is not kept, a real-size node's are
     ~0.6 MB) is that StatLine, not read again. A str hash is 64-bit SipHash under this process's
-    secret key: no process on the node can make its record hash as another's."""
+    secret key: no process on the node can make its record hash as another's. ``made``: filled
+    with the PIDs whose StatLine this call made anew (the others are ``before``'s own)."""
+    if made is None:
+        made = set()
     if before is not None:
-        fast = _stat_by_lines(text, before)
+        fast = _stat_by_lines(text, before, made)
         if fast is not None:
             return fast
     out: dict[int, StatLine] = {}
@@ -205,6 +212,7 @@ def parse_stat(text: str, before: Mapping[int, StatLine] | None = None) -> dict[
         st = _from_match(m)
         if st is not None:
             out[pid] = st
+            made.add(pid)
     return out
 
 

@@ -167,15 +167,19 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
         listing = Listing(None, listing.last_pid, listing.wrapped)
     whole = scope.whole or listing.wrapped or not before_table
     stat_ok, stat_text = _section(sec, "stat")
-    fresh = parse_stat(stat_text, before_table)
+    made: set[int] = set()
+    fresh = parse_stat(stat_text, before_table, made)
     # a record whose text changed only in what the table keeps no field of (its memory, its page
     # faults) is the record the table holds: its process did not change. Its CPU time (utime and
-    # stime) is kept: a busy worker's record changes with every probe that reads it
-    for pid, st in fresh.items():
-        old_st = before_table.get(pid)
-        if old_st is not None and old_st is not st and old_st == st:
+    # stime) is kept: a busy worker's record changes with every probe that reads it. Only the
+    # records made anew are looked at (the others are the table's own StatLines)
+    changed: set[int] = set()
+    for pid in made:
+        st, old_st = fresh[pid], before_table.get(pid)
+        if old_st is not None and old_st == st:
             fresh[pid] = old_st
-    changed = {pid for pid, st in fresh.items() if before_table.get(pid) is not st}
+        else:
+            changed.add(pid)
     args = _cached(cache, "args", parse_args, _section(sec, "args")[1])
     uids = _cached(cache, "uids", parse_uids, _section(sec, "uids")[1])
     dthreads = _cached(cache, "dstate", parse_dstate, _section(sec, "dstate")[1])
