@@ -462,16 +462,57 @@ PCI_EVERY = 5
 ARGS_EVERY = 10
 
 
+#: the process sections' output gathered into one write (COALESCE_OPEN .. COALESCE_CLOSE, a
+#: kept shell's probe only): each command of a probe writes its own output, and the node's sshd
+#: sends what it read as soon as it read it, so a probe came back in as many SSH packets as it
+#: had gaps between commands (~10-30), each of which costs the console a wakeup, a decrypt and
+#: asyncssh's packet path. The sections run in the probe shell itself (their variables stay);
+#: only their stdout goes into a pipe that one ``dd`` reads whole and writes at once when the
+#: shell closes it (from stat to the first nvidia-smi call, DRIVER_SECTIONS: dd starts after
+#: the pids section's listing, as every other command of the probe, so a light probe's count of
+#: tasks still holds; the nvidia-smi calls, which may hang, and what follows them write as before). The pipe is the shell's own: a here-document (a pipe in dash and in bash from 5.1;
+#: an older bash would make a temporary file of it, so there nothing is gathered) opened again
+#: for writing through /dev/fd. Where any step fails the output goes to stdout as before.
+COALESCE_FROM = "stat"
+COALESCE_BLOCK = "1M"
+COALESCE_OPEN = ("gi_dd=; case \"${BASH_VERSION-}\" in ''|5.[1-9]*|5.[1-9][0-9]*|[6-9].*) "
+                 "{ command exec 6<<'gi_E'\n\ngi_E\n} 2>/dev/null && { command exec 9>/dev/fd/6; } 2>/dev/null && "
+                 f"{{ dd bs={COALESCE_BLOCK} iflag=fullblock <&6 6<&- 9>&- 2>/dev/null & gi_dd=$!; }}; "
+                 "exec 6<&-; [ -n \"$gi_dd\" ] && exec 5>&1 1>&9; exec 9>&-;; esac")
+COALESCE_CLOSE = "[ -n \"$gi_dd\" ] && { exec 1>&5 5>&-; wait \"$gi_dd\"; }"
+_COALESCE_LINES = frozenset(line for line in f"{COALESCE_OPEN}\n{COALESCE_CLOSE}".split("\n") if line.strip())
+
+
+def coalesce_line(line: str) -> bool:
+    """Is ``line`` one of the lines that gather the output (COALESCE_OPEN, COALESCE_CLOSE)? They
+    change only how the output is written: the simulator's shell skips them."""
+    return line in _COALESCE_LINES
+
+
 def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB,
                  cgroup_pids: tuple[int, ...] | list[int] = (),
                  skip: frozenset[str] | set[str] = frozenset(), scope: Scope | None = None,
-                 users: tuple[int, ...] | list[int] = (), loop: bool = False, per_poll: bool = True) -> str:
+                 users: tuple[int, ...] | list[int] = (), loop: bool = False, per_poll: bool = True,
+                 coalesce: bool = False) -> str:
     """The whole probe as shell text, every section one line; ``cgroup_pids``: see
     cgroup_command; ``skip``: sections of STICKY left out; ``scope``, ``users``, ``loop``,
-    ``per_poll``: see sections."""
-    return "".join(section_line(mark, name, cmd) + "\n"
-                   for name, cmd in sections(device_glob, cgroup_pids, scope, users, loop=loop, per_poll=per_poll)
-                   if name not in skip)
+    ``per_poll``: see sections; ``coalesce``: the process sections' output in one write
+    (COALESCE_OPEN)."""
+    lines = []
+    gathering = False
+    for name, cmd in sections(device_glob, cgroup_pids, scope, users, loop=loop, per_poll=per_poll):
+        if name in skip:
+            continue
+        if coalesce and name == COALESCE_FROM:
+            lines.append(COALESCE_OPEN + "\n")
+            gathering = True
+        elif gathering and name in DRIVER_SECTIONS:
+            lines.append(COALESCE_CLOSE + "\n")
+            gathering = False
+        lines.append(section_line(mark, name, cmd) + "\n")
+    if gathering:
+        lines.append(COALESCE_CLOSE + "\n")
+    return "".join(lines)
 
 
 def last_section(device_glob: str = DEFAULT_DEVICE_GLOB, skip: frozenset[str] | set[str] = frozenset(),

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import asyncssh
 
+from console import probe
 from console.model import CommandResult
 from console.probe import DEFAULT_COMMAND_TIMEOUT_S
 from console.sim.fleet import Fleet, build_fleet
@@ -103,7 +104,7 @@ async def _long_lived_shell(node: SimNode, process: asyncssh.SSHServerProcess, f
         out: list[str] = []
         err: list[str] = []
         for line in lines:
-            if not line.strip():
+            if not line.strip() or probe.coalesce_line(line):
                 continue
             result = await fleet.answer(node, line, env) if fleet is not None else None
             if result is None:              # it may take a while: what came before goes first

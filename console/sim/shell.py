@@ -149,7 +149,7 @@ class Shell:
     async def run(self, script: str) -> int:
         for lineno, line in enumerate(script.split("\n"), 1):
             self.lineno = lineno
-            if not line.strip():
+            if not line.strip() or probe.coalesce_line(line):
                 continue
             if await self._probe_line(line):
                 continue

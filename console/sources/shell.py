@@ -80,6 +80,10 @@ def _parse(name: str, data: bytes, mark: str, taken_at: float, probe_ms: float |
 
 
 class ShellSource(Source):
+    #: the process sections' output gathered into one write on the node (probe.COALESCE_OPEN):
+    #: for a transport that pays per packet (SSH); the simulator reads the probe's lines itself
+    coalesce_output = False
+
     def __init__(self, name: str, *, device_glob: str = probe.DEFAULT_DEVICE_GLOB,
                  probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S,
                  limits: ProbeLimits = DEFAULT_LIMITS) -> None:
@@ -171,7 +175,7 @@ class ShellSource(Source):
                self._per_poll)
         if key != self._script_key:
             self._script_key = key
-            self._script_text = probe.build_script(_MARK_SLOT, *key)
+            self._script_text = probe.build_script(_MARK_SLOT, *key, coalesce=self.coalesce_output)
         return self._script_text.replace(_MARK_SLOT, mark)
 
     # ------------------------------------------------------------------ loop mode

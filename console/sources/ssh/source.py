@@ -109,6 +109,7 @@ RESET_TRIES = 2
 
 class SshSource(ShellSource):
     kind = "ssh"
+    coalesce_output = True
 
     def __init__(self, target: str, options: SshOptions | None = None, *,
                  device_glob: str = probe.DEFAULT_DEVICE_GLOB,
