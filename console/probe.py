@@ -414,9 +414,6 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
         ("meta", META),
         ("pids", pids_command(scope if scope is not None else Scope())),
         ("stat", STAT_SCOPED),
-        ("args", ARGS_SCOPED),
-        ("uids", UIDS_SCOPED),
-        *((("users", users_command(users)),) if users or scope is None else ()),
         ("dstate", DSTATE_SCOPED),
         ("fds", fds_command(device_glob)),
         ("pidns", pidns_command(device_glob)),
@@ -426,6 +423,13 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
         ("sys", SYS),
         ("pci", PCI),
         *looped,
+        # the command lines and users after the sections an SSH probe gathers into one write
+        # (COALESCE_OPEN): reading a command line (or a directory service) can hang, and what
+        # was gathered before it is written by then
+        # (users first: uids, always there, ends the probe where every later section is left out)
+        *((("users", users_command(users)),) if users or scope is None else ()),
+        ("args", ARGS_SCOPED),
+        ("uids", UIDS_SCOPED),
         *((name, driver_call(name)) for name in DRIVER_SECTIONS if per_poll or name not in ("gpu", "apps")),
         ("xid", XID),
         ("driver", DRIVER),
@@ -468,14 +472,22 @@ ARGS_EVERY = 10
 #: had gaps between commands (~10-30), each of which costs the console a wakeup, a decrypt and
 #: asyncssh's packet path. The sections run in the probe shell itself (their variables stay);
 #: only their stdout goes into a pipe that one ``dd`` reads whole and writes at once when the
-#: shell closes it (from stat to the first nvidia-smi call, DRIVER_SECTIONS: dd starts after
-#: the pids section's listing, as every other command of the probe, so a light probe's count of
-#: tasks still holds; the nvidia-smi calls, which may hang, and what follows them write as before). The pipe is the shell's own: a here-document (a pipe in dash and in bash from 5.1;
+#: shell closes it (from stat to the first of COALESCE_UNTIL: dd starts after the pids section's
+#: listing, as every other command of the probe, so a light probe's count of tasks still holds;
+#: the command lines, users and nvidia-smi calls, which may hang, and what follows them write as
+#: before). The pipe is the shell's own: a here-document (a pipe in dash and in bash from 5.1;
 #: an older bash would make a temporary file of it, so there nothing is gathered) opened again
 #: for writing through /dev/fd. Where any step fails the output goes to stdout as before.
 COALESCE_FROM = "stat"
+#: the first of these ends the gathering: the reads that can hang (a command line, a user) and
+#: the nvidia-smi calls write as they come
+COALESCE_UNTIL = frozenset({"args", "uids", "users", *DRIVER_SECTIONS})
 COALESCE_BLOCK = "1M"
-COALESCE_OPEN = ("gi_dd=; case \"${BASH_VERSION-}\" in ''|5.[1-9]*|5.[1-9][0-9]*|[6-9].*) "
+#: whether the node's dd reads whole blocks (GNU's iflag=fullblock; a dd without it would end at
+#: its first short read and leave the shell writing into a pipe nobody reads): asked once a shell
+_DD_CHECK = ("[ -n \"${gi_ddok-}\" ] || { dd if=/dev/null of=/dev/null bs=1 count=0 iflag=fullblock "
+             "</dev/null >/dev/null 2>&1 && gi_ddok=1 || gi_ddok=0; }; ")
+COALESCE_OPEN = (_DD_CHECK + "gi_dd=; case \"$gi_ddok${BASH_VERSION-}\" in 1|15.[1-9]*|15.[1-9][0-9]*|1[6-9].*) "
                  "{ command exec 6<<'gi_E'\n\ngi_E\n} 2>/dev/null && { command exec 9>/dev/fd/6; } 2>/dev/null && "
                  f"{{ dd bs={COALESCE_BLOCK} iflag=fullblock <&6 6<&- 9>&- 2>/dev/null & gi_dd=$!; }}; "
                  "exec 6<&-; [ -n \"$gi_dd\" ] && exec 5>&1 1>&9; exec 9>&-;; esac")
@@ -506,7 +518,7 @@ def build_script(mark: str, device_glob: str = DEFAULT_DEVICE_GLOB,
         if coalesce and name == COALESCE_FROM:
             lines.append(COALESCE_OPEN + "\n")
             gathering = True
-        elif gathering and name in DRIVER_SECTIONS:
+        elif gathering and name in COALESCE_UNTIL:
             lines.append(COALESCE_CLOSE + "\n")
             gathering = False
         lines.append(section_line(mark, name, cmd) + "\n")
