@@ -233,7 +233,7 @@ alice:x:1000:1000::/home/alice:/bin/bash
 async def test_holders_finds_hidden_and_foreign_pids():
     r = await run_check(Canned(HOLDERS_OUT), "holders")
     lines = dict((ln.split("begin ")[1].split("'")[0], ln) for ln in r.command.splitlines())
-    assert list(lines) == ["pids", "args", "uids", "users", "fds", "pidns", "cgroup", "gpu", "apps"]   # probe order
+    assert list(lines) == ["pids", "fds", "pidns", "cgroup", "users", "args", "uids", "gpu", "apps"]   # probe order
     # every process's fds: the whole listing the pids section made (gi_k=whole: /proc listed)
     assert "gi_k=whole" in lines["pids"] and "set -- [0-9]*" in lines["pids"]
     assert "set -- $(printf '/proc/%s/fd ' $gi_p)" in lines["fds"]
