@@ -42,7 +42,7 @@ async def test_a_node_off_screen_keeps_few_command_lines_whole_and_the_rest_comp
     warm = cache["idents"]
     cold = cache["idents_cold"]
     assert snap.table_size and snap.table_size >= 600
-    assert len(warm) <= len(snap.processes) + cold_idents.FREEZE_AFTER
+    assert len(warm) <= len(snap.processes) + max(cold_idents.FREEZE_AFTER, len(cold.pids) // 4)
     assert len(cold.pids) + len(warm) >= snap.table_size
     assert len(cold.blob) < 40 * len(cold.pids)          # ~300 B a process uncompressed
     for pid, (cmdline, _user) in _said(snap).items():    # what is shown is what the node said
@@ -80,3 +80,35 @@ async def test_a_node_put_on_screen_shows_every_command_line_at_its_next_poll():
     part.detail = False                        # and off screen again: compressed again
     await _poll(part, 2)
     assert "idents_cold" in part._parse_cache
+
+
+def test_new_processes_go_into_the_blob_in_batches_not_every_poll():
+    """A node where processes come and go makes the blob again every quarter of its size of new
+    ones (its cost in proportion to them), not at every poll."""
+    from console.sources.parse_proc import StatLine
+    from console.sources.proc_read import Table
+    from console.sources.proc_table import Ident
+
+    def table_of(pids):
+        stats = {pid: StatLine(pid, "w", "S", 1, 1, 1000 + pid) for pid in pids}
+        idents = {pid: Ident(1000 + pid, 0, f"worker --rank {pid}", "w") for pid in pids}
+        return Table(stats=stats, idents=idents)
+    keep = frozenset({1})
+    pids = list(range(1, 2001))
+    cache: dict = {}
+    t = table_of(pids)
+    cache["idents"] = t.idents
+    cold_idents.settle(cache, t, keep)
+    blob = cache["idents_cold"]
+    assert len(blob.pids) == 1999 and set(cache["idents"]) == {1}
+    born = list(range(3000, 3300))                    # 300 new processes: under a quarter of 1,999
+    t = table_of(pids + born)
+    cache["idents"] = {**cache["idents"], **{pid: t.idents[pid] for pid in born}}
+    cold_idents.settle(cache, t, keep)
+    assert cache["idents_cold"] is blob and len(cache["idents"]) == 301
+    born += list(range(4000, 4300))                   # 600: over a quarter: into the blob
+    t = table_of(pids + born)
+    cache["idents"] = {**cache["idents"], **{pid: t.idents[pid] for pid in born[300:]}}
+    cold_idents.settle(cache, t, keep)
+    assert cache["idents_cold"] is not blob and len(cache["idents_cold"].pids) == 2599
+    assert cold_idents.thaw(cache["idents_cold"], t.stats, {4299})[4299].cmdline == "worker --rank 4299"

@@ -7,7 +7,8 @@ that a process that comes to matter (a new holder, a zombie, a reparented ancest
 node put on screen have theirs at once, not after a read of 2,000 command lines. Those of the
 processes not kept are one zlib'd marshal blob a node (~15 KB for 2,000), not 2,000 Idents and
 their strings (~300 KB): ``Cold``. The parser's warm dict holds the kept ones and those read
-since the blob was made; the blob is made again once FREEZE_AFTER of those are not kept.
+since the blob was made; the blob is made again once more of those are not kept than
+FREEZE_AFTER or a quarter of the blob's, whichever is more.
 
 An entry speaks for its process only: (PID, start time) as the table has it now, else it is
 dropped where it is thawed.
@@ -24,14 +25,16 @@ from typing import Mapping
 from console.sources.parse_proc import StatLine
 from console.sources.proc_table import Ident, shared_uid
 
-#: not-kept Idents the warm dict may hold before they go into the blob
+#: not-kept Idents the warm dict may hold before they go into the blob: FREEZE_AFTER, or a
+#: quarter of the blob's where that is more (a node where processes come and go fast makes the
+#: blob again every so many new processes, not every poll: its cost stays in proportion to them)
 FREEZE_AFTER = 64
 _LEVEL = 1          # zlib: 6x smaller already; a higher level costs 3x the time for 15% less
 
 
 @dataclass(frozen=True, slots=True)
 class Cold:
-    pids: array           # the PIDs in the blob ('q'), for the parser's "unread" (a set made when asked)
+    pids: array           # the PIDs in the blob ('i': a PID is at most 2**22), for the parser's "unread"
     blob: bytes           # zlib(marshal([(pid, start, uid, cmdline, comm), ...]))
 
 
@@ -39,7 +42,7 @@ def freeze(idents: Mapping[int, Ident]) -> Cold | None:
     rows = [(pid, i.start_ticks, i.uid, i.cmdline, i.comm) for pid, i in idents.items()]
     if not rows:
         return None
-    return Cold(array("q", [r[0] for r in rows]), zlib.compress(marshal.dumps(rows), _LEVEL))
+    return Cold(array("i", [r[0] for r in rows]), zlib.compress(marshal.dumps(rows), _LEVEL))
 
 
 def thaw(cold: Cold | None, table: Mapping[int, StatLine], only=None) -> dict[int, Ident]:
@@ -85,7 +88,7 @@ def warm_up(cache: dict) -> None:
 def settle(cache: dict, table, keep: frozenset[int]) -> None:
     """A node not on screen, after its table was read: every kept process's Ident in the warm
     dict (thawed from the blob where it was there), and the not-kept ones into the blob once
-    FREEZE_AFTER of them are warm. ``table``: read_table's Table (its ``idents`` is the cache's)."""
+    more of them than the limit (FREEZE_AFTER, a quarter of the blob's) are warm. ``table``: read_table's Table (its ``idents`` is the cache's)."""
     warm: dict[int, Ident] = cache.get("idents", {})
     last = cache.get("idents_settled")
     if last is not None and last[0] is warm and last[1] is keep:
@@ -94,13 +97,14 @@ def settle(cache: dict, table, keep: frozenset[int]) -> None:
     stats = table.stats
     missing = {pid for pid in keep if pid not in warm} if cold is not None else set()
     loose = len(warm) - sum(1 for pid in keep if pid in warm)
-    if not missing and loose <= FREEZE_AFTER:
+    limit = max(FREEZE_AFTER, len(cold.pids) // 4) if cold is not None else FREEZE_AFTER
+    if not missing and loose <= limit:
         cache["idents_settled"] = (warm, keep)
         return
     new = {pid: i for pid, i in warm.items() if pid in keep}
     if missing:
         new.update(thaw(cold, stats, missing))
-    if loose > FREEZE_AFTER:
+    if loose > limit:
         rest = thaw(cold, stats)
         rest.update((pid, i) for pid, i in warm.items() if pid not in keep)
         for pid in keep:
