@@ -408,11 +408,13 @@ def sections(device_glob: str = DEFAULT_DEVICE_GLOB,
     section when none, but in a first probe); ``loop``: the loop-mode sections
     (console/probe_loop.py); ``per_poll``: the per-poll GPU and compute-apps queries (left out
     while the loops answer)."""
-    looped = [("loop", loop_command()), ("loopg", probe_loop.READ_GPU), ("loopa", probe_loop.READ_APPS)] \
-        if loop else []
+    # the loop section before the process sections an SSH probe gathers into one write
+    # (COALESCE_OPEN): the loops it starts must not inherit the gathering's saved stdout
+    looped = [("loopg", probe_loop.READ_GPU), ("loopa", probe_loop.READ_APPS)] if loop else []
     return [
         ("meta", META),
         ("pids", pids_command(scope if scope is not None else Scope())),
+        *((("loop", loop_command()),) if loop else ()),
         ("stat", STAT_SCOPED),
         ("dstate", DSTATE_SCOPED),
         ("fds", fds_command(device_glob)),

@@ -85,3 +85,14 @@ def test_a_node_whose_dd_cannot_gather_answers_as_before(tmp_path, shell_name):
     fine = _run_probe(shell_path, plain_env, script, mark.replace("test", "again"), last)
     assert _sections(broken) == _sections(fine)
     assert b"begin stat" in broken and b"end pend" in broken
+
+
+def test_the_nvidia_smi_loops_start_before_the_gathering():
+    """The loop section starts background nvidia-smi loops; started inside the gathering they
+    would inherit the shell's saved stdout (the SSH channel) and keep the session open after the
+    console leaves. They start before it; their readers (loopg, loopa) are gathered."""
+    script = probe.build_script("::gi-t::", coalesce=True, loop=True)
+    opened = script.index(probe.COALESCE_OPEN.split("\n")[0])
+    closed = script.index(probe.COALESCE_CLOSE)
+    assert script.index("::gi-t:: begin loop'") < opened
+    assert opened < script.index("::gi-t:: begin loopg'") < closed
