@@ -102,14 +102,16 @@ def settle(cache: dict, table, keep: frozenset[int]) -> None:
         cache["idents_settled"] = (warm, keep)
         return
     new = {pid: i for pid, i in warm.items() if pid in keep}
-    if missing:
-        new.update(thaw(cold, stats, missing))
-    if loose > limit:
+    if loose > limit:                           # the blob made again: read once, kept ones taken out
         rest = thaw(cold, stats)
         rest.update((pid, i) for pid, i in warm.items() if pid not in keep)
         for pid in keep:
-            rest.pop(pid, None)
+            ident = rest.pop(pid, None)
+            if ident is not None and pid in missing:
+                new[pid] = ident
         cache["idents_cold"] = freeze(rest)
+    elif missing:
+        new.update(thaw(cold, stats, missing))
     cache["idents"] = table.idents = new
     steady = cache.get("last_read")
     if steady is not None:

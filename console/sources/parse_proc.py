@@ -164,17 +164,17 @@ def _stat_by_lines(text: str, before: Mapping[int, StatLine], made: set[int]) ->
         if old is not None and old is here:
             at += 1
         if old is not None and old.h == key:
-            st = old
+            st, new = old, False
         else:
             m = fullmatch(line + "\n")
             if m is None:
                 made.clear()
                 return None
-            st = _from_match(m, key)
-            if st is not None and st.pid not in out:
-                made.add(st.pid)
+            st, new = _from_match(m, key), True
         if st is not None and st.pid not in out:
             out[st.pid] = st
+            if new:
+                made.add(st.pid)
     return out
 
 
