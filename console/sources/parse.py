@@ -24,7 +24,7 @@ from console.sources.parse_fabric import parse_fabric, split_fabric, with_fabric
 from console.sources.parse_repair import parse_memory_repair, with_repair
 from console.sources.parse_pmon import credit_sm, parse_pmon
 from console.sources.cold_idents import settle, warm_up
-from console.sources.proc_read import NO_EXTRA, read_table
+from console.sources.proc_read import NO_EXTRA, pack_table, read_table, unpack_table
 from console.sources.watch import kept as watched_kept
 # the process sections' parsers live in parse_proc (framing no process can forge); callers
 # that read probe-format text import them from here too
@@ -822,6 +822,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
 
     between()
     if detail and cache is not None:
+        unpack_table(cache)            # on screen again: its table a dict (packed_stats.py)
         warm_up(cache)                 # on screen again: every command line back (cold_idents.py)
     table = read_table(sec, cache if cache is not None else {}, scope)
     between()
@@ -832,6 +833,7 @@ def _parse_probe(name: str, text: str, mark: str, taken_at: float,
 
     keep = None if detail else _kept(table, driver_procs, meta, cache)
     if keep is not None and cache is not None:
+        pack_table(cache, table, keep)     # its table as columns (packed_stats.py)
         settle(cache, table, keep)
     procs = _processes(table, meta, cache, keep)
     between()

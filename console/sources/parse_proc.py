@@ -143,7 +143,7 @@ def _stat_by_lines(text: str, before: Mapping[int, StatLine], made: set[int]) ->
     if lines.pop() != "":
         return None
     out: dict[int, StatLine] = {}
-    get, fullmatch = before.get, _RECORD.fullmatch
+    get = before.get
     # the records come in the order the table has them (the listing's: a whole probe reads the
     # PIDs it lists, in that order; the table keeps it, a PID new since then at its end): each
     # line is first compared with the table's record at the same place
@@ -166,16 +166,25 @@ def _stat_by_lines(text: str, before: Mapping[int, StatLine], made: set[int]) ->
         if old is not None and old.h == key:
             st, new = old, False
         else:
-            m = fullmatch(line + "\n")
-            if m is None:
+            try:
+                st, new = read_record(line, key), True
+            except ValueError:
                 made.clear()
                 return None
-            st, new = _from_match(m, key), True
         if st is not None and st.pid not in out:
             out[st.pid] = st
             if new:
                 made.add(st.pid)
     return out
+
+
+def read_record(line: str, h: int | None = None) -> StatLine | None:
+    """One line that is one whole stat record (no newline in its comm), ``h`` its hash: its
+    StatLine (None: its parent is no number). ValueError where the line is not a whole record."""
+    m = _RECORD.fullmatch(line + "\n")
+    if m is None:
+        raise ValueError("not one whole stat record")
+    return _from_match(m, h)
 
 
 def parse_stat(text: str, before: Mapping[int, StatLine] | None = None,

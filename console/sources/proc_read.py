@@ -7,13 +7,14 @@ device file holds none now; a process whose threads were read and showed none in
 """
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping, Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from console.model import ThreadInfo
 from console.probe_scope import Scope
 from console.sources.cold_idents import cold_pids
 from console.sources.cgroup import Cgroup, parse_cgroup_records
+from console.sources.packed_stats import REPACK_AFTER, PackedStats, pack, read_packed, unpack
 from console.sources.parse_proc import (StatLine, parse_dstate, parse_exe, parse_fds, parse_pending, parse_pidns,
                                         parse_stat)
 from console.sources.proc_table import (Ident, Listing, merge_idents, merge_table, parse_args, parse_listing,
@@ -28,7 +29,8 @@ MAX_USERS = 4096
 
 @dataclass
 class Table:
-    stats: dict[int, StatLine] = field(default_factory=dict)
+    #: PID -> stat record: a dict, or for a node not on screen columns (packed_stats.py)
+    stats: Mapping[int, StatLine] = field(default_factory=dict)
     idents: dict[int, Ident] = field(default_factory=dict)
     users: dict[int, str] = field(default_factory=dict)
     extras: dict[int, Extra] = field(default_factory=dict)
@@ -84,7 +86,7 @@ class TableKeys(AbstractSet[int]):
         return len(self.table)
 
     def __sub__(self, other):
-        return self.table.keys() - other
+        return set(self.table).difference(other)
 
     def __eq__(self, other: object) -> bool:
         return self.table.keys() == (other.table.keys() if isinstance(other, TableKeys) else other)
@@ -112,6 +114,8 @@ def _held(listing: Listing, cache: dict, table: dict[int, StatLine], keys_are_li
         out = frozenset(pids.table)           # the listing held: the last table's keys, as a set now
     elif pids is held:
         return pids
+    elif isinstance(table, PackedStats):      # (columns: no int object of the table's to share)
+        out = pids
     else:
         get = table.get
         # (a set first: the frozenset copied from it is sized for its PIDs, not grown one at a time)
@@ -129,7 +133,7 @@ def _light_extras(before: dict[int, Extra], table: dict[int, StatLine], same_key
     process)."""
     extras = dict(before)
     if not same_keys:
-        for pid in extras.keys() - table.keys():
+        for pid in [pid for pid in extras if pid not in table]:
             del extras[pid]
     for pid in look:
         st = table.get(pid)
@@ -152,6 +156,18 @@ def _light_extras(before: dict[int, Extra], table: dict[int, StatLine], same_key
     return extras
 
 
+def _same_pids(table: Mapping[int, StatLine], pids) -> bool:
+    """Whether the table's PIDs are ``pids`` (a listing, or another table): over columns, without
+    a look at each PID where both share them."""
+    if isinstance(pids, TableKeys):
+        pids = pids.table
+    if isinstance(table, PackedStats):
+        return table.same_pids(pids)
+    if isinstance(pids, PackedStats):
+        return pids.same_pids(table)
+    return table.keys() == (pids.keys() if isinstance(pids, Mapping) else pids)
+
+
 def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     """The process table after this probe's sections ``sec`` (probe.split_sections), merged with
     what ``cache`` kept of the last ones; ``cache`` keeps this one. The work is in proportion
@@ -168,7 +184,15 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     whole = scope.whole or listing.wrapped or not before_table
     stat_ok, stat_text = _section(sec, "stat")
     made: set[int] = set()
-    fresh = parse_stat(stat_text, before_table, made)
+    packed = isinstance(before_table, PackedStats)
+    seen: bytearray | None = None            # a packed table's column records read unchanged
+    if packed:
+        seen = bytearray(len(before_table.base.pids))
+        fresh = read_packed(stat_text, before_table, made, seen)
+        if fresh is None:
+            seen, fresh = None, parse_stat(stat_text, None, made)
+    else:
+        fresh = parse_stat(stat_text, before_table, made)
     # a record whose text changed only in what the table keeps no field of (its memory, its page
     # faults) is the record the table holds: its process did not change. Its CPU time (utime and
     # stime) is kept: a busy worker's record changes with every probe that reads it. Only the
@@ -203,10 +227,19 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     # or went: nothing over the whole table but one dict copy
     same_keys = (not whole and listing.pids is not None and listing.pids is cache.get("listing")
                  and cache.get("keys_are_listing", False) and all(pid in before_table for pid in fresh))
-    if same_keys:
+    if same_keys and packed:
+        table = before_table.updated(fresh)
+        gone: set[int] = set()
+    elif same_keys:
         table = dict(before_table)
         table.update(fresh)
-        gone: set[int] = set()
+        gone = set()
+    elif packed:
+        listed = listing.pids
+        if isinstance(listed, TableKeys) and listed.table is before_table:
+            listed = None                     # the listing is the table's own PIDs: none gone
+        table = before_table.merged(listed, fresh, whole and stat_ok, seen)
+        gone = table.gone_since(before_table)
     else:
         table = merge_table(before_table, listing, fresh, whole and stat_ok)
         gone = before_table.keys() - table.keys()
@@ -244,7 +277,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     # what the watched set is made of changed (sources/watch.py works it out again only then):
     # PIDs came or went, a parent, a zombie or D state, a thread count, device files, threads in D
     last_dthreads = cache.get("dthreads", {})
-    shape = ((not same_keys and table.keys() != before_table.keys()) or extras != before
+    shape = ((not same_keys and not _same_pids(table, before_table)) or extras != before
              or dthreads is not last_dthreads
              or any(_shape(before_table.get(pid)) != _shape(table[pid]) for pid in changed))
     if shape or "shape" not in cache:
@@ -260,7 +293,7 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
                 touched |= pending.keys() | last_table.pending.keys()
     cache["table"], cache["idents"], cache["users"], cache["extras"] = table, idents, users, extras
     if not same_keys:
-        cache["keys_are_listing"] = listing.pids is not None and table.keys() == listing.pids
+        cache["keys_are_listing"] = listing.pids is not None and _same_pids(table, listing.pids)
     cache["listing"] = _held(listing, cache, table, cache["keys_are_listing"])
     cache["wrapped"], cache["dthreads"] = listing.wrapped, dthreads
     cache["listing_gen"] = listing.gen if listing.pids is not None else None
@@ -268,7 +301,8 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     # themselves with every work item: not those)
     renamed = cache.setdefault("renamed", set())
     if not same_keys:
-        renamed &= table.keys()
+        # (in place: ``&=`` with a keys view makes a new set, and the cache would keep the old one)
+        renamed.difference_update([pid for pid in renamed if pid not in table])
     renamed.update(pid for pid in changed if (i := idents.get(pid)) is not None and i.comm != table[pid].comm
                    and table[pid].ppid != 2 and pid != 2)
     renamed.difference_update(uids)
@@ -285,3 +319,41 @@ def read_table(sec: dict, cache: dict, scope: Scope) -> Table:
     cache["last_read"] = (inputs, Table(stats=table, idents=idents, users=users, extras=extras, dthreads=dthreads,
                                         exes=exes, pending=pending, touched=set()))
     return out
+
+
+def pack_table(cache: dict, table: Table, keep: frozenset[int]) -> None:
+    """A node not on screen, after its table was read (parse.py): its stat records as columns
+    (packed_stats.py), the kept processes' as StatLines over them; packed again once more records
+    over the columns are not kept, or more PIDs of them gone, than REPACK_AFTER or an eighth of
+    the columns', or more than a few kept processes are in the columns."""
+    stats = table.stats
+    if isinstance(stats, PackedStats):
+        hot = stats.hot
+        loose = stats.loose(keep) + len(stats.gone)
+        cold_kept = sum(1 for pid in keep if pid not in hot)
+        if loose <= max(REPACK_AFTER, len(stats.base.pids) // 8) and cold_kept <= _COLD_KEPT:
+            return
+    _repoint(cache, table, stats, pack(stats, keep))
+
+
+def unpack_table(cache: dict) -> None:
+    """The node is on screen: its table a dict again (before the probe's table is read)."""
+    stats = cache.get("table")
+    if isinstance(stats, PackedStats):
+        last = cache.get("last_read")
+        _repoint(cache, last[1] if last is not None else None, stats, unpack(stats))
+
+
+#: kept processes whose record is read from the columns at each use before the table is packed again
+_COLD_KEPT = 16
+
+
+def _repoint(cache: dict, table: Table | None, old, new) -> None:
+    """``new`` in place of the stats ``old`` wherever the cache holds them."""
+    cache["table"] = new
+    for t in (table, (cache.get("last_read") or (None, None))[1], cache.get("procs_table")):
+        if t is not None and t.stats is old:
+            t.stats = new
+    held = cache.get("listing")
+    if isinstance(held, TableKeys) and held.table is old:
+        held.table = new

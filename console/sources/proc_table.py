@@ -162,7 +162,7 @@ def merge_idents(idents: dict[int, Ident], table: dict[int, StatLine], args: dic
                 out[pid] = known
     else:
         out = dict(idents)
-        for pid in out.keys() - table.keys():
+        for pid in [pid for pid in out if pid not in table]:
             del out[pid]
         for pid in changed:
             known = out.get(pid)

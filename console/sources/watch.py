@@ -28,7 +28,8 @@ def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...], tuple
     first, at most MAX_SCOPE_PIDS each: the driver's and the holders, zombies and D (the GPU's
     own: their threads and fds too), then their families (their stat)."""
     procs = {p.pid: p for p in snap.processes}
-    first, family = _sets(procs, snap_driver(snap), lambda p: p.device_files, lambda p: p.d_threads)
+    first, family = _sets(((p.pid, p.ppid, p.state) for p in snap.processes), snap_driver(snap),
+                          lambda pid: procs[pid].device_files, lambda pid: procs[pid].d_threads)
     pids = [*first, *family][:MAX_SCOPE_PIDS]
     own = list(first)[:MAX_SCOPE_PIDS]
     threads = [pid for pid in own if (procs[pid].num_threads or 1) > 1 or procs[pid].state in _STATES
@@ -39,36 +40,42 @@ def watched(snap: NodeSnapshot) -> tuple[tuple[int, ...], tuple[int, ...], tuple
 def kept(stats: Mapping[int, Any], driver: Iterable[int], devices: Mapping[int, Any],
          dthreads: Mapping[int, Any]) -> frozenset[int]:
     """Every PID of the watched set, uncut, from the parser's process table (``stats``: PID ->
-    stat record; ``devices``: PID -> its device files; ``dthreads``: PID -> its threads in D):
-    the processes a node not on screen keeps in full (parse.py ``detail``)."""
-    first, family = _sets(stats, set(driver), lambda st: devices.get(st.pid), lambda st: dthreads.get(st.pid))
+    stat record, a dict or packed_stats.PackedStats, whose ``rows`` make no record; ``devices``:
+    PID -> its device files; ``dthreads``: PID -> its threads in D): the processes a node not on
+    screen keeps in full (parse.py ``detail``)."""
+    rows = stats.rows() if hasattr(stats, "rows") else ((st.pid, st.ppid, st.state) for st in stats.values())
+    first, family = _sets(rows, set(driver), devices.get, dthreads.get)
     return frozenset(first) | frozenset(family)
 
 
-def _sets(procs: Mapping[int, Any], driver: set[int], device_files: Callable[[Any], Any],
-          d_threads: Callable[[Any], Any]) -> tuple[dict[int, None], dict[int, None]]:
+def _sets(rows: Iterable[tuple[int, int, str]], driver: set[int], device_files: Callable[[int], Any],
+          d_threads: Callable[[int], Any]) -> tuple[dict[int, None], dict[int, None]]:
     """(the GPU's own processes, their families), each in the order found: the driver's, the
     holders, zombies and D; then their ancestors (who reaps them, who respawns them) and the
-    descendants of the driver's and the holders. ``procs``: PID -> a record with ``pid``,
-    ``ppid`` and ``state``."""
-    first: dict[int, None] = {pid: None for pid in sorted(driver) if pid in procs}
-    for p in procs.values():
-        if device_files(p) or p.state in _STATES or d_threads(p):
-            first[p.pid] = None
-    roots = [pid for pid in first if device_files(procs[pid]) or pid in driver]
+    descendants of the driver's and the holders. ``rows``: (pid, ppid, state) of each process."""
+    parent: dict[int, int] = {}
+    own: list[int] = []
+    for pid, ppid, state in rows:
+        if pid not in parent:
+            parent[pid] = ppid
+            if state in _STATES or device_files(pid) or d_threads(pid):
+                own.append(pid)
+    first: dict[int, None] = {pid: None for pid in sorted(driver) if pid in parent}
+    first.update(dict.fromkeys(own))
+    roots = [pid for pid in first if device_files(pid) or pid in driver]
     family: dict[int, None] = {}
     for pid in first:                  # ancestors: the parent reaps, a supervisor respawns
         seen = 0
-        ppid = procs[pid].ppid
-        while ppid in procs and ppid not in first and ppid not in family and seen < 64:
+        ppid = parent[pid]
+        while ppid in parent and ppid not in first and ppid not in family and seen < 64:
             family[ppid] = None
-            ppid = procs[ppid].ppid
+            ppid = parent[ppid]
             seen += 1
     if roots:                          # descendants of the GPU's processes
         children: dict[int, list[int]] = {}
-        for p in procs.values():
-            if p.ppid != _KTHREADD and p.pid != _KTHREADD:
-                children.setdefault(p.ppid, []).append(p.pid)
+        for pid, ppid in parent.items():
+            if ppid != _KTHREADD and pid != _KTHREADD:
+                children.setdefault(ppid, []).append(pid)
         todo = list(roots)
         while todo and len(first) + len(family) < 4 * MAX_SCOPE_PIDS:
             for child in children.get(todo.pop(), ()):
