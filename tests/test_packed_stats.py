@@ -147,3 +147,24 @@ def test_a_hostile_record_stays_a_statline_over_the_columns():
     assert table[12] == fine and table[10] is big and table.get(13) is None and 2 ** 70 not in table
     assert list(table) == [12, 10, 11] and len(table) == 3
     assert unpack(table) == {10: big, 11: odd, 12: fine}
+
+
+def test_a_process_that_renames_itself_while_others_exit_gets_its_command_line_read_again():
+    """A worker renames itself (its comm) in the poll where another process exits: the console
+    asks for its command line again (cache "renamed", shell.py), on screen or not."""
+    for packed in (False, True):
+        node = Node(random.Random(3), 0)
+        for pid, comm in ((301, "python"), (302, "bash"), (303, "sleep")):
+            node._birth(pid)
+            node.procs[pid].update(comm=comm, utime=1, state="S")
+        cache: dict = {}
+        sec = node.sections(True, set())
+        sec["uids"] = (0, "".join(f"/proc/{pid}/status:Uid:\t0\t0\t0\t0\n" for pid in node.procs))
+        sec["args"] = (0, "".join(f"/proc/{pid}/cmdline:{p['comm']}\0" for pid, p in node.procs.items()))
+        table = read_table(sec, cache, Scope(whole=True))
+        if packed:
+            pack_table(cache, table, frozenset())
+        del node.procs[303]
+        node.procs[301]["comm"] = "pt_worker_3"
+        read_table(node.sections(False, {301}), cache, Scope(whole=False, watched=(301,)))
+        assert cache["renamed"] == {301}, packed
