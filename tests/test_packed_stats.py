@@ -168,3 +168,28 @@ def test_a_process_that_renames_itself_while_others_exit_gets_its_command_line_r
         node.procs[301]["comm"] = "pt_worker_3"
         read_table(node.sections(False, {301}), cache, Scope(whole=False, watched=(301,)))
         assert cache["renamed"] == {301}, packed
+
+
+_GARBAGE = st.text(alphabet=st.sampled_from("0123456789 ()-\nSRZDab\x00\u00e9"), max_size=80)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2 ** 32), junk=st.lists(st.tuples(st.integers(0, 40), _GARBAGE), max_size=6),
+       whole=st.booleans())
+def test_garbage_in_a_stat_section_reads_the_same_over_columns(seed, junk, whole):
+    """A hostile or cut-short stat section (any text between the records) never raises and
+    gives the packed table what it gives the dict table."""
+    node = Node(random.Random(seed), 40)
+    plain: dict = {}
+    packed: dict = {}
+    first = node.sections(True, set())
+    read_table(first, plain, Scope(whole=True))
+    pack_table(packed, read_table(first, packed, Scope(whole=True)), frozenset())
+    node.step()
+    sec = node.sections(whole, set(node.procs))
+    lines = sec["stat"][1].split("\n")
+    for at, text in junk:
+        lines.insert(min(at, len(lines)), text)
+    sec["stat"] = (0, "\n".join(lines))
+    scope = Scope(whole=whole)
+    _same(read_table(sec, plain, scope), read_table(sec, packed, scope))
