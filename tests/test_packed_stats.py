@@ -142,11 +142,14 @@ def test_a_hostile_record_stays_a_statline_over_the_columns():
     big = StatLine(pid=10, comm="x", state="S", ppid=1, num_threads=1, start_ticks=2 ** 80)
     odd = StatLine(pid=11, comm="y", state="", ppid=1, num_threads=None, start_ticks=None)
     fine = StatLine(pid=12, comm="z", state="R", ppid=10, num_threads=3, start_ticks=99, utime=None)
-    table = pack({10: big, 11: odd, 12: fine})
-    assert table.hot == {10: big, 11: odd}
-    assert table[12] == fine and table[10] is big and table.get(13) is None and 2 ** 70 not in table
-    assert list(table) == [12, 10, 11] and len(table) == 3
-    assert unpack(table) == {10: big, 11: odd, 12: fine}
+    two = StatLine(pid=13, comm="w", state="Rx", ppid=1, num_threads=1, start_ticks=5)
+    marked = StatLine(pid=14, comm="v", state="S", ppid=1, num_threads=-(1 << 31), start_ticks=5)
+    table = pack({10: big, 11: odd, 12: fine, 13: two, 14: marked})
+    assert table.hot == {10: big, 11: odd, 13: two, 14: marked}
+    assert table[12] == fine and table[10] is big and table.get(15) is None and 2 ** 70 not in table
+    assert list(table) == [12, 10, 11, 13, 14] and len(table) == 5
+    assert unpack(table) == {10: big, 11: odd, 12: fine, 13: two, 14: marked}
+    assert pack({12: fine}).hot == {} and pack({12: fine})[12] == fine
 
 
 def test_a_process_that_renames_itself_while_others_exit_gets_its_command_line_read_again():
@@ -193,3 +196,13 @@ def test_garbage_in_a_stat_section_reads_the_same_over_columns(seed, junk, whole
     sec["stat"] = (0, "\n".join(lines))
     scope = Scope(whole=whole)
     _same(read_table(sec, plain, scope), read_table(sec, packed, scope))
+
+
+def test_states_that_are_not_one_letter_each_never_shift_the_others():
+    """Two odd states whose lengths add up to two letters ("" and "Rx") stay StatLines: the
+    states column is one letter a process, or the records after them would read another's."""
+    none = StatLine(pid=20, comm="a", state="", ppid=1, num_threads=1, start_ticks=1)
+    two = StatLine(pid=21, comm="b", state="Rx", ppid=1, num_threads=1, start_ticks=2)
+    after = StatLine(pid=22, comm="c", state="D", ppid=1, num_threads=1, start_ticks=3)
+    table = pack({20: none, 21: two, 22: after})
+    assert table[22].state == "D" and table[20] is none and table[21] is two

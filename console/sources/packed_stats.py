@@ -25,6 +25,7 @@ import bisect
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Iterable, Iterator
 
 from console.sources.parse_proc import StatLine, read_record
@@ -85,14 +86,28 @@ def _fits(st: StatLine) -> bool:
             and len(st.state) == 1 and st.state.isascii())
 
 
-def _columns(records: list[StatLine]) -> Columns:
-    def col(code: str, field: str, none: int) -> array:
-        return array(code, [none if (v := getattr(st, field)) is None else v for st in records])
-    return Columns(array("i", [st.pid for st in records]), array("i", [st.ppid for st in records]),
-                   col("i", "num_threads", _NONE32), col("i", "pgrp", _NONE32), col("i", "session", _NONE32),
-                   col("q", "start_ticks", _NONE64), col("q", "utime", _NONE64), col("q", "stime", _NONE64),
-                   col("q", "h", _NONE64), "".join(st.state for st in records),
-                   tuple(st.comm for st in records))
+def _columns(records: list[StatLine]) -> Columns | None:
+    """The records as columns; None where one does not fit them (a number past its column's
+    range or its None mark, a state that is not one ASCII letter): then ``_fits`` sorts them."""
+    def col(code: str, field: str, none: int, nullable: bool = True) -> array:
+        values = list(map(attrgetter(field), records))
+        if none in values or (not nullable and None in values):
+            raise ValueError(field)
+        return array(code, [none if v is None else v for v in values] if nullable else values)
+    try:
+        states = list(map(attrgetter("state"), records))
+        state = "".join(states)
+        if set(map(len, states)) - {1} or not state.isascii():
+            return None
+        pids = col("i", "pid", _NONE32, False)
+        if pids and min(pids) <= 0:
+            return None
+        return Columns(pids, col("i", "ppid", _NONE32, False), col("i", "num_threads", _NONE32),
+                       col("i", "pgrp", _NONE32), col("i", "session", _NONE32), col("q", "start_ticks", _NONE64),
+                       col("q", "utime", _NONE64), col("q", "stime", _NONE64), col("q", "h", _NONE64), state,
+                       tuple(map(attrgetter("comm"), records)))
+    except (OverflowError, TypeError, ValueError):
+        return None
 
 
 class PackedStats(Mapping[int, StatLine]):
@@ -219,11 +234,16 @@ def pack(stats: Mapping[int, StatLine], keep: Iterable[int] = ()) -> PackedStats
     records: list[StatLine] = []
     for pid in sorted(stats):
         st = stats[pid]
-        if pid in keep or not _fits(st):
+        if pid in keep:
             hot[pid] = st
         else:
             records.append(st)
-    return PackedStats(_columns(records), hot, frozenset())
+    base: Columns | None = _columns(records)
+    if base is None:                  # one that does not fit: each record looked at
+        fit = [st for st in records if _fits(st)]
+        hot.update((st.pid, st) for st in records if not _fits(st))
+        base = _columns(fit) or _columns([])
+    return PackedStats(base, hot, frozenset())
 
 
 def unpack(stats: Mapping[int, StatLine]) -> dict[int, StatLine]:
